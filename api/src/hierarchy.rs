@@ -1,0 +1,104 @@
+//! `HierarchyConfiguration`: the singleton `hierarchy` in every namespace, saying who its parent
+//! is and whether cascading deletion is allowed.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The only name a HierarchyConfiguration may have.
+pub const HIERARCHY_SINGLETON: &str = "hierarchy";
+
+/// The desired place of a namespace in the hierarchy.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "hnc.x-k8s.io",
+    version = "v1alpha2",
+    kind = "HierarchyConfiguration",
+    plural = "hierarchyconfigurations",
+    namespaced,
+    status = "HierarchyConfigurationStatus",
+    doc = "The hierarchical configuration of a namespace: its parent and related settings. \
+           Every namespace has exactly one, named `hierarchy`."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.HierarchyConfigurationSpec")]
+pub struct HierarchyConfigurationSpec {
+    /// The parent namespace, if any. A namespace without a parent is a root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+
+    /// Whether deleting this namespace (or its subnamespace) may delete its subnamespaces too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_cascading_deletion: bool,
+
+    /// Labels set on this namespace and all its descendants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<MetaKvp>,
+
+    /// Annotations set on this namespace and all its descendants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<MetaKvp>,
+}
+
+/// A label or annotation, as HNC writes them: a list of key/value pairs rather than a map.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.MetaKVP")]
+pub struct MetaKvp {
+    /// The label or annotation key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+}
+
+/// What hns observes about a namespace's place in the hierarchy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.HierarchyConfigurationStatus")]
+pub struct HierarchyConfigurationStatus {
+    /// The namespaces whose parent is this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
+
+    /// Problems with this namespace's place in the hierarchy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn serializes_with_hnc_field_names() {
+        let mut hc = HierarchyConfiguration::new(
+            HIERARCHY_SINGLETON,
+            HierarchyConfigurationSpec {
+                parent: Some("acme-org".into()),
+                allow_cascading_deletion: true,
+                ..Default::default()
+            },
+        );
+        hc.status = Some(HierarchyConfigurationStatus { children: vec!["svc-1".into()], conditions: vec![] });
+        let v = serde_json::to_value(&hc).unwrap();
+        assert_eq!(v["apiVersion"], "hnc.x-k8s.io/v1alpha2");
+        assert_eq!(v["kind"], "HierarchyConfiguration");
+        assert_eq!(v["spec"], json!({"parent": "acme-org", "allowCascadingDeletion": true}));
+        assert_eq!(v["status"], json!({"children": ["svc-1"]}));
+    }
+
+    #[test]
+    fn reads_an_hnc_manifest() {
+        let hc: HierarchyConfiguration = serde_json::from_value(json!({
+            "apiVersion": "hnc.x-k8s.io/v1alpha2",
+            "kind": "HierarchyConfiguration",
+            "metadata": {"name": "hierarchy", "namespace": "team-a"},
+            "spec": {"parent": "acme-org", "labels": [{"key": "env", "value": "prod"}]}
+        }))
+        .unwrap();
+        assert_eq!(hc.spec.parent.as_deref(), Some("acme-org"));
+        assert!(!hc.spec.allow_cascading_deletion);
+        assert_eq!(hc.spec.labels, vec![MetaKvp { key: "env".into(), value: "prod".into() }]);
+    }
+}

@@ -1,0 +1,329 @@
+//! The forest: the whole hierarchy in memory.
+//!
+//! Every component (the API handlers, the admission webhook, the controller) asks the forest
+//! instead of re-deriving the hierarchy from the API. The forest is a cache of the cluster's
+//! Namespace objects and nothing else: it is fed only by the namespace watch (see
+//! [`crate::cache`]) and it does no I/O, so every query is a pure function that unit tests can
+//! check without a cluster.
+//!
+//! ```text
+//!   Namespace objects ──watch──► Forest { nodes: name → Node, children: parent → {child} }
+//!                                   ▲ queries: parent, children, ancestry, cycles
+//!                     API handlers ─┘ webhook, controller
+//! ```
+//!
+//! A namespace may name a parent that does not exist (yet), and users acting at the same moment
+//! can make cycles; every traversal here stops on a repeat, so both are safe to query.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use hns_api::keys;
+use k8s_openapi::api::core::v1::Namespace;
+
+/// One namespace as the forest sees it.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// The last observed Namespace object, for metadata (uid, resourceVersion, timestamps).
+    pub object: Arc<Namespace>,
+    /// The parent named by the namespace's annotations, whether or not it exists.
+    pub parent: Option<String>,
+    /// Whether the namespace is a subnamespace (annotation `hnc.x-k8s.io/subnamespace-of`).
+    pub is_subnamespace: bool,
+    /// `spec.allowCascadingDeletion` of its hierarchy configuration.
+    pub allow_cascading_deletion: bool,
+}
+
+impl Node {
+    /// Reads the hierarchy facts out of a Namespace object.
+    pub fn from_namespace(ns: Namespace) -> Self {
+        let annotations = ns.metadata.annotations.as_ref();
+        let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
+        let subnamespace_of = get(keys::SUBNAMESPACE_OF);
+        Node {
+            is_subnamespace: subnamespace_of.is_some(),
+            // A subnamespace's parent is fixed at creation; its own annotation wins.
+            parent: subnamespace_of.or_else(|| get(keys::PARENT)),
+            allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref() == Some("true"),
+            object: Arc::new(ns),
+        }
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        self.object.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// The hierarchy of every namespace in the cluster.
+#[derive(Debug, Default)]
+pub struct Forest {
+    nodes: BTreeMap<String, Node>,
+    /// parent → children. A parent may be listed here before (or after) it exists.
+    children: BTreeMap<String, BTreeSet<String>>,
+    /// The newest resourceVersion observed: the point in time the forest reflects.
+    resource_version: u64,
+}
+
+impl Forest {
+    /// Records the current state of a namespace (added or changed).
+    pub fn upsert(&mut self, ns: Namespace) {
+        self.observe_resource_version(ns.metadata.resource_version.as_deref());
+        let node = Node::from_namespace(ns);
+        let name = node.name().to_string();
+        if name.is_empty() {
+            return;
+        }
+        self.unlink(&name);
+        if let Some(p) = &node.parent {
+            self.children.entry(p.clone()).or_default().insert(name.clone());
+        }
+        self.nodes.insert(name, node);
+    }
+
+    /// Forgets a deleted namespace. Its children keep naming it as their parent.
+    pub fn remove(&mut self, ns: &Namespace) {
+        self.observe_resource_version(ns.metadata.resource_version.as_deref());
+        let name = ns.metadata.name.as_deref().unwrap_or_default();
+        self.unlink(name);
+        self.nodes.remove(name);
+    }
+
+    /// Records that the cluster has reached `rv`. Namespaces' resourceVersions come from one
+    /// etcd revision counter, so the highest seen is how current the forest is.
+    fn observe_resource_version(&mut self, rv: Option<&str>) {
+        if let Some(rv) = rv.and_then(|rv| rv.parse::<u64>().ok()) {
+            self.resource_version = self.resource_version.max(rv);
+        }
+    }
+
+    /// The resourceVersion the forest reflects, for list responses.
+    pub fn resource_version(&self) -> String {
+        self.resource_version.to_string()
+    }
+
+    /// Replaces the whole forest, e.g. after the watch was re-listed.
+    pub fn replace_all(&mut self, namespaces: impl IntoIterator<Item = Namespace>) {
+        *self = Forest::default();
+        for ns in namespaces {
+            self.upsert(ns);
+        }
+    }
+
+    fn unlink(&mut self, name: &str) {
+        let Some(old_parent) = self.nodes.get(name).and_then(|n| n.parent.clone()) else {
+            return;
+        };
+        if let Some(set) = self.children.get_mut(&old_parent) {
+            set.remove(name);
+            if set.is_empty() {
+                self.children.remove(&old_parent);
+            }
+        }
+    }
+
+    /// The namespace, if it exists.
+    pub fn get(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// All namespaces, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+
+    /// How many namespaces the forest holds.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the forest holds no namespace.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The namespaces naming `name` as their parent, sorted by name.
+    pub fn children(&self, name: &str) -> impl Iterator<Item = &str> {
+        self.children.get(name).into_iter().flatten().map(String::as_str)
+    }
+
+    /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
+    /// missing parent or at the first namespace seen twice, so a cycle yields each member once.
+    pub fn ancestry_names(&self, name: &str) -> Vec<String> {
+        let mut seen = HashSet::new();
+        let mut chain = Vec::new();
+        let mut cur = Some(name.to_string());
+        while let Some(n) = cur {
+            if !seen.insert(n.clone()) {
+                break;
+            }
+            cur = self.nodes.get(&n).and_then(|node| node.parent.clone());
+            chain.push(n);
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// The members of the cycle `name` is in, starting with `name`, or `None` when it is in none.
+    /// A namespace below a cycle is not in it.
+    pub fn cycle_names(&self, name: &str) -> Option<Vec<String>> {
+        let mut members = vec![name.to_string()];
+        let mut seen = HashSet::from([name.to_string()]);
+        let mut cur = self.nodes.get(name)?.parent.clone();
+        while let Some(n) = cur {
+            if n == name {
+                return Some(members);
+            }
+            if !seen.insert(n.clone()) {
+                return None; // a cycle above us, which we are not part of
+            }
+            cur = self.nodes.get(&n).and_then(|node| node.parent.clone());
+            members.push(n);
+        }
+        None
+    }
+
+    /// Every namespace below `name`, breadth first; `name` itself is never included, even in a
+    /// cycle.
+    pub fn descendant_names(&self, name: &str) -> Vec<String> {
+        let mut seen = HashSet::from([name.to_string()]);
+        let mut out = Vec::new();
+        let mut queue: Vec<&str> = self.children(name).collect();
+        while !queue.is_empty() {
+            let mut next = Vec::new();
+            for n in queue {
+                if seen.insert(n.to_string()) {
+                    out.push(n.to_string());
+                    next.extend(self.children(n));
+                }
+            }
+            queue = next;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Fixtures: a forest from a compact description.
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// A Namespace named `name` with parent `parent` (`sub` makes it a subnamespace).
+    pub fn namespace(name: &str, parent: Option<&str>, sub: bool) -> Namespace {
+        let mut annotations = BTreeMap::new();
+        if let Some(p) = parent {
+            let key = if sub { keys::SUBNAMESPACE_OF } else { keys::PARENT };
+            annotations.insert(key.to_string(), p.to_string());
+        }
+        Namespace {
+            metadata: ObjectMeta { name: Some(name.into()), annotations: Some(annotations), ..Default::default() },
+            ..Default::default()
+        }
+    }
+
+    /// A forest from `"child:parent"` pairs; a lone name is a root, `child:~parent` a subnamespace.
+    pub fn forest(spec: &str) -> Forest {
+        let mut f = Forest::default();
+        for item in spec.split_whitespace() {
+            match item.split_once(':') {
+                None => f.upsert(namespace(item, None, false)),
+                Some((c, p)) => match p.strip_prefix('~') {
+                    Some(p) => f.upsert(namespace(c, Some(p), true)),
+                    None => f.upsert(namespace(c, Some(p), false)),
+                },
+            }
+        }
+        f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::Forest;
+
+    #[test]
+    fn children_and_descendants() {
+        let f = forest("acme team-a:acme team-b:~acme svc-1:team-a");
+        assert_eq!(f.children("acme").collect::<Vec<_>>(), ["team-a", "team-b"]);
+        assert_eq!(f.descendant_names("acme"), ["team-a", "team-b", "svc-1"]);
+        assert!(f.get("team-b").unwrap().is_subnamespace);
+        assert!(!f.get("team-a").unwrap().is_subnamespace);
+    }
+
+    #[test]
+    fn ancestry_is_root_first() {
+        let f = forest("acme team-a:acme svc-1:team-a");
+        assert_eq!(f.ancestry_names("svc-1"), ["acme", "team-a", "svc-1"]);
+        assert_eq!(f.ancestry_names("acme"), ["acme"]);
+    }
+
+    #[test]
+    fn missing_parent_ends_the_ancestry_there() {
+        let f = forest("orphan:gone");
+        assert_eq!(f.ancestry_names("orphan"), ["gone", "orphan"]);
+        assert!(f.get("gone").is_none());
+        assert_eq!(f.children("gone").collect::<Vec<_>>(), ["orphan"]);
+    }
+
+    #[test]
+    fn reparenting_moves_the_child() {
+        let mut f = forest("a b c:a");
+        f.upsert(namespace("c", Some("b"), false));
+        assert_eq!(f.children("a").count(), 0);
+        assert_eq!(f.children("b").collect::<Vec<_>>(), ["c"]);
+    }
+
+    #[test]
+    fn removing_keeps_children_pointing_at_the_missing_parent() {
+        let mut f = forest("a b:a");
+        f.remove(&namespace("a", None, false));
+        assert!(f.get("a").is_none());
+        assert_eq!(f.get("b").unwrap().parent.as_deref(), Some("a"));
+        assert_eq!(f.children("a").collect::<Vec<_>>(), ["b"]);
+    }
+
+    #[test]
+    fn tracks_the_newest_resource_version() {
+        let mut f = Forest::default();
+        let mut ns = namespace("a", None, false);
+        ns.metadata.resource_version = Some("17".into());
+        f.upsert(ns.clone());
+        ns.metadata.resource_version = Some("9".into());
+        f.remove(&ns);
+        assert_eq!(f.resource_version(), "17");
+    }
+
+    #[test]
+    fn cycles_are_safe_to_walk() {
+        let f = forest("a:c b:a c:b below:a");
+        assert_eq!(f.cycle_names("a").unwrap(), ["a", "c", "b"]);
+        assert_eq!(f.cycle_names("b").unwrap(), ["b", "a", "c"]);
+        assert_eq!(f.cycle_names("below"), None);
+        assert_eq!(f.ancestry_names("below"), ["b", "c", "a", "below"]);
+        let mut d = f.descendant_names("a");
+        d.sort();
+        assert_eq!(d, ["b", "below", "c"]);
+    }
+
+    #[test]
+    fn self_parent_is_a_cycle_of_one() {
+        let f = forest("a:a");
+        assert_eq!(f.cycle_names("a").unwrap(), ["a"]);
+        assert_eq!(f.ancestry_names("a"), ["a"]);
+        assert!(f.descendant_names("a").is_empty());
+    }
+
+    #[test]
+    fn subnamespace_annotation_wins_over_parent_annotation() {
+        let mut ns = namespace("c", Some("real"), true);
+        ns.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(hns_api::keys::PARENT.into(), "other".into());
+        let node = super::Node::from_namespace(ns);
+        assert_eq!(node.parent.as_deref(), Some("real"));
+    }
+}

@@ -1,0 +1,30 @@
+//! hns-apiserver: serves the hierarchy of namespaces as Kubernetes API resources.
+//!
+//! ```text
+//!  kube-apiserver ──(front-proxy cert + X-Remote-*)──► server (TLS, authn, authz, routes)
+//!                                                        │
+//!                        discovery · openapi · health    ▼
+//!                                      resources ──reads──► cache ◄──watch── Namespaces
+//!                                                           (forest)
+//! ```
+//!
+//! The binary is a thin wrapper over [`options::Args::run`].
+
+pub mod authn;
+pub mod authz;
+pub mod cache;
+pub mod discovery;
+pub mod forest;
+pub mod health;
+pub mod list;
+pub mod negotiation;
+pub mod openapi;
+pub mod options;
+pub mod pki;
+pub mod render;
+pub mod request_info;
+pub mod resources;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod tls;

@@ -1,0 +1,159 @@
+//! List requests: selectors, `limit`/`continue` paging, and the options that go with them.
+//!
+//! Lists are served from the in-memory cache, so a page is cut from the current state: the
+//! continue token records where the previous page ended and the resourceVersion it was cut at.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use kube::core::Selector;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::selector::{self, FieldSelector};
+use crate::status::ApiError;
+
+/// The list options of a request (`metav1.ListOptions`).
+#[derive(Debug, Default)]
+pub struct ListOptions {
+    /// `labelSelector`.
+    pub labels: Selector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `limit`; `None` or 0 means everything.
+    pub limit: Option<usize>,
+    /// Where the previous page ended (`continue`).
+    pub after: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ContinueToken {
+    /// resourceVersion the first page was cut at.
+    rv: String,
+    /// The `namespace/name` key of the last item already sent.
+    start: String,
+}
+
+impl ListOptions {
+    /// Reads the options from the query parameters, refusing malformed ones with a 400.
+    pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let labels = selector::parse_label_selector(q.get("labelSelector").map_or("", String::as_str))?;
+        let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))?;
+        let limit = match q.get("limit").map(String::as_str) {
+            None | Some("") => None,
+            Some(l) => Some(l.parse::<i64>().map_err(|_| ApiError::bad_request(format!("limit: invalid value \"{l}\"")))?)
+                .filter(|l| *l > 0)
+                .map(|l| l as usize),
+        };
+        let after = match q.get("continue").map(String::as_str) {
+            None | Some("") => None,
+            Some(token) => Some(decode_token(token)?.start),
+        };
+        Ok(ListOptions { labels, fields, limit, after })
+    }
+
+    /// Whether an item passes the selectors.
+    pub fn selects(&self, item: &Value) -> bool {
+        let meta = &item["metadata"];
+        let labels: Option<std::collections::BTreeMap<String, String>> = serde_json::from_value(meta["labels"].clone()).ok();
+        self.fields.matches(meta["namespace"].as_str().unwrap_or(""), meta["name"].as_str().unwrap_or(""))
+            && selector::matches(&self.labels, labels.as_ref())
+    }
+}
+
+fn decode_token(token: &str) -> Result<ContinueToken, ApiError> {
+    let bad = || ApiError::bad_request("continue key is not valid: the token was not issued by this server; start the list again without it");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    serde_json::from_slice(&bytes).map_err(|_| bad())
+}
+
+/// One page of a list.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// The items, in key order.
+    pub items: Vec<Value>,
+    /// Token for the next page, if there is one.
+    pub continue_token: Option<String>,
+    /// How many items follow this page.
+    pub remaining: Option<i64>,
+}
+
+fn key_of(item: &Value) -> String {
+    let m = &item["metadata"];
+    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
+}
+
+/// Filters `items` (already in key order) and cuts the page the options ask for.
+pub fn paginate(items: impl IntoIterator<Item = Value>, opts: &ListOptions, rv: &str) -> Page {
+    let mut selected = items
+        .into_iter()
+        .filter(|i| opts.after.as_ref().is_none_or(|after| key_of(i).as_str() > after.as_str()))
+        .filter(|i| opts.selects(i));
+    let Some(limit) = opts.limit else {
+        return Page { items: selected.collect(), ..Default::default() };
+    };
+    let items: Vec<Value> = selected.by_ref().take(limit).collect();
+    let remaining = selected.count();
+    if remaining == 0 {
+        return Page { items, ..Default::default() };
+    }
+    let token = ContinueToken { rv: rv.to_string(), start: items.last().map(key_of).unwrap_or_default() };
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default());
+    Page { items, continue_token: Some(token), remaining: Some(remaining as i64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn item(ns: &str, name: &str) -> Value {
+        json!({"metadata": {"namespace": ns, "name": name, "labels": {"ns": ns}}})
+    }
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn names(p: &Page) -> Vec<String> {
+        p.items.iter().map(key_of).collect()
+    }
+
+    #[test]
+    fn pages_through_everything_once() {
+        let all: Vec<Value> = ["a", "b", "c", "d", "e"].iter().map(|n| item(n, "hierarchy")).collect();
+        let mut seen = Vec::new();
+        let mut query = q(&[("limit", "2")]);
+        loop {
+            let opts = ListOptions::from_query(&query).unwrap();
+            let page = paginate(all.clone(), &opts, "42");
+            seen.extend(names(&page));
+            match page.continue_token {
+                Some(t) => {
+                    assert!(page.remaining.unwrap() > 0);
+                    query.insert("continue".into(), t);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["a/hierarchy", "b/hierarchy", "c/hierarchy", "d/hierarchy", "e/hierarchy"]);
+    }
+
+    #[test]
+    fn selectors_filter_before_paging() {
+        let all = vec![item("a", "hierarchy"), item("b", "hierarchy"), item("c", "hierarchy")];
+        let opts = ListOptions::from_query(&q(&[("labelSelector", "ns notin (a)"), ("limit", "1")])).unwrap();
+        let page = paginate(all.clone(), &opts, "1");
+        assert_eq!(names(&page), ["b/hierarchy"]);
+        assert_eq!(page.remaining, Some(1));
+        let opts = ListOptions::from_query(&q(&[("fieldSelector", "metadata.namespace=c")])).unwrap();
+        assert_eq!(names(&paginate(all, &opts, "1")), ["c/hierarchy"]);
+    }
+
+    #[test]
+    fn bad_options_are_400() {
+        for (k, v) in [("limit", "x"), ("continue", "garbage!"), ("labelSelector", "a in b"), ("fieldSelector", "spec.x=1")] {
+            assert_eq!(ListOptions::from_query(&q(&[(k, v)])).unwrap_err().code, 400, "{k}={v}");
+        }
+    }
+}

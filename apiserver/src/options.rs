@@ -1,0 +1,107 @@
+//! Command-line flags of `hns-apiserver`, in Kubernetes style, and start-up.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix_web::{web, HttpServer};
+use clap::Parser;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+
+use crate::authn::{self, AuthnState};
+use crate::authz::Authorizer;
+use crate::cache::{self, Cache};
+use crate::server::{self, AppState};
+use crate::tls;
+
+/// hns-apiserver serves the hierarchical-namespace API (group hnc.x-k8s.io) behind
+/// kube-apiserver's aggregation layer.
+#[derive(Parser, Debug)]
+#[command(name = "hns-apiserver", version, about)]
+pub struct Args {
+    /// kubeconfig of the cluster to serve; in-cluster configuration when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Port to serve HTTPS on.
+    #[arg(long, default_value_t = 8443)]
+    pub secure_port: u16,
+
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+
+    /// Serving certificate (PEM, may include intermediates). A self-signed one is generated
+    /// when neither this nor --tls-private-key-file is given.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Private key of --tls-cert-file (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// HTTP worker threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
+}
+
+/// How logs are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Args {
+    /// Sets up logging: `RUST_LOG` filters (default `info`).
+    pub fn init_logging(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        match self.log_format {
+            LogFormat::Text => builder.init(),
+            LogFormat::Json => builder.json().init(),
+        }
+    }
+
+    async fn client(&self) -> anyhow::Result<Client> {
+        let config = match &self.kubeconfig {
+            Some(path) => {
+                let kc = Kubeconfig::read_from(path).map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+            }
+            None => kube::Config::infer().await?,
+        };
+        Ok(Client::try_from(config)?)
+    }
+
+    /// Starts the caches and serves until SIGTERM or SIGINT, then drains in-flight requests.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        let tls = tls::acceptor(self.tls_cert_file.as_deref(), self.tls_private_key_file.as_deref())?;
+        let cache = Arc::new(Cache::default());
+        let authn_state = Arc::new(AuthnState::default());
+        tokio::spawn(cache::run(client.clone(), cache.clone()));
+        tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
+        let state = web::Data::new(AppState { cache, authn: authn_state, authz: Authorizer::new(client) });
+
+        let addr = SocketAddr::new(self.bind_address, self.secure_port);
+        let mut http = HttpServer::new(move || server::app(state.clone()))
+            .on_connect(tls::record_peer_certificates)
+            .shutdown_timeout(10);
+        if self.workers > 0 {
+            http = http.workers(self.workers);
+        }
+        let http = http.bind_openssl(addr, tls).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        tracing::info!(%addr, "serving");
+        http.run().await?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,192 @@
+//! Turning objects and lists into the representation a client negotiated: the object itself,
+//! a `meta.k8s.io/v1` Table (server-side printing for kubectl), or `PartialObjectMetadata`.
+
+use serde_json::{json, Map, Value};
+
+use crate::list::Page;
+use crate::negotiation::{IncludeObject, Representation};
+use crate::resources::ResourceDef;
+
+/// A Table column (`metav1.TableColumnDefinition`).
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// Header, e.g. `Parent`; kubectl prints it upper-case.
+    pub name: &'static str,
+    /// OpenAPI type of the cells: `string`, `integer`, …
+    pub kind: &'static str,
+    /// `name` for the object name column, otherwise empty.
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0: always shown; higher: only with `-o wide`.
+    pub priority: i32,
+}
+
+/// The standard first column.
+pub const NAME_COLUMN: Column = Column {
+    name: "Name",
+    kind: "string",
+    format: "name",
+    description: "Name must be unique within a namespace.",
+    priority: 0,
+};
+
+/// The standard last column.
+pub const AGE_COLUMN: Column = Column {
+    name: "Age",
+    kind: "string",
+    format: "",
+    description: "Time since the object was created.",
+    priority: 0,
+};
+
+/// Everything a render needs besides the data.
+pub struct RenderOptions {
+    /// The negotiated representation.
+    pub representation: Representation,
+    /// What Table rows carry.
+    pub include: IncludeObject,
+    /// The time ages are computed from.
+    pub now: jiff::Timestamp,
+}
+
+fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
+fn table(def: &ResourceDef, rows: &[Value], list_meta: Value, opts: &RenderOptions) -> Value {
+    let columns: Vec<Value> = def
+        .columns
+        .iter()
+        .map(|c| json!({"name": c.name, "type": c.kind, "format": c.format, "description": c.description, "priority": c.priority}))
+        .collect();
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|obj| {
+            let mut row = Map::new();
+            row.insert("cells".into(), Value::Array((def.cells)(obj, opts.now)));
+            match opts.include {
+                IncludeObject::None => {}
+                IncludeObject::Metadata => {
+                    row.insert("object".into(), partial_metadata(obj));
+                }
+                IncludeObject::Object => {
+                    row.insert("object".into(), obj.clone());
+                }
+            }
+            Value::Object(row)
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": columns, "rows": rows})
+}
+
+/// Renders one object.
+pub fn object(def: &ResourceDef, obj: Value, opts: &RenderOptions) -> Value {
+    match opts.representation {
+        Representation::Object => obj,
+        Representation::Metadata => partial_metadata(&obj),
+        Representation::Table => {
+            let rv = obj["metadata"]["resourceVersion"].clone();
+            table(def, &[obj], json!({"resourceVersion": rv}), opts)
+        }
+    }
+}
+
+/// Renders a page of a list cut at `resource_version`.
+pub fn list(def: &ResourceDef, page: Page, resource_version: &str, opts: &RenderOptions) -> Value {
+    let mut meta = Map::new();
+    meta.insert("resourceVersion".into(), resource_version.into());
+    if let Some(c) = page.continue_token {
+        meta.insert("continue".into(), c.into());
+    }
+    if let Some(r) = page.remaining {
+        meta.insert("remainingItemCount".into(), r.into());
+    }
+    let meta = Value::Object(meta);
+    match opts.representation {
+        Representation::Object => json!({
+            "kind": def.list_kind, "apiVersion": hns_api::API_VERSION, "metadata": meta, "items": page.items,
+        }),
+        Representation::Metadata => json!({
+            "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+            "items": page.items.iter().map(partial_metadata).collect::<Vec<_>>(),
+        }),
+        Representation::Table => table(def, &page.items, meta, opts),
+    }
+}
+
+/// The age of an object, as kubectl prints it.
+pub fn age(obj: &Value, now: jiff::Timestamp) -> Value {
+    let created = obj["metadata"]["creationTimestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    match created {
+        Some(t) => human_duration(now.as_second() - t.as_second()).into(),
+        None => "<unknown>".into(),
+    }
+}
+
+/// `k8s.io/apimachinery/pkg/util/duration.HumanDuration`, to the second.
+pub fn human_duration(seconds: i64) -> String {
+    if seconds < -1 {
+        return "<invalid>".into();
+    }
+    let s = seconds.max(0);
+    if s < 60 * 2 {
+        return format!("{s}s");
+    }
+    let m = s / 60;
+    if m < 10 {
+        return if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) };
+    }
+    if m < 60 * 3 {
+        return format!("{m}m");
+    }
+    let h = m / 60;
+    if h < 8 {
+        return if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) };
+    }
+    if h < 48 {
+        return format!("{h}h");
+    }
+    let d = h / 24;
+    if h < 24 * 8 {
+        return if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) };
+    }
+    if h < 24 * 365 * 2 {
+        return format!("{d}d");
+    }
+    let y = d / 365;
+    if h < 24 * 365 * 8 {
+        return if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) };
+    }
+    format!("{y}y")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_like_kubectl() {
+        let cases = [
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (125, "2m5s"),
+            (600, "10m"),
+            (179 * 60, "179m"),
+            (3 * 3600, "3h"),
+            (3 * 3600 + 60, "3h1m"),
+            (8 * 3600, "8h"),
+            (47 * 3600, "47h"),
+            (48 * 3600, "2d"),
+            (49 * 3600, "2d1h"),
+            (8 * 86400, "8d"),
+            (800 * 86400, "2y70d"),
+            (9 * 365 * 86400, "9y"),
+            (-5, "<invalid>"),
+        ];
+        for (s, want) in cases {
+            assert_eq!(human_duration(s), want, "{s}");
+        }
+    }
+}

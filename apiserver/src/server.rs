@@ -1,0 +1,158 @@
+//! The HTTP layer: routes, the authentication/authorization filter, and the discovery and
+//! OpenAPI handlers. Resource requests go on to [`crate::resources::dispatch`].
+
+use std::sync::Arc;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header;
+use actix_web::middleware::{from_fn, Next};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use hns_api::{GROUP, VERSION};
+
+use crate::authn::{AuthnState, PeerCertificates};
+use crate::authz::Authorizer;
+use crate::cache::Cache;
+use crate::negotiation::{discovery_format, DiscoveryFormat};
+use crate::request_info::RequestInfo;
+use crate::status::ApiError;
+use crate::{discovery, health, openapi, resources};
+
+/// Largest request body accepted (kube-apiserver's default for JSON is 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// What every handler shares.
+pub struct AppState {
+    /// The namespace cache and its forest.
+    pub cache: Arc<Cache>,
+    /// The authentication configuration.
+    pub authn: Arc<AuthnState>,
+    /// Delegated authorization.
+    pub authz: Authorizer,
+}
+
+/// Paths served to anyone, as k8s.io/apiserver's `--authorization-always-allow-paths`.
+fn always_allowed(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz")
+}
+
+/// Authenticates and authorizes every request except health checks. The parsed
+/// [`RequestInfo`] is left in the request's extensions for the handlers.
+async fn guard(req: ServiceRequest, next: Next<impl MessageBody>) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    if always_allowed(req.path()) {
+        return next.call(req).await;
+    }
+    let state = req.app_data::<web::Data<AppState>>().cloned().ok_or_else(|| ApiError::internal("no application state"))?;
+    let Some(config) = state.authn.current() else {
+        return Err(ApiError::service_unavailable("the authentication configuration has not been loaded yet; try again shortly").into());
+    };
+    let identity = config.authenticate(req.conn_data::<PeerCertificates>(), req.headers()).ok_or_else(ApiError::unauthorized)?;
+    let info = RequestInfo::parse(req.method().as_str(), req.path(), req.query_string());
+    if let Err(e) = state.authz.authorize(&identity, &info).await {
+        tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
+        return Err(e.into());
+    }
+    let (method, path, user) = (req.method().clone(), req.path().to_string(), identity.user.clone());
+    req.extensions_mut().insert(identity);
+    req.extensions_mut().insert(info);
+    let resp = next.call(req).await?;
+    tracing::debug!(%method, %path, %user, status = resp.status().as_u16(), "request");
+    Ok(resp)
+}
+
+async fn apis(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    Ok(match discovery_format(accept)? {
+        DiscoveryFormat::Legacy => HttpResponse::Ok().json(discovery::api_group_list()),
+        DiscoveryFormat::Aggregated(v) => HttpResponse::Ok()
+            .content_type(discovery::aggregated_content_type(v))
+            .body(discovery::aggregated(v).to_string()),
+    })
+}
+
+async fn api_group() -> HttpResponse {
+    HttpResponse::Ok().json(discovery::api_group())
+}
+
+async fn api_resource_list() -> HttpResponse {
+    HttpResponse::Ok().json(discovery::api_resource_list())
+}
+
+/// Serves a prebuilt OpenAPI document, honouring `If-None-Match`.
+fn document(req: &HttpRequest, doc: &'static openapi::Document) -> HttpResponse {
+    let cached = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(doc.etag.as_str());
+    if cached {
+        return HttpResponse::NotModified().insert_header((header::ETAG, doc.etag.clone())).finish();
+    }
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .insert_header((header::ETAG, doc.etag.clone()))
+        .body(doc.body.as_str())
+}
+
+async fn openapi_v2(req: HttpRequest) -> HttpResponse {
+    document(&req, openapi::v2())
+}
+
+async fn openapi_v3_index() -> HttpResponse {
+    HttpResponse::Ok().json(openapi::v3_index())
+}
+
+async fn openapi_v3(req: HttpRequest) -> HttpResponse {
+    document(&req, openapi::v3_group_version())
+}
+
+async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::path_not_found(req.path()))
+}
+
+async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::new_method_not_allowed_path(req.method().as_str(), req.path()))
+}
+
+/// A read-only path: GET (and HEAD) only.
+fn get_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
+where
+    F: actix_web::Handler<Args>,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    web::resource(path).route(web::get().to(handler)).default_service(web::to(method_not_allowed))
+}
+
+/// All routes, for `App::configure`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    let gv = format!("/apis/{GROUP}/{VERSION}");
+    cfg.service(get_only("/healthz", health::healthz))
+        .service(get_only("/livez", health::livez))
+        .service(get_only("/readyz", health::readyz))
+        .service(get_only("/version", health::version))
+        .service(get_only("/apis", apis))
+        .service(get_only(&format!("/apis/{GROUP}"), api_group))
+        .service(get_only(&gv, api_resource_list))
+        .service(web::resource(format!("{gv}/{{rest:.+}}")).to(resources::dispatch))
+        .service(get_only("/openapi/v2", openapi_v2))
+        .service(get_only("/openapi/v3", openapi_v3_index))
+        .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))
+        .default_service(web::to(not_found));
+}
+
+/// The application: routes behind the guard, body size limits and Status errors for bad JSON.
+pub fn app(
+    state: web::Data<AppState>,
+) -> actix_web::App<
+    impl actix_web::dev::ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    actix_web::App::new()
+        .app_data(state)
+        .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+        .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES))
+        .wrap(from_fn(guard))
+        .configure(routes)
+}

@@ -1,0 +1,185 @@
+//! API errors, answered as `metav1.Status` objects with Kubernetes' reasons and codes.
+//!
+//! The constructors mirror `k8s.io/apimachinery/pkg/api/errors` (`NewNotFound`, `NewForbidden`,
+//! …) so messages read the way kubectl users know them.
+
+use actix_web::{http::StatusCode, HttpResponse, ResponseError};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Status, StatusCause, StatusDetails};
+
+/// An error answered to an API client as a `Status`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason, e.g. `NotFound`.
+    pub reason: &'static str,
+    /// Human-readable message: what happened and, where it helps, what to do.
+    pub message: String,
+    /// The object the error is about, and field causes for `Invalid`.
+    pub details: Option<StatusDetails>,
+}
+
+/// The group/resource an error is about, e.g. `hierarchyconfigurations.hnc.x-k8s.io`.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupResource<'a> {
+    /// API group; empty for the core group.
+    pub group: &'a str,
+    /// Plural resource name.
+    pub resource: &'a str,
+}
+
+impl std::fmt::Display for GroupResource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError { code, reason, message: message.into(), details: None }
+    }
+
+    fn with_details(mut self, gr: GroupResource<'_>, name: &str) -> Self {
+        self.details = Some(StatusDetails {
+            group: Some(gr.group.to_string()),
+            kind: Some(gr.resource.to_string()),
+            name: (!name.is_empty()).then(|| name.to_string()),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// 400: the request itself is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 401: no trusted identity came with the request.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 for a resource request, phrased like kube-apiserver's RBAC denials.
+    pub fn forbidden(gr: GroupResource<'_>, name: &str, message: impl std::fmt::Display) -> Self {
+        let what = if name.is_empty() { format!("{gr}") } else { format!("{gr} \"{name}\"") };
+        Self::new(403, "Forbidden", format!("{what} is forbidden: {message}")).with_details(gr, name)
+    }
+
+    /// 403 for a non-resource path such as `/apis`.
+    pub fn forbidden_path(user: &str, verb: &str, path: &str) -> Self {
+        Self::new(403, "Forbidden", format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\""))
+    }
+
+    /// 404 for a named object.
+    pub fn not_found(gr: GroupResource<'_>, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found")).with_details(gr, name)
+    }
+
+    /// 404 for a path nothing is served at.
+    pub fn path_not_found(path: &str) -> Self {
+        Self::new(404, "NotFound", format!("the server could not find the requested resource (path {path})"))
+    }
+
+    /// 405: the resource exists but does not support this verb.
+    pub fn method_not_allowed(gr: GroupResource<'_>, verb: &str) -> Self {
+        Self::new(405, "MethodNotAllowed", format!("{verb} is not supported on {gr}")).with_details(gr, "")
+    }
+
+    /// 405 for a path that exists but not for this method (e.g. `POST /apis`).
+    pub fn new_method_not_allowed_path(method: &str, path: &str) -> Self {
+        Self::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource ({method} {path})"))
+    }
+
+    /// 406: none of the media types in `Accept` can be produced.
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: application/json (with as=Table or as=PartialObjectMetadata[List] of meta.k8s.io/v1), got: {accept}"),
+        )
+    }
+
+    /// 422 with field causes.
+    pub fn invalid(gr: GroupResource<'_>, name: &str, causes: Vec<StatusCause>) -> Self {
+        let summary = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field.as_deref().unwrap_or(""), c.message.as_deref().unwrap_or("")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut err = Self::new(422, "Invalid", format!("{gr} \"{name}\" is invalid: {summary}")).with_details(gr, name);
+        if let Some(d) = err.details.as_mut() {
+            d.causes = Some(causes);
+        }
+        err
+    }
+
+    /// 500: a fault of ours or of the cluster behind us.
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
+    }
+
+    /// 503: not ready to answer yet; the client should retry.
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// The `Status` object sent to the client.
+    pub fn to_status(&self) -> Status {
+        Status {
+            status: Some("Failure".into()),
+            message: Some(self.message.clone()),
+            reason: Some(self.reason.into()),
+            code: Some(self.code.into()),
+            details: self.details.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut body = serde_json::to_value(self.to_status()).unwrap_or_default();
+        // k8s-openapi's Status does not carry the type fields itself.
+        body["kind"] = "Status".into();
+        body["apiVersion"] = "v1".into();
+        body["metadata"] = serde_json::json!({});
+        HttpResponse::build(self.status_code()).json(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HC: GroupResource<'static> = GroupResource { group: "hnc.x-k8s.io", resource: "hierarchyconfigurations" };
+
+    #[test]
+    fn not_found_reads_like_kube_apiserver() {
+        let e = ApiError::not_found(HC, "hierarchy");
+        assert_eq!(e.code, 404);
+        assert_eq!(e.message, "hierarchyconfigurations.hnc.x-k8s.io \"hierarchy\" not found");
+        let s = e.to_status();
+        assert_eq!(s.details.unwrap().name.as_deref(), Some("hierarchy"));
+    }
+
+    #[test]
+    fn forbidden_names_the_resource() {
+        let e = ApiError::forbidden(HC, "", "User \"bob\" cannot list resource");
+        assert_eq!(e.message, "hierarchyconfigurations.hnc.x-k8s.io is forbidden: User \"bob\" cannot list resource");
+    }
+
+    #[test]
+    fn response_is_a_status_object() {
+        let resp = ApiError::unauthorized().error_response();
+        assert_eq!(resp.status(), 401);
+    }
+}
