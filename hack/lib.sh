@@ -32,3 +32,70 @@ apt_install() {
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
+
+# --- state directories ---------------------------------------------------------------------
+# Callers set DIR; certificates go to $PKI, logs to $LOGS, pid files to $PIDS.
+set_dirs() {
+  PKI="$DIR/pki"; LOGS="$DIR/logs"; PIDS="$DIR/pids"
+  mkdir -p "$PKI" "$LOGS" "$PIDS"
+}
+
+# Whether the process recorded as NAME is running.
+alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+
+# start NAME CMD...: runs CMD in the background, logging to $LOGS/NAME.log.
+start() {
+  local name="$1"; shift
+  "$@" >"$LOGS/$name.log" 2>&1 &
+  echo $! > "$PIDS/$name.pid"
+}
+
+# stop NAME: TERM, then KILL after 5 s.
+stop() {
+  local f="$PIDS/$1.pid" pid
+  [ -f "$f" ] || return 0
+  pid="$(cat "$f")"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$f"
+}
+
+# wait_for SECONDS CMD...: retries CMD every 0.2 s until it succeeds.
+wait_for() {
+  local secs="$1"; shift
+  for _ in $(seq 1 $((secs * 5))); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# --- PKI (openssl) -------------------------------------------------------------------------
+new_ca() { # name cn
+  [ -f "$PKI/$1.crt" ] && return 0
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.crt" \
+    -days 3650 -subj "/CN=$2" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+}
+new_cert() { # name ca subject usage [san]
+  [ -f "$PKI/$1.crt" ] && return 0
+  local ext="$PKI/$1.ext"
+  { echo "basicConstraints=CA:FALSE"; echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$4"; [ -n "${5:-}" ] && echo "subjectAltName=$5"; } > "$ext"
+  openssl req -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.csr" -subj "$3" 2>/dev/null
+  openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/$2.crt" -CAkey "$PKI/$2.key" -CAcreateserial \
+    -out "$PKI/$1.crt" -days 3650 -extfile "$ext" 2>/dev/null
+  rm -f "$PKI/$1.csr" "$ext"
+}
+
+# A kubeconfig for a client certificate: kubeconfig_for FILE CERTNAME
+kubeconfig_for() {
+  local f="$1"; rm -f "$f"
+  kubectl config --kubeconfig "$f" set-cluster local --server "https://127.0.0.1:$KUBE_APISERVER_PORT" \
+    --certificate-authority "$PKI/ca.crt" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$f" set-credentials user --client-certificate "$PKI/$2.crt" \
+    --client-key "$PKI/$2.key" --embed-certs >/dev/null
+  kubectl config --kubeconfig "$f" set-context local --cluster local --user user --namespace default >/dev/null
+  kubectl config --kubeconfig "$f" use-context local >/dev/null
+}

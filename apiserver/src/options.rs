@@ -63,7 +63,8 @@ impl Args {
     /// Sets up logging: `RUST_LOG` filters (default `info`).
     pub fn init_logging(&self) {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
         match self.log_format {
             LogFormat::Text => builder.init(),
             LogFormat::Json => builder.json().init(),

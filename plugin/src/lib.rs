@@ -1,1 +1,5 @@
+//! The library behind `kubectl-hns`: the CLI layer parses and prints; the commands decide.
 
+pub mod cli;
+pub mod client;
+pub mod commands;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback: etcd, kube-apiserver and kube-controller-manager
+# (built from Debian's sources by build-control-plane.sh), with the aggregation layer configured.
+#
+#   hack/control-plane.sh up DIR     start (or find running) in DIR; writes DIR/env and DIR/kubeconfig
+#   hack/control-plane.sh down DIR   stop everything started in DIR
+#
+# DIR holds the PKI, data, logs and pid files. Nothing listens anywhere but 127.0.0.1.
+source "$(dirname "$0")/lib.sh"
+
+cmd="${1:-}"; DIR="${2:-}"
+[ -n "$cmd" ] && [ -n "$DIR" ] || die "usage: $0 up|down DIR"
+mkdir -p "$DIR"
+DIR="$(cd "$DIR" && pwd)"
+set_dirs
+BIN="$HNS_CACHE/bin"
+
+stop_all() {
+  stop kube-controller-manager
+  stop kube-apiserver
+  stop etcd
+}
+
+if [ "$cmd" = down ]; then
+  stop_all
+  log "stopped the control plane in $DIR"
+  exit 0
+fi
+[ "$cmd" = up ] || die "usage: $0 up|down DIR"
+
+if alive etcd && alive kube-apiserver && alive kube-controller-manager && [ -f "$DIR/env" ]; then
+  source "$DIR/env"
+  if kubectl --kubeconfig "$DIR/kubeconfig" get --raw /readyz >/dev/null 2>&1; then
+    log "control plane already running in $DIR (kube-apiserver on 127.0.0.1:$KUBE_APISERVER_PORT)"
+    exit 0
+  fi
+fi
+stop_all
+
+"$(dirname "$0")/build-control-plane.sh"
+apt_install curl
+command -v kubectl >/dev/null || apt_install kubernetes-client
+
+# --- PKI --------------------------------------------------------------------------------
+# ca: cluster CA (serving cert, client certs); front-proxy-ca: the aggregation layer's proxy
+# identity, deliberately separate so a proxy cert is never taken for a user.
+log "creating certificates in $PKI"
+new_ca ca "hns-local-ca"
+new_ca front-proxy-ca "hns-local-front-proxy-ca"
+new_cert kube-apiserver ca "/CN=kube-apiserver" serverAuth \
+  "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.96.0.1"
+new_cert admin ca "/O=system:masters/CN=admin" clientAuth
+new_cert kube-controller-manager ca "/CN=system:kube-controller-manager" clientAuth
+new_cert front-proxy-client front-proxy-ca "/CN=front-proxy-client" clientAuth
+[ -f "$PKI/sa.key" ] || { openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null; openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null; }
+
+ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
+KUBE_APISERVER_PORT="$(free_port)"; KCM_PORT="$(free_port)"
+
+log "starting etcd on 127.0.0.1:$ETCD_PORT"
+start etcd /usr/bin/etcd --name hns-local --data-dir "$DIR/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "hns-local=http://127.0.0.1:$ETCD_PEER_PORT"
+wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" \
+  || { tail -20 "$LOGS/etcd.log" >&2; die "etcd did not become healthy (log: $LOGS/etcd.log)"; }
+
+log "starting kube-apiserver on 127.0.0.1:$KUBE_APISERVER_PORT"
+start kube-apiserver "$BIN/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$KUBE_APISERVER_PORT" --insecure-port 0 \
+  --tls-cert-file "$PKI/kube-apiserver.crt" --tls-private-key-file "$PKI/kube-apiserver.key" \
+  --client-ca-file "$PKI/ca.crt" \
+  --authorization-mode RBAC \
+  --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc \
+  --service-cluster-ip-range 10.96.0.0/12 \
+  --requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
+  --requestheader-allowed-names front-proxy-client \
+  --requestheader-username-headers X-Remote-User \
+  --requestheader-group-headers X-Remote-Group \
+  --requestheader-extra-headers-prefix X-Remote-Extra- \
+  --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key"
+kubeconfig_for "$DIR/kubeconfig" admin
+wait_for 60 kubectl --kubeconfig "$DIR/kubeconfig" get --raw /readyz \
+  || { tail -30 "$LOGS/kube-apiserver.log" >&2; die "kube-apiserver did not become ready (log: $LOGS/kube-apiserver.log)"; }
+
+log "starting kube-controller-manager"
+kubeconfig_for "$DIR/kube-controller-manager.kubeconfig" kube-controller-manager
+start_kcm() {
+  start kube-controller-manager "$BIN/kube-controller-manager" \
+    --kubeconfig "$DIR/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$DIR/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$DIR/kube-controller-manager.kubeconfig" \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service,-route' \
+    --leader-elect=false --port 0 --bind-address 127.0.0.1 --secure-port "$KCM_PORT"
+}
+start_kcm
+# It exits if the RBAC bootstrap is not there yet; restart it until it stays up.
+for _ in 1 2 3 4 5; do
+  sleep 2
+  alive kube-controller-manager && break
+  log "kube-controller-manager exited early; restarting"
+  start_kcm
+done
+alive kube-controller-manager || { tail -30 "$LOGS/kube-controller-manager.log" >&2; die "kube-controller-manager keeps exiting"; }
+wait_for 60 kubectl --kubeconfig "$DIR/kubeconfig" -n default get serviceaccount default \
+  || die "the controllers did not create the default ServiceAccount (log: $LOGS/kube-controller-manager.log)"
+
+cat > "$DIR/env" <<ENV
+ETCD_PORT=$ETCD_PORT
+KUBE_APISERVER_PORT=$KUBE_APISERVER_PORT
+KCM_PORT=$KCM_PORT
+CONTROL_PLANE_DIR=$DIR
+ENV
+log "control plane ready: kubectl --kubeconfig $DIR/kubeconfig"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# make dev-up: a local control plane in .dev/ with hns installed, then a short demonstration.
+source "$(dirname "$0")/lib.sh"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+DIR="$ROOT/.dev"
+cd "$ROOT"
+
+log "building hns-apiserver and kubectl-hns"
+cargo build -p hns-apiserver -p kubectl-hns || die "cargo build failed"
+"$ROOT/hack/control-plane.sh" up "$DIR"
+"$ROOT/hack/hns-up.sh" up "$DIR"
+
+export KUBECONFIG="$DIR/kubeconfig" PATH="$ROOT/target/debug:$PATH"
+echo
+log "kubectl get apiservice v1alpha2.hnc.x-k8s.io"
+kubectl get apiservice v1alpha2.hnc.x-k8s.io
+echo
+log "kubectl api-resources --api-group=hnc.x-k8s.io"
+kubectl api-resources --api-group=hnc.x-k8s.io
+echo
+log "kubectl get hierarchyconfigurations -A"
+kubectl get hierarchyconfigurations -A
+cat <<MSG
+
+hns is running. To use it:
+
+  export KUBECONFIG=$DIR/kubeconfig
+  export PATH=$ROOT/target/debug:\$PATH     # kubectl-hns is $ROOT/target/debug/kubectl-hns
+  kubectl get hierarchyconfigurations -A
+  kubectl hns version
+
+Logs: $DIR/logs/   Stop everything: make dev-down
+MSG
