@@ -10,7 +10,9 @@
 pub mod hierarchy;
 pub mod keys;
 
-pub use hierarchy::{HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp};
+pub use hierarchy::{
+    HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp,
+};
 
 /// The API group hns serves.
 pub const GROUP: &str = "hnc.x-k8s.io";

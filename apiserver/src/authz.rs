@@ -39,7 +39,10 @@ type SubjectAccessReviewSpecKey = String;
 impl Authorizer {
     /// An authorizer asking through `client`.
     pub fn new(client: Client) -> Self {
-        let cache = moka::sync::Cache::builder().max_capacity(10_000).time_to_live(CACHE_TTL).build();
+        let cache = moka::sync::Cache::builder()
+            .max_capacity(10_000)
+            .time_to_live(CACHE_TTL)
+            .build();
         Authorizer { client, cache }
     }
 
@@ -60,7 +63,10 @@ impl Authorizer {
             return Ok(d);
         }
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let review = SubjectAccessReview { spec, ..Default::default() };
+        let review = SubjectAccessReview {
+            spec,
+            ..Default::default()
+        };
         let answer = api
             .create(&PostParams::default(), &review)
             .await
@@ -102,7 +108,10 @@ pub fn review_spec(who: &Identity, what: &RequestInfo) -> SubjectAccessReviewSpe
             })
         }
         RequestInfo::NonResource { verb, path } => {
-            spec.non_resource_attributes = Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(path.clone()) })
+            spec.non_resource_attributes = Some(NonResourceAttributes {
+                verb: Some(verb.clone()),
+                path: Some(path.clone()),
+            })
         }
     }
     spec
@@ -110,11 +119,22 @@ pub fn review_spec(who: &Identity, what: &RequestInfo) -> SubjectAccessReviewSpe
 
 /// kube-apiserver's wording for a denial, so users see the same message as for built-in kinds.
 fn denial(who: &Identity, what: &RequestInfo, reason: &str) -> ApiError {
-    let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
+    let suffix = if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    };
     match what {
         RequestInfo::Resource(r) => {
-            let gr = GroupResource { group: &r.group, resource: &r.resource };
-            let resource = if r.subresource.is_empty() { r.resource.clone() } else { format!("{}/{}", r.resource, r.subresource) };
+            let gr = GroupResource {
+                group: &r.group,
+                resource: &r.resource,
+            };
+            let resource = if r.subresource.is_empty() {
+                r.resource.clone()
+            } else {
+                format!("{}/{}", r.resource, r.subresource)
+            };
             let scope = if r.namespace.is_empty() {
                 "at the cluster scope".to_string()
             } else {
@@ -135,12 +155,20 @@ mod tests {
     use super::*;
 
     fn bob() -> Identity {
-        Identity { user: "bob".into(), groups: vec!["system:authenticated".into()], extra: Default::default() }
+        Identity {
+            user: "bob".into(),
+            groups: vec!["system:authenticated".into()],
+            extra: Default::default(),
+        }
     }
 
     #[test]
     fn resource_review_carries_the_request() {
-        let info = RequestInfo::parse("GET", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations/hierarchy", "");
+        let info = RequestInfo::parse(
+            "GET",
+            "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations/hierarchy",
+            "",
+        );
         let spec = review_spec(&bob(), &info);
         let ra = spec.resource_attributes.unwrap();
         assert_eq!(ra.verb.as_deref(), Some("get"));
@@ -151,7 +179,11 @@ mod tests {
 
     #[test]
     fn denial_reads_like_rbac() {
-        let info = RequestInfo::parse("GET", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations", "");
+        let info = RequestInfo::parse(
+            "GET",
+            "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations",
+            "",
+        );
         let e = denial(&bob(), &info, "");
         assert_eq!(e.code, 403);
         assert_eq!(
@@ -159,6 +191,9 @@ mod tests {
             "hierarchyconfigurations.hnc.x-k8s.io is forbidden: User \"bob\" cannot list resource \"hierarchyconfigurations\" in API group \"hnc.x-k8s.io\" in the namespace \"a\""
         );
         let e = denial(&bob(), &RequestInfo::parse("GET", "/apis", ""), "");
-        assert_eq!(e.message, "forbidden: User \"bob\" cannot get path \"/apis\"");
+        assert_eq!(
+            e.message,
+            "forbidden: User \"bob\" cannot get path \"/apis\""
+        );
     }
 }

@@ -38,13 +38,19 @@ impl Node {
     /// Reads the hierarchy facts out of a Namespace object.
     pub fn from_namespace(ns: Namespace) -> Self {
         let annotations = ns.metadata.annotations.as_ref();
-        let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
+        let get = |k: &str| {
+            annotations
+                .and_then(|a| a.get(k))
+                .filter(|v| !v.is_empty())
+                .cloned()
+        };
         let subnamespace_of = get(keys::SUBNAMESPACE_OF);
         Node {
             is_subnamespace: subnamespace_of.is_some(),
             // A subnamespace's parent is fixed at creation; its own annotation wins.
             parent: subnamespace_of.or_else(|| get(keys::PARENT)),
-            allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref() == Some("true"),
+            allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref()
+                == Some("true"),
             object: Arc::new(ns),
         }
     }
@@ -76,7 +82,10 @@ impl Forest {
         }
         self.unlink(&name);
         if let Some(p) = &node.parent {
-            self.children.entry(p.clone()).or_default().insert(name.clone());
+            self.children
+                .entry(p.clone())
+                .or_default()
+                .insert(name.clone());
         }
         self.nodes.insert(name, node);
     }
@@ -144,7 +153,11 @@ impl Forest {
 
     /// The namespaces naming `name` as their parent, sorted by name.
     pub fn children(&self, name: &str) -> impl Iterator<Item = &str> {
-        self.children.get(name).into_iter().flatten().map(String::as_str)
+        self.children
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
     }
 
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
@@ -213,11 +226,19 @@ pub(crate) mod testing {
     pub fn namespace(name: &str, parent: Option<&str>, sub: bool) -> Namespace {
         let mut annotations = BTreeMap::new();
         if let Some(p) = parent {
-            let key = if sub { keys::SUBNAMESPACE_OF } else { keys::PARENT };
+            let key = if sub {
+                keys::SUBNAMESPACE_OF
+            } else {
+                keys::PARENT
+            };
             annotations.insert(key.to_string(), p.to_string());
         }
         Namespace {
-            metadata: ObjectMeta { name: Some(name.into()), annotations: Some(annotations), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: Some(annotations),
+                ..Default::default()
+            },
             ..Default::default()
         }
     }

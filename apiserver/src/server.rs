@@ -38,21 +38,36 @@ fn always_allowed(path: &str) -> bool {
 
 /// Authenticates and authorizes every request except health checks. The parsed
 /// [`RequestInfo`] is left in the request's extensions for the handlers.
-async fn guard(req: ServiceRequest, next: Next<impl MessageBody>) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+async fn guard(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     if always_allowed(req.path()) {
         return next.call(req).await;
     }
-    let state = req.app_data::<web::Data<AppState>>().cloned().ok_or_else(|| ApiError::internal("no application state"))?;
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("no application state"))?;
     let Some(config) = state.authn.current() else {
-        return Err(ApiError::service_unavailable("the authentication configuration has not been loaded yet; try again shortly").into());
+        return Err(ApiError::service_unavailable(
+            "the authentication configuration has not been loaded yet; try again shortly",
+        )
+        .into());
     };
-    let identity = config.authenticate(req.conn_data::<PeerCertificates>(), req.headers()).ok_or_else(ApiError::unauthorized)?;
+    let identity = config
+        .authenticate(req.conn_data::<PeerCertificates>(), req.headers())
+        .ok_or_else(ApiError::unauthorized)?;
     let info = RequestInfo::parse(req.method().as_str(), req.path(), req.query_string());
     if let Err(e) = state.authz.authorize(&identity, &info).await {
         tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
         return Err(e.into());
     }
-    let (method, path, user) = (req.method().clone(), req.path().to_string(), identity.user.clone());
+    let (method, path, user) = (
+        req.method().clone(),
+        req.path().to_string(),
+        identity.user.clone(),
+    );
     req.extensions_mut().insert(identity);
     req.extensions_mut().insert(info);
     let resp = next.call(req).await?;
@@ -61,7 +76,10 @@ async fn guard(req: ServiceRequest, next: Next<impl MessageBody>) -> Result<Serv
 }
 
 async fn apis(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
     Ok(match discovery_format(accept)? {
         DiscoveryFormat::Legacy => HttpResponse::Ok().json(discovery::api_group_list()),
         DiscoveryFormat::Aggregated(v) => HttpResponse::Ok()
@@ -80,9 +98,15 @@ async fn api_resource_list() -> HttpResponse {
 
 /// Serves a prebuilt OpenAPI document, honouring `If-None-Match`.
 fn document(req: &HttpRequest, doc: &'static openapi::Document) -> HttpResponse {
-    let cached = req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(doc.etag.as_str());
+    let cached = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        == Some(doc.etag.as_str());
     if cached {
-        return HttpResponse::NotModified().insert_header((header::ETAG, doc.etag.clone())).finish();
+        return HttpResponse::NotModified()
+            .insert_header((header::ETAG, doc.etag.clone()))
+            .finish();
     }
     HttpResponse::Ok()
         .content_type("application/json")
@@ -107,7 +131,10 @@ async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
 }
 
 async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new_method_not_allowed_path(req.method().as_str(), req.path()))
+    Err(ApiError::new_method_not_allowed_path(
+        req.method().as_str(),
+        req.path(),
+    ))
 }
 
 /// A read-only path: GET (and HEAD) only.
@@ -117,7 +144,9 @@ where
     Args: actix_web::FromRequest + 'static,
     F::Output: actix_web::Responder + 'static,
 {
-    web::resource(path).route(web::get().to(handler)).default_service(web::to(method_not_allowed))
+    web::resource(path)
+        .route(web::get().to(handler))
+        .default_service(web::to(method_not_allowed))
 }
 
 /// All routes, for `App::configure`.
@@ -133,7 +162,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(web::resource(format!("{gv}/{{rest:.+}}")).to(resources::dispatch))
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))
-        .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))
+        .service(get_only(
+            &format!("/openapi/v3/apis/{GROUP}/{VERSION}"),
+            openapi_v3,
+        ))
         .default_service(web::to(not_found));
 }
 

@@ -21,7 +21,10 @@ const SELF_SIGNED_NAMES: &[&str] = &[
 /// without one. Any certificate is accepted during the handshake because the CAs it must chain
 /// to come from a ConfigMap that can change at any time; [`crate::authn`] verifies the chain on
 /// every request against the current ones.
-pub fn acceptor(cert_file: Option<&Path>, key_file: Option<&Path>) -> anyhow::Result<SslAcceptorBuilder> {
+pub fn acceptor(
+    cert_file: Option<&Path>,
+    key_file: Option<&Path>,
+) -> anyhow::Result<SslAcceptorBuilder> {
     let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server())?;
     match (cert_file, key_file) {
         (Some(cert), Some(key)) => {
@@ -38,7 +41,8 @@ pub fn acceptor(cert_file: Option<&Path>, key_file: Option<&Path>) -> anyhow::Re
         }
         _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file must be given together"),
     }
-    b.check_private_key().map_err(|e| anyhow::anyhow!("the serving key does not match the certificate: {e}"))?;
+    b.check_private_key()
+        .map_err(|e| anyhow::anyhow!("the serving key does not match the certificate: {e}"))?;
     b.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
     // Needed for session resumption once client certificates are requested.
     b.set_session_id_context(b"hns-apiserver")?;
@@ -49,7 +53,9 @@ pub fn acceptor(cert_file: Option<&Path>, key_file: Option<&Path>) -> anyhow::Re
 /// [`crate::authn`] finds them.
 pub fn record_peer_certificates(conn: &dyn std::any::Any, ext: &mut actix_web::dev::Extensions) {
     type Tls = actix_tls::accept::openssl::TlsStream<actix_web::rt::net::TcpStream>;
-    let Some(tls) = conn.downcast_ref::<Tls>() else { return };
+    let Some(tls) = conn.downcast_ref::<Tls>() else {
+        return;
+    };
     let ssl = tls.ssl();
     let mut chain: Vec<_> = ssl.peer_certificate().into_iter().collect();
     // On a server, OpenSSL's peer chain omits the leaf: these are the intermediates.

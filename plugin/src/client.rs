@@ -19,13 +19,19 @@ pub struct KubeFlags {
 impl KubeFlags {
     /// A client for the chosen cluster and context.
     pub async fn client(&self) -> anyhow::Result<Client> {
-        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
         let config = match &self.kubeconfig {
             Some(path) => {
-                let kc = Kubeconfig::read_from(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+                let kc = Kubeconfig::read_from(path)
+                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
                 Config::from_custom_kubeconfig(kc, &options).await?
             }
-            None => Config::from_kubeconfig(&options).await.or_else(|_| Config::incluster())?,
+            None => Config::from_kubeconfig(&options)
+                .await
+                .or_else(|_| Config::incluster())?,
         };
         Ok(Client::try_from(config)?)
     }

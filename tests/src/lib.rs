@@ -1,1 +1,331 @@
+//! Helpers for the end-to-end tests: the cluster under test, kubectl, users, and direct
+//! connections to hns-apiserver.
+//!
+//! `hack/e2e.sh` starts a local control plane with hns and sets `HNS_E2E_KUBECONFIG` and
+//! `HNS_E2E_DIR` (its PKI, ports and logs). With only `HNS_E2E_KUBECONFIG` set, tests run against
+//! that cluster; the few that must reach hns-apiserver directly or mint certificates then say
+//! so and return.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use openssl::asn1::Asn1Time;
+use openssl::bn::{BigNum, MsbOption};
+use openssl::hash::MessageDigest;
+use openssl::nid::Nid;
+use openssl::pkey::{PKey, Private};
+use openssl::rsa::Rsa;
+use openssl::x509::extension::ExtendedKeyUsage;
+use openssl::x509::{X509NameBuilder, X509};
+
+/// The cluster under test.
+pub struct Env {
+    /// Admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The local control plane's directory, when the tests started one.
+    pub local: Option<Local>,
+}
+
+/// What a local control plane offers beyond a kubeconfig.
+pub struct Local {
+    /// Its directory (`pki/`, `logs/`, `env`).
+    pub dir: PathBuf,
+    /// hns-apiserver's port on 127.0.0.1.
+    pub hns_port: u16,
+    /// kube-apiserver's port on 127.0.0.1.
+    pub kube_apiserver_port: u16,
+}
+
+impl Env {
+    /// Reads the environment `hack/e2e.sh` sets up. Panics with instructions when it is missing.
+    pub fn get() -> Env {
+        let kubeconfig = std::env::var_os("HNS_E2E_KUBECONFIG").map(PathBuf::from).unwrap_or_else(|| {
+            panic!("HNS_E2E_KUBECONFIG is not set: run the e2e tests with `make e2e` (or `make test`)")
+        });
+        let local = std::env::var_os("HNS_E2E_DIR")
+            .map(PathBuf::from)
+            .map(|dir| {
+                let env = read_env_file(&dir.join("env"));
+                let port = |k: &str| {
+                    env.get(k)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_else(|| panic!("{k} missing in env"))
+                };
+                Local {
+                    hns_port: port("HNS_PORT"),
+                    kube_apiserver_port: port("KUBE_APISERVER_PORT"),
+                    dir,
+                }
+            });
+        Env { kubeconfig, local }
+    }
+
+    /// The local control plane, or `None` after printing why the calling test cannot run.
+    pub fn local_or_skip(&self, test: &str) -> Option<&Local> {
+        if self.local.is_none() {
+            eprintln!("{test}: needs the local control plane (HNS_E2E_DIR); not run against an external cluster");
+        }
+        self.local.as_ref()
+    }
+
+    /// A client with the admin kubeconfig.
+    pub async fn admin(&self) -> Client {
+        client_for(&self.kubeconfig).await
+    }
+
+    /// Runs kubectl with the admin kubeconfig.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl_with(&self.kubeconfig, args)
+    }
+
+    /// Runs kubectl as `user` (in `groups`): with a client certificate on a local control plane,
+    /// by impersonation elsewhere.
+    pub fn kubectl_as(&self, user: &str, groups: &[&str], args: &[&str]) -> Output {
+        match &self.local {
+            Some(local) => kubectl_with(&local.user_kubeconfig(user, groups), args),
+            None => {
+                let mut all: Vec<String> = vec![format!("--as={user}")];
+                all.extend(groups.iter().map(|g| format!("--as-group={g}")));
+                all.extend(args.iter().map(|a| a.to_string()));
+                kubectl_with(
+                    &self.kubeconfig,
+                    &all.iter().map(String::as_str).collect::<Vec<_>>(),
+                )
+            }
+        }
+    }
+}
+
+fn read_env_file(path: &Path) -> HashMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A kube client for a kubeconfig file.
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// Runs kubectl with `kubeconfig`.
+pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl must be on PATH")
+}
+
+/// stdout of a successful command; panics with stderr otherwise.
+pub fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "command failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr of a failed command; panics if it succeeded.
+pub fn fails(out: Output) -> String {
+    assert!(
+        !out.status.success(),
+        "command unexpectedly succeeded:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+impl Local {
+    /// A path in the PKI directory.
+    pub fn pki(&self, file: &str) -> PathBuf {
+        self.dir.join("pki").join(file)
+    }
+
+    /// A kubeconfig for `user` in `groups`, with a client certificate signed by the cluster CA.
+    pub fn user_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {
+        let tag = format!("{user}-{}", groups.join("-")).replace([':', '/'], "_");
+        let path = self.dir.join(format!("user-{tag}.kubeconfig"));
+        if path.exists() {
+            return path;
+        }
+        let (cert, key) = mint(&self.pki("ca.crt"), &self.pki("ca.key"), user, groups);
+        let b64 = |b: &[u8]| openssl::base64::encode_block(b);
+        let ca = std::fs::read(self.pki("ca.crt")).expect("ca.crt");
+        let kubeconfig = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: https://127.0.0.1:{}\n    certificate-authority-data: {}\nusers:\n- name: {tag}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: local\n  context:\n    cluster: local\n    user: {tag}\n    namespace: default\ncurrent-context: local\n",
+            self.kube_apiserver_port,
+            b64(&ca),
+            b64(&cert.to_pem().unwrap()),
+            b64(&key.private_key_to_pem_pkcs8().unwrap()),
+        );
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, kubeconfig).expect("write kubeconfig");
+        std::fs::rename(&tmp, &path).expect("rename kubeconfig");
+        path
+    }
+
+    /// The base URL of hns-apiserver, bypassing kube-apiserver.
+    pub fn hns_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.hns_port)
+    }
+
+    /// A direct HTTPS client to hns-apiserver presenting `identity` (certificate and key PEM).
+    pub fn direct_client(&self, identity: Option<(Vec<u8>, Vec<u8>)>) -> reqwest::Client {
+        let ca = std::fs::read(self.pki("hns-ca.crt")).expect("hns-ca.crt");
+        let mut b = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+            .timeout(Duration::from_secs(10));
+        if let Some((cert, key)) = identity {
+            b = b.identity(reqwest::Identity::from_pkcs8_pem(&cert, &key).expect("identity"));
+        }
+        b.build().unwrap()
+    }
+
+    /// The front-proxy client certificate kube-apiserver uses.
+    pub fn front_proxy_identity(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            std::fs::read(self.pki("front-proxy-client.crt")).unwrap(),
+            std::fs::read(self.pki("front-proxy-client.key")).unwrap(),
+        )
+    }
+
+    /// A new certificate with CN `cn` signed by the CA `ca` (a name in the PKI directory).
+    pub fn identity_from(&self, ca: &str, cn: &str) -> (Vec<u8>, Vec<u8>) {
+        let (cert, key) = mint(
+            &self.pki(&format!("{ca}.crt")),
+            &self.pki(&format!("{ca}.key")),
+            cn,
+            &[],
+        );
+        (
+            cert.to_pem().unwrap(),
+            key.private_key_to_pem_pkcs8().unwrap(),
+        )
+    }
+}
+
+/// A self-signed certificate: a CA nobody trusts.
+pub fn rogue_identity(cn: &str) -> (Vec<u8>, Vec<u8>) {
+    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+    let cert = build_cert(cn, &[], &key, None);
+    (
+        cert.to_pem().unwrap(),
+        key.private_key_to_pem_pkcs8().unwrap(),
+    )
+}
+
+fn mint(ca_cert: &Path, ca_key: &Path, cn: &str, orgs: &[&str]) -> (X509, PKey<Private>) {
+    let ca = X509::from_pem(&std::fs::read(ca_cert).unwrap()).unwrap();
+    let ca_key = PKey::private_key_from_pem(&std::fs::read(ca_key).unwrap()).unwrap();
+    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+    (build_cert(cn, orgs, &key, Some((&ca, &ca_key))), key)
+}
+
+fn build_cert(
+    cn: &str,
+    orgs: &[&str],
+    key: &PKey<Private>,
+    issuer: Option<(&X509, &PKey<Private>)>,
+) -> X509 {
+    let mut name = X509NameBuilder::new().unwrap();
+    for o in orgs {
+        name.append_entry_by_nid(Nid::ORGANIZATIONNAME, o).unwrap();
+    }
+    name.append_entry_by_nid(Nid::COMMONNAME, cn).unwrap();
+    let name = name.build();
+    let mut b = X509::builder().unwrap();
+    b.set_version(2).unwrap();
+    let mut serial = BigNum::new().unwrap();
+    serial.rand(127, MsbOption::MAYBE_ZERO, false).unwrap();
+    b.set_serial_number(&serial.to_asn1_integer().unwrap())
+        .unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_pubkey(key).unwrap();
+    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    b.set_not_after(&Asn1Time::days_from_now(1).unwrap())
+        .unwrap();
+    b.append_extension(ExtendedKeyUsage::new().client_auth().build().unwrap())
+        .unwrap();
+    match issuer {
+        Some((ca, ca_key)) => {
+            b.set_issuer_name(ca.subject_name()).unwrap();
+            b.sign(ca_key, MessageDigest::sha256()).unwrap();
+        }
+        None => {
+            b.set_issuer_name(&name).unwrap();
+            b.sign(key, MessageDigest::sha256()).unwrap();
+        }
+    }
+    b.build()
+}
+
+/// A namespace name unique to this test run: `<prefix>-<pid>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Creates a namespace with `annotations`, and returns its name.
+pub async fn create_namespace(client: &Client, name: &str, annotations: &[(&str, &str)]) -> String {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(name.to_string());
+    ns.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    api.create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    name.to_string()
+}
+
+/// Deletes namespaces, ignoring ones already gone.
+pub async fn delete_namespaces(client: &Client, names: &[&str]) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for n in names {
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+}
+
+/// Retries `check` until it returns `Some` or `timeout` passes (the cache is eventually
+/// consistent with the cluster). Panics with `what` on timeout.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

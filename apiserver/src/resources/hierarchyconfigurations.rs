@@ -30,8 +30,20 @@ pub const DEF: ResourceDef = ResourceDef {
     short_names: &[],
     columns: &[
         NAME_COLUMN,
-        Column { name: "Parent", kind: "string", format: "", description: "The parent namespace; empty for a root.", priority: 0 },
-        Column { name: "Children", kind: "string", format: "", description: "The child namespaces.", priority: 0 },
+        Column {
+            name: "Parent",
+            kind: "string",
+            format: "",
+            description: "The parent namespace; empty for a root.",
+            priority: 0,
+        },
+        Column {
+            name: "Children",
+            kind: "string",
+            format: "",
+            description: "The child namespaces.",
+            priority: 0,
+        },
         AGE_COLUMN,
         Column {
             name: "Cascading-Deletion",
@@ -42,10 +54,14 @@ pub const DEF: ResourceDef = ResourceDef {
         },
     ],
     cells,
-    description: "The hierarchical configuration of a namespace: its parent, whether cascading deletion is \
+    description:
+        "The hierarchical configuration of a namespace: its parent, whether cascading deletion is \
                   allowed, and its children. Every namespace has exactly one, named `hierarchy`.",
     schemas: |g| {
-        (g.subschema_for::<HierarchyConfigurationSpec>(), Some(g.subschema_for::<HierarchyConfigurationStatus>()))
+        (
+            g.subschema_for::<HierarchyConfigurationSpec>(),
+            Some(g.subschema_for::<HierarchyConfigurationStatus>()),
+        )
     },
 };
 
@@ -101,7 +117,10 @@ pub fn serve(
             } else {
                 forest.get(&req.namespace).into_iter().collect()
             };
-            let items = nodes.into_iter().map(|n| to_value(&forest, n)).collect::<Result<Vec<_>, _>>()?;
+            let items = nodes
+                .into_iter()
+                .map(|n| to_value(&forest, n))
+                .collect::<Result<Vec<_>, _>>()?;
             let rv = forest.resource_version();
             Ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, render))
         }
@@ -117,8 +136,18 @@ fn to_value(forest: &Forest, node: &Node) -> Result<Value, ApiError> {
 const CHILDREN_SHOWN: usize = 3;
 
 fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let children: Vec<&str> = obj["status"]["children"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let mut shown = children.iter().take(CHILDREN_SHOWN).copied().collect::<Vec<_>>().join(",");
+    let children: Vec<&str> = obj["status"]["children"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut shown = children
+        .iter()
+        .take(CHILDREN_SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",");
     if children.len() > CHILDREN_SHOWN {
         shown.push_str(&format!(" + {} more", children.len() - CHILDREN_SHOWN));
     }
@@ -127,7 +156,10 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         obj["spec"]["parent"].as_str().unwrap_or("").into(),
         shown.into(),
         age(obj, now),
-        obj["spec"]["allowCascadingDeletion"].as_bool().unwrap_or(false).into(),
+        obj["spec"]["allowCascadingDeletion"]
+            .as_bool()
+            .unwrap_or(false)
+            .into(),
     ]
 }
 
