@@ -80,17 +80,11 @@ mod tests {
                 ..Default::default()
             },
         );
-        hc.status = Some(HierarchyConfigurationStatus {
-            children: vec!["svc-1".into()],
-            conditions: vec![],
-        });
+        hc.status = Some(HierarchyConfigurationStatus { children: vec!["svc-1".into()], conditions: vec![] });
         let v = serde_json::to_value(&hc).unwrap();
         assert_eq!(v["apiVersion"], "hnc.x-k8s.io/v1alpha2");
         assert_eq!(v["kind"], "HierarchyConfiguration");
-        assert_eq!(
-            v["spec"],
-            json!({"parent": "acme-org", "allowCascadingDeletion": true})
-        );
+        assert_eq!(v["spec"], json!({"parent": "acme-org", "allowCascadingDeletion": true}));
         assert_eq!(v["status"], json!({"children": ["svc-1"]}));
     }
 
@@ -105,12 +99,6 @@ mod tests {
         .unwrap();
         assert_eq!(hc.spec.parent.as_deref(), Some("acme-org"));
         assert!(!hc.spec.allow_cascading_deletion);
-        assert_eq!(
-            hc.spec.labels,
-            vec![MetaKvp {
-                key: "env".into(),
-                value: "prod".into()
-            }]
-        );
+        assert_eq!(hc.spec.labels, vec![MetaKvp { key: "env".into(), value: "prod".into() }]);
     }
 }

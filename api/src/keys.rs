@@ -25,8 +25,7 @@ pub fn tree_label(ancestor: &str) -> String {
 
 /// The ancestor named by a tree label key, if `key` is one.
 pub fn tree_label_ancestor(key: &str) -> Option<&str> {
-    key.strip_suffix(TREE_LABEL_SUFFIX)
-        .filter(|a| !a.is_empty())
+    key.strip_suffix(TREE_LABEL_SUFFIX).filter(|a| !a.is_empty())
 }
 
 #[cfg(test)]
@@ -36,10 +35,7 @@ mod tests {
     #[test]
     fn tree_label_round_trips() {
         assert_eq!(tree_label("acme-org"), "acme-org.tree.hnc.x-k8s.io/depth");
-        assert_eq!(
-            tree_label_ancestor("acme-org.tree.hnc.x-k8s.io/depth"),
-            Some("acme-org")
-        );
+        assert_eq!(tree_label_ancestor("acme-org.tree.hnc.x-k8s.io/depth"), Some("acme-org"));
         assert_eq!(tree_label_ancestor(".tree.hnc.x-k8s.io/depth"), None);
         assert_eq!(tree_label_ancestor("app.kubernetes.io/name"), None);
     }

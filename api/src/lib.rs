@@ -9,9 +9,14 @@
 
 pub mod hierarchy;
 pub mod keys;
+pub mod subnamespace;
 
 pub use hierarchy::{
     HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp,
+};
+pub use subnamespace::{
+    Subnamespace, SubnamespaceAnchor, SubnamespaceAnchorSpec, SubnamespaceSpec, SubnamespaceState,
+    SubnamespaceStatus,
 };
 
 /// The API group hns serves.

@@ -107,9 +107,7 @@ impl AuthnConfig {
             match data.get(key) {
                 None => Ok(Vec::new()),
                 Some(s) if s.trim().is_empty() => Ok(Vec::new()),
-                Some(s) => {
-                    serde_json::from_str(s).map_err(|source| ConfigError::BadList { key, source })
-                }
+                Some(s) => serde_json::from_str(s).map_err(|source| ConfigError::BadList { key, source }),
             }
         };
         let request_header = match data.get("requestheader-client-ca-file") {
@@ -126,18 +124,11 @@ impl AuthnConfig {
             Some(pem) if !pem.trim().is_empty() => Some(ca_store("client-ca-file", pem)?),
             _ => None,
         };
-        Ok(AuthnConfig {
-            request_header,
-            client_ca,
-        })
+        Ok(AuthnConfig { request_header, client_ca })
     }
 
     /// The identity of a request, or `None` when nothing trustworthy came with it.
-    pub fn authenticate(
-        &self,
-        peer: Option<&PeerCertificates>,
-        headers: &HeaderMap,
-    ) -> Option<Identity> {
+    pub fn authenticate(&self, peer: Option<&PeerCertificates>, headers: &HeaderMap) -> Option<Identity> {
         let chain = peer.map(|p| p.0.as_slice()).filter(|c| !c.is_empty())?;
         // The front proxy first, as k8s.io/apiserver orders it: a proxy certificate must never
         // be taken for a user of its own.
@@ -157,11 +148,7 @@ impl AuthnConfig {
         let user = common_name(&chain[0]).filter(|u| !u.is_empty())?;
         let mut groups = names(&chain[0], Nid::ORGANIZATIONNAME);
         groups.push(AUTHENTICATED_GROUP.to_string());
-        Some(Identity {
-            user,
-            groups,
-            extra: BTreeMap::new(),
-        })
+        Some(Identity { user, groups, extra: BTreeMap::new() })
     }
 }
 
@@ -170,12 +157,7 @@ impl RequestHeaderConfig {
         let user = self
             .username_headers
             .iter()
-            .find_map(|h| {
-                headers
-                    .get(h.as_str())
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|v| !v.is_empty())
-            })?
+            .find_map(|h| headers.get(h.as_str()).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty()))?
             .to_string();
         let mut groups: Vec<String> = self
             .group_headers
@@ -190,26 +172,16 @@ impl RequestHeaderConfig {
         let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (name, value) in headers.iter() {
             let name = name.as_str(); // header names are lower-case here
-            let Some(key) = self
-                .extra_prefixes
-                .iter()
-                .find_map(|p| name.strip_prefix(p.as_str()))
-            else {
+            let Some(key) = self.extra_prefixes.iter().find_map(|p| name.strip_prefix(p.as_str())) else {
                 continue;
             };
             // The proxy escapes extra keys (headerKeyEscape); undo it.
-            let key = percent_encoding::percent_decode_str(key)
-                .decode_utf8_lossy()
-                .to_lowercase();
+            let key = percent_encoding::percent_decode_str(key).decode_utf8_lossy().to_lowercase();
             if let Ok(v) = value.to_str() {
                 extra.entry(key).or_default().push(v.to_string());
             }
         }
-        Some(Identity {
-            user,
-            groups,
-            extra,
-        })
+        Some(Identity { user, groups, extra })
     }
 }
 
@@ -248,10 +220,7 @@ fn verify_chain(store: &X509Store, chain: &[X509]) -> bool {
 }
 
 fn names(cert: &X509, nid: Nid) -> Vec<String> {
-    cert.subject_name()
-        .entries_by_nid(nid)
-        .filter_map(|e| e.data().to_string().ok())
-        .collect()
+    cert.subject_name().entries_by_nid(nid).filter_map(|e| e.data().to_string().ok()).collect()
 }
 
 fn common_name(cert: &X509) -> Option<String> {
@@ -284,18 +253,12 @@ impl AuthnState {
 pub async fn watch_config(client: Client, state: Arc<AuthnState>) {
     let api: Api<ConfigMap> = Api::namespaced(client, CONFIG_NAMESPACE);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIG_NAME}"));
-    let mut stream = watcher(api, cfg)
-        .default_backoff()
-        .applied_objects()
-        .boxed();
+    let mut stream = watcher(api, cfg).default_backoff().applied_objects().boxed();
     loop {
         match stream.try_next().await {
             Ok(Some(cm)) => match AuthnConfig::from_configmap_data(&cm.data.unwrap_or_default()) {
                 Ok(config) => {
-                    tracing::info!(
-                        configmap = CONFIG_NAME,
-                        "loaded authentication configuration"
-                    );
+                    tracing::info!(configmap = CONFIG_NAME, "loaded authentication configuration");
                     state.set(config);
                 }
                 Err(error) => {
@@ -317,10 +280,7 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(
-                HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                HeaderValue::from_str(v).unwrap(),
-            );
+            h.append(HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
         }
         h
     }
@@ -338,47 +298,22 @@ mod tests {
         let (client_ca, client_key) = ca("client-ca");
         let (rogue_ca, rogue_key) = ca("rogue-ca");
         let data = BTreeMap::from([
-            (
-                "client-ca-file".to_string(),
-                String::from_utf8(client_ca.to_pem().unwrap()).unwrap(),
-            ),
+            ("client-ca-file".to_string(), String::from_utf8(client_ca.to_pem().unwrap()).unwrap()),
             (
                 "requestheader-client-ca-file".to_string(),
                 String::from_utf8(front_ca.to_pem().unwrap()).unwrap(),
             ),
-            (
-                "requestheader-allowed-names".to_string(),
-                r#"["front-proxy-client"]"#.to_string(),
-            ),
-            (
-                "requestheader-username-headers".to_string(),
-                r#"["X-Remote-User"]"#.to_string(),
-            ),
-            (
-                "requestheader-group-headers".to_string(),
-                r#"["X-Remote-Group"]"#.to_string(),
-            ),
-            (
-                "requestheader-extra-headers-prefix".to_string(),
-                r#"["X-Remote-Extra-"]"#.to_string(),
-            ),
+            ("requestheader-allowed-names".to_string(), r#"["front-proxy-client"]"#.to_string()),
+            ("requestheader-username-headers".to_string(), r#"["X-Remote-User"]"#.to_string()),
+            ("requestheader-group-headers".to_string(), r#"["X-Remote-Group"]"#.to_string()),
+            ("requestheader-extra-headers-prefix".to_string(), r#"["X-Remote-Extra-"]"#.to_string()),
         ]);
         Fixture {
             config: AuthnConfig::from_configmap_data(&data).unwrap(),
             proxy: PeerCertificates(vec![leaf(&front_ca, &front_key, "front-proxy-client", &[])]),
             other_proxy: PeerCertificates(vec![leaf(&front_ca, &front_key, "someone-else", &[])]),
-            admin: PeerCertificates(vec![leaf(
-                &client_ca,
-                &client_key,
-                "admin",
-                &["system:masters"],
-            )]),
-            stranger: PeerCertificates(vec![leaf(
-                &rogue_ca,
-                &rogue_key,
-                "front-proxy-client",
-                &[],
-            )]),
+            admin: PeerCertificates(vec![leaf(&client_ca, &client_key, "admin", &["system:masters"])]),
+            stranger: PeerCertificates(vec![leaf(&rogue_ca, &rogue_key, "front-proxy-client", &[])]),
         }
     }
 
@@ -404,22 +339,9 @@ mod tests {
     #[test]
     fn ignores_headers_without_a_trusted_proxy_certificate() {
         let f = fixture();
-        assert_eq!(
-            f.config.authenticate(None, &headers(FORGED)),
-            None,
-            "no certificate"
-        );
-        assert_eq!(
-            f.config.authenticate(Some(&f.stranger), &headers(FORGED)),
-            None,
-            "another CA"
-        );
-        assert_eq!(
-            f.config
-                .authenticate(Some(&f.other_proxy), &headers(FORGED)),
-            None,
-            "CN not allowed"
-        );
+        assert_eq!(f.config.authenticate(None, &headers(FORGED)), None, "no certificate");
+        assert_eq!(f.config.authenticate(Some(&f.stranger), &headers(FORGED)), None, "another CA");
+        assert_eq!(f.config.authenticate(Some(&f.other_proxy), &headers(FORGED)), None, "CN not allowed");
     }
 
     #[test]
@@ -431,10 +353,7 @@ mod tests {
     #[test]
     fn client_certificate_authenticates_as_cn_and_o_ignoring_headers() {
         let f = fixture();
-        let id = f
-            .config
-            .authenticate(Some(&f.admin), &headers(FORGED))
-            .unwrap();
+        let id = f.config.authenticate(Some(&f.admin), &headers(FORGED)).unwrap();
         assert_eq!(id.user, "admin");
         assert_eq!(id.groups, ["system:masters", AUTHENTICATED_GROUP]);
     }
@@ -443,31 +362,16 @@ mod tests {
     fn empty_allowed_names_accepts_any_cn_from_the_proxy_ca() {
         let f = fixture();
         let mut config = f.config;
-        config
-            .request_header
-            .as_mut()
-            .unwrap()
-            .allowed_names
-            .clear();
-        assert!(config
-            .authenticate(Some(&f.other_proxy), &headers(FORGED))
-            .is_some());
+        config.request_header.as_mut().unwrap().allowed_names.clear();
+        assert!(config.authenticate(Some(&f.other_proxy), &headers(FORGED)).is_some());
     }
 
     #[test]
     fn malformed_configuration_is_an_error() {
-        let data = BTreeMap::from([(
-            "requestheader-client-ca-file".to_string(),
-            "not pem".to_string(),
-        )]);
+        let data = BTreeMap::from([("requestheader-client-ca-file".to_string(), "not pem".to_string())]);
         assert!(AuthnConfig::from_configmap_data(&data).is_err());
-        let data = BTreeMap::from([(
-            "requestheader-allowed-names".to_string(),
-            "front-proxy-client".to_string(),
-        )]);
-        assert!(
-            AuthnConfig::from_configmap_data(&data).is_ok(),
-            "lists are read only with a CA"
-        );
+        let data =
+            BTreeMap::from([("requestheader-allowed-names".to_string(), "front-proxy-client".to_string())]);
+        assert!(AuthnConfig::from_configmap_data(&data).is_ok(), "lists are read only with a CA");
     }
 }

@@ -39,10 +39,7 @@ type SubjectAccessReviewSpecKey = String;
 impl Authorizer {
     /// An authorizer asking through `client`.
     pub fn new(client: Client) -> Self {
-        let cache = moka::sync::Cache::builder()
-            .max_capacity(10_000)
-            .time_to_live(CACHE_TTL)
-            .build();
+        let cache = moka::sync::Cache::builder().max_capacity(10_000).time_to_live(CACHE_TTL).build();
         Authorizer { client, cache }
     }
 
@@ -63,20 +60,14 @@ impl Authorizer {
             return Ok(d);
         }
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let review = SubjectAccessReview {
-            spec,
-            ..Default::default()
-        };
+        let review = SubjectAccessReview { spec, ..Default::default() };
         let answer = api
             .create(&PostParams::default(), &review)
             .await
             .map_err(|e| ApiError::internal(format!("authorizer error: {e}")))?;
         let status = answer.status.unwrap_or_default();
-        let decision = if status.allowed {
-            Decision::Allow
-        } else {
-            Decision::Deny(status.reason.unwrap_or_default())
-        };
+        let decision =
+            if status.allowed { Decision::Allow } else { Decision::Deny(status.reason.unwrap_or_default()) };
         self.cache.insert(key, decision.clone());
         Ok(decision)
     }
@@ -108,10 +99,8 @@ pub fn review_spec(who: &Identity, what: &RequestInfo) -> SubjectAccessReviewSpe
             })
         }
         RequestInfo::NonResource { verb, path } => {
-            spec.non_resource_attributes = Some(NonResourceAttributes {
-                verb: Some(verb.clone()),
-                path: Some(path.clone()),
-            })
+            spec.non_resource_attributes =
+                Some(NonResourceAttributes { verb: Some(verb.clone()), path: Some(path.clone()) })
         }
     }
     spec
@@ -119,17 +108,10 @@ pub fn review_spec(who: &Identity, what: &RequestInfo) -> SubjectAccessReviewSpe
 
 /// kube-apiserver's wording for a denial, so users see the same message as for built-in kinds.
 fn denial(who: &Identity, what: &RequestInfo, reason: &str) -> ApiError {
-    let suffix = if reason.is_empty() {
-        String::new()
-    } else {
-        format!(": {reason}")
-    };
+    let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
     match what {
         RequestInfo::Resource(r) => {
-            let gr = GroupResource {
-                group: &r.group,
-                resource: &r.resource,
-            };
+            let gr = GroupResource { group: &r.group, resource: &r.resource };
             let resource = if r.subresource.is_empty() {
                 r.resource.clone()
             } else {
@@ -143,7 +125,10 @@ fn denial(who: &Identity, what: &RequestInfo, reason: &str) -> ApiError {
             ApiError::forbidden(
                 gr,
                 &r.name,
-                format!("User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}{suffix}", who.user, r.verb, r.group),
+                format!(
+                    "User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}{suffix}",
+                    who.user, r.verb, r.group
+                ),
             )
         }
         RequestInfo::NonResource { verb, path } => ApiError::forbidden_path(&who.user, verb, path),
@@ -179,11 +164,8 @@ mod tests {
 
     #[test]
     fn denial_reads_like_rbac() {
-        let info = RequestInfo::parse(
-            "GET",
-            "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations",
-            "",
-        );
+        let info =
+            RequestInfo::parse("GET", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations", "");
         let e = denial(&bob(), &info, "");
         assert_eq!(e.code, 403);
         assert_eq!(
@@ -191,9 +173,6 @@ mod tests {
             "hierarchyconfigurations.hnc.x-k8s.io is forbidden: User \"bob\" cannot list resource \"hierarchyconfigurations\" in API group \"hnc.x-k8s.io\" in the namespace \"a\""
         );
         let e = denial(&bob(), &RequestInfo::parse("GET", "/apis", ""), "");
-        assert_eq!(
-            e.message,
-            "forbidden: User \"bob\" cannot get path \"/apis\""
-        );
+        assert_eq!(e.message, "forbidden: User \"bob\" cannot get path \"/apis\"");
     }
 }

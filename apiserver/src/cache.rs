@@ -57,9 +57,7 @@ impl Cache {
 /// replaces the forest whole, so nothing missed during an outage lingers.
 pub async fn run(client: Client, cache: Arc<Cache>) {
     let api: Api<Namespace> = Api::all(client);
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut relist = Vec::new();
     loop {
         match stream.try_next().await {
@@ -95,18 +93,10 @@ mod tests {
     fn a_relist_replaces_everything() {
         let cache = Cache::default();
         let mut buf = Vec::new();
-        for e in [
-            Event::Init,
-            Event::InitApply(namespace("old", None, false)),
-            Event::InitDone,
-        ] {
+        for e in [Event::Init, Event::InitApply(namespace("old", None, false)), Event::InitDone] {
             cache.apply(e, &mut buf);
         }
-        for e in [
-            Event::Init,
-            Event::InitApply(namespace("new", None, false)),
-            Event::InitDone,
-        ] {
+        for e in [Event::Init, Event::InitApply(namespace("new", None, false)), Event::InitDone] {
             cache.apply(e, &mut buf);
         }
         assert!(cache.read().get("old").is_none());

@@ -78,10 +78,7 @@ mod tests {
         let l = api_resource_list();
         let rs = l["resources"].as_array().unwrap();
         assert!(!rs.is_empty(), "an empty list breaks every kubectl command");
-        let hc = rs
-            .iter()
-            .find(|r| r["name"] == "hierarchyconfigurations")
-            .unwrap();
+        let hc = rs.iter().find(|r| r["name"] == "hierarchyconfigurations").unwrap();
         assert_eq!(hc["verbs"], json!(["get", "list"]));
         assert_eq!(hc["namespaced"], true);
     }

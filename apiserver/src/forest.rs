@@ -38,19 +38,13 @@ impl Node {
     /// Reads the hierarchy facts out of a Namespace object.
     pub fn from_namespace(ns: Namespace) -> Self {
         let annotations = ns.metadata.annotations.as_ref();
-        let get = |k: &str| {
-            annotations
-                .and_then(|a| a.get(k))
-                .filter(|v| !v.is_empty())
-                .cloned()
-        };
+        let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
         let subnamespace_of = get(keys::SUBNAMESPACE_OF);
         Node {
             is_subnamespace: subnamespace_of.is_some(),
             // A subnamespace's parent is fixed at creation; its own annotation wins.
             parent: subnamespace_of.or_else(|| get(keys::PARENT)),
-            allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref()
-                == Some("true"),
+            allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref() == Some("true"),
             object: Arc::new(ns),
         }
     }
@@ -82,10 +76,7 @@ impl Forest {
         }
         self.unlink(&name);
         if let Some(p) = &node.parent {
-            self.children
-                .entry(p.clone())
-                .or_default()
-                .insert(name.clone());
+            self.children.entry(p.clone()).or_default().insert(name.clone());
         }
         self.nodes.insert(name, node);
     }
@@ -153,11 +144,7 @@ impl Forest {
 
     /// The namespaces naming `name` as their parent, sorted by name.
     pub fn children(&self, name: &str) -> impl Iterator<Item = &str> {
-        self.children
-            .get(name)
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
+        self.children.get(name).into_iter().flatten().map(String::as_str)
     }
 
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
@@ -226,11 +213,7 @@ pub(crate) mod testing {
     pub fn namespace(name: &str, parent: Option<&str>, sub: bool) -> Namespace {
         let mut annotations = BTreeMap::new();
         if let Some(p) = parent {
-            let key = if sub {
-                keys::SUBNAMESPACE_OF
-            } else {
-                keys::PARENT
-            };
+            let key = if sub { keys::SUBNAMESPACE_OF } else { keys::PARENT };
             annotations.insert(key.to_string(), p.to_string());
         }
         Namespace {
@@ -339,11 +322,7 @@ mod tests {
     #[test]
     fn subnamespace_annotation_wins_over_parent_annotation() {
         let mut ns = namespace("c", Some("real"), true);
-        ns.metadata
-            .annotations
-            .as_mut()
-            .unwrap()
-            .insert(hns_api::keys::PARENT.into(), "other".into());
+        ns.metadata.annotations.as_mut().unwrap().insert(hns_api::keys::PARENT.into(), "other".into());
         let node = super::Node::from_namespace(ns);
         assert_eq!(node.parent.as_deref(), Some("real"));
     }

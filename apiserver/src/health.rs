@@ -10,10 +10,7 @@ type Check = (&'static str, bool);
 
 fn report(endpoint: &str, checks: &[Check], req: &HttpRequest) -> HttpResponse {
     let ok = checks.iter().all(|(_, pass)| *pass);
-    let verbose = req
-        .query_string()
-        .split('&')
-        .any(|p| p == "verbose" || p.starts_with("verbose="));
+    let verbose = req.query_string().split('&').any(|p| p == "verbose" || p.starts_with("verbose="));
     let mut body = String::new();
     if verbose || !ok {
         for (name, pass) in checks {
@@ -23,18 +20,11 @@ fn report(endpoint: &str, checks: &[Check], req: &HttpRequest) -> HttpResponse {
                 body.push_str(&format!("[-]{name} failed: reason withheld\n"));
             }
         }
-        body.push_str(&format!(
-            "{endpoint} check {}",
-            if ok { "passed" } else { "failed" }
-        ));
+        body.push_str(&format!("{endpoint} check {}", if ok { "passed" } else { "failed" }));
     } else {
         body.push_str("ok");
     }
-    let mut resp = if ok {
-        HttpResponse::Ok()
-    } else {
-        HttpResponse::InternalServerError()
-    };
+    let mut resp = if ok { HttpResponse::Ok() } else { HttpResponse::InternalServerError() };
     resp.content_type("text/plain; charset=utf-8").body(body)
 }
 

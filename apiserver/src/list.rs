@@ -37,8 +37,7 @@ struct ContinueToken {
 impl ListOptions {
     /// Reads the options from the query parameters, refusing malformed ones with a 400.
     pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
-        let labels =
-            selector::parse_label_selector(q.get("labelSelector").map_or("", String::as_str))?;
+        let labels = selector::parse_label_selector(q.get("labelSelector").map_or("", String::as_str))?;
         let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))?;
         let limit = match q.get("limit").map(String::as_str) {
             None | Some("") => None,
@@ -53,12 +52,7 @@ impl ListOptions {
             None | Some("") => None,
             Some(token) => Some(decode_token(token)?.start),
         };
-        Ok(ListOptions {
-            labels,
-            fields,
-            limit,
-            after,
-        })
+        Ok(ListOptions { labels, fields, limit, after })
     }
 
     /// Whether an item passes the selectors.
@@ -66,10 +60,8 @@ impl ListOptions {
         let meta = &item["metadata"];
         let labels: Option<std::collections::BTreeMap<String, String>> =
             serde_json::from_value(meta["labels"].clone()).ok();
-        self.fields.matches(
-            meta["namespace"].as_str().unwrap_or(""),
-            meta["name"].as_str().unwrap_or(""),
-        ) && selector::matches(&self.labels, labels.as_ref())
+        self.fields.matches(meta["namespace"].as_str().unwrap_or(""), meta["name"].as_str().unwrap_or(""))
+            && selector::matches(&self.labels, labels.as_ref())
     }
 }
 
@@ -77,9 +69,7 @@ fn decode_token(token: &str) -> Result<ContinueToken, ApiError> {
     let bad = || {
         ApiError::bad_request("continue key is not valid: the token was not issued by this server; start the list again without it")
     };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .map_err(|_| bad())?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
     serde_json::from_slice(&bytes).map_err(|_| bad())
 }
 
@@ -96,48 +86,27 @@ pub struct Page {
 
 fn key_of(item: &Value) -> String {
     let m = &item["metadata"];
-    format!(
-        "{}/{}",
-        m["namespace"].as_str().unwrap_or(""),
-        m["name"].as_str().unwrap_or("")
-    )
+    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
 }
 
 /// Filters `items` (already in key order) and cuts the page the options ask for.
 pub fn paginate(items: impl IntoIterator<Item = Value>, opts: &ListOptions, rv: &str) -> Page {
     let mut selected = items
         .into_iter()
-        .filter(|i| {
-            opts.after
-                .as_ref()
-                .is_none_or(|after| key_of(i).as_str() > after.as_str())
-        })
+        .filter(|i| opts.after.as_ref().is_none_or(|after| key_of(i).as_str() > after.as_str()))
         .filter(|i| opts.selects(i));
     let Some(limit) = opts.limit else {
-        return Page {
-            items: selected.collect(),
-            ..Default::default()
-        };
+        return Page { items: selected.collect(), ..Default::default() };
     };
     let items: Vec<Value> = selected.by_ref().take(limit).collect();
     let remaining = selected.count();
     if remaining == 0 {
-        return Page {
-            items,
-            ..Default::default()
-        };
+        return Page { items, ..Default::default() };
     }
-    let token = ContinueToken {
-        rv: rv.to_string(),
-        start: items.last().map(key_of).unwrap_or_default(),
-    };
+    let token = ContinueToken { rv: rv.to_string(), start: items.last().map(key_of).unwrap_or_default() };
     let token = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(serde_json::to_vec(&token).unwrap_or_default());
-    Page {
-        items,
-        continue_token: Some(token),
-        remaining: Some(remaining as i64),
-    }
+    Page { items, continue_token: Some(token), remaining: Some(remaining as i64) }
 }
 
 #[cfg(test)]
@@ -150,10 +119,7 @@ mod tests {
     }
 
     fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn names(p: &Page) -> Vec<String> {
@@ -162,10 +128,7 @@ mod tests {
 
     #[test]
     fn pages_through_everything_once() {
-        let all: Vec<Value> = ["a", "b", "c", "d", "e"]
-            .iter()
-            .map(|n| item(n, "hierarchy"))
-            .collect();
+        let all: Vec<Value> = ["a", "b", "c", "d", "e"].iter().map(|n| item(n, "hierarchy")).collect();
         let mut seen = Vec::new();
         let mut query = q(&[("limit", "2")]);
         loop {
@@ -180,33 +143,17 @@ mod tests {
                 None => break,
             }
         }
-        assert_eq!(
-            seen,
-            [
-                "a/hierarchy",
-                "b/hierarchy",
-                "c/hierarchy",
-                "d/hierarchy",
-                "e/hierarchy"
-            ]
-        );
+        assert_eq!(seen, ["a/hierarchy", "b/hierarchy", "c/hierarchy", "d/hierarchy", "e/hierarchy"]);
     }
 
     #[test]
     fn selectors_filter_before_paging() {
-        let all = vec![
-            item("a", "hierarchy"),
-            item("b", "hierarchy"),
-            item("c", "hierarchy"),
-        ];
-        let opts =
-            ListOptions::from_query(&q(&[("labelSelector", "ns notin (a)"), ("limit", "1")]))
-                .unwrap();
+        let all = vec![item("a", "hierarchy"), item("b", "hierarchy"), item("c", "hierarchy")];
+        let opts = ListOptions::from_query(&q(&[("labelSelector", "ns notin (a)"), ("limit", "1")])).unwrap();
         let page = paginate(all.clone(), &opts, "1");
         assert_eq!(names(&page), ["b/hierarchy"]);
         assert_eq!(page.remaining, Some(1));
-        let opts =
-            ListOptions::from_query(&q(&[("fieldSelector", "metadata.namespace=c")])).unwrap();
+        let opts = ListOptions::from_query(&q(&[("fieldSelector", "metadata.namespace=c")])).unwrap();
         assert_eq!(names(&paginate(all, &opts, "1")), ["c/hierarchy"]);
     }
 
@@ -218,11 +165,7 @@ mod tests {
             ("labelSelector", "a in b"),
             ("fieldSelector", "spec.x=1"),
         ] {
-            assert_eq!(
-                ListOptions::from_query(&q(&[(k, v)])).unwrap_err().code,
-                400,
-                "{k}={v}"
-            );
+            assert_eq!(ListOptions::from_query(&q(&[(k, v)])).unwrap_err().code, 400, "{k}={v}");
         }
     }
 }

@@ -29,10 +29,7 @@ struct MediaRange<'a> {
 
 impl<'a> MediaRange<'a> {
     fn param(&self, name: &str) -> Option<&'a str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| *v)
+        self.params.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
     }
 
     fn is_json(&self) -> bool {
@@ -75,8 +72,7 @@ pub fn negotiate(accept: Option<&str>) -> Result<Representation, ApiError> {
         if !r.is_json() {
             continue; // protobuf, yaml, …: the client always offers JSON too
         }
-        let meta_v1 =
-            r.param("g") == Some("meta.k8s.io") && matches!(r.param("v"), Some("v1" | "v1beta1"));
+        let meta_v1 = r.param("g") == Some("meta.k8s.io") && matches!(r.param("v"), Some("v1" | "v1beta1"));
         match r.param("as") {
             None => return Ok(Representation::Object),
             Some("Table") if meta_v1 => return Ok(Representation::Table),
@@ -159,10 +155,7 @@ mod tests {
     #[test]
     fn what_real_clients_send() {
         assert_eq!(negotiate(Some(KUBECTL_GET)).unwrap(), Representation::Table);
-        assert_eq!(
-            negotiate(Some(NAMESPACE_CONTROLLER)).unwrap(),
-            Representation::Metadata
-        );
+        assert_eq!(negotiate(Some(NAMESPACE_CONTROLLER)).unwrap(), Representation::Metadata);
         assert_eq!(negotiate(None).unwrap(), Representation::Object);
         assert_eq!(negotiate(Some("*/*")).unwrap(), Representation::Object);
         assert_eq!(
@@ -174,38 +167,22 @@ mod tests {
     #[test]
     fn unknown_variants_fall_through_to_plain_json() {
         assert_eq!(
-            negotiate(Some(
-                "application/json;as=Table;g=meta.k8s.io;v=v9,application/json"
-            ))
-            .unwrap(),
+            negotiate(Some("application/json;as=Table;g=meta.k8s.io;v=v9,application/json")).unwrap(),
             Representation::Object
         );
     }
 
     #[test]
     fn nothing_acceptable_is_406() {
-        assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf"))
-                .unwrap_err()
-                .code,
-            406
-        );
+        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf")).unwrap_err().code, 406);
         assert_eq!(negotiate(Some("text/html")).unwrap_err().code, 406);
-        assert_eq!(
-            negotiate(Some("application/json;as=Table;g=meta.k8s.io;v=v9"))
-                .unwrap_err()
-                .code,
-            406
-        );
+        assert_eq!(negotiate(Some("application/json;as=Table;g=meta.k8s.io;v=v9")).unwrap_err().code, 406);
     }
 
     #[test]
     fn weights_are_honoured() {
         assert_eq!(
-            negotiate(Some(
-                "application/json;q=0.5,application/json;as=Table;g=meta.k8s.io;v=v1"
-            ))
-            .unwrap(),
+            negotiate(Some("application/json;q=0.5,application/json;as=Table;g=meta.k8s.io;v=v1")).unwrap(),
             Representation::Table
         );
     }
@@ -213,14 +190,8 @@ mod tests {
     #[test]
     fn discovery_formats() {
         use DiscoveryFormat::*;
-        assert_eq!(
-            discovery_format(Some(AGGREGATOR)).unwrap(),
-            Aggregated("v2")
-        );
-        assert_eq!(
-            discovery_format(Some(&format!("application/json,{AGGREGATOR}"))).unwrap(),
-            Legacy
-        );
+        assert_eq!(discovery_format(Some(AGGREGATOR)).unwrap(), Aggregated("v2"));
+        assert_eq!(discovery_format(Some(&format!("application/json,{AGGREGATOR}"))).unwrap(), Legacy);
         assert_eq!(discovery_format(None).unwrap(), Legacy);
         assert_eq!(
             discovery_format(Some(
@@ -230,11 +201,9 @@ mod tests {
             Aggregated("v2beta1")
         );
         assert_eq!(
-            discovery_format(Some(
-                "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"
-            ))
-            .unwrap_err()
-            .code,
+            discovery_format(Some("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"))
+                .unwrap_err()
+                .code,
             406
         );
     }
@@ -242,10 +211,7 @@ mod tests {
     #[test]
     fn include_object() {
         assert_eq!(IncludeObject::parse(None).unwrap(), IncludeObject::Metadata);
-        assert_eq!(
-            IncludeObject::parse(Some("None")).unwrap(),
-            IncludeObject::None
-        );
+        assert_eq!(IncludeObject::parse(Some("None")).unwrap(), IncludeObject::None);
         assert_eq!(IncludeObject::parse(Some("bogus")).unwrap_err().code, 400);
     }
 }

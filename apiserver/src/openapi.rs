@@ -28,10 +28,7 @@ impl Document {
         let body = v.to_string();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         body.hash(&mut h);
-        Document {
-            etag: format!("\"{:016X}\"", h.finish()),
-            body,
-        }
+        Document { etag: format!("\"{:016X}\"", h.finish()), body }
     }
 }
 
@@ -67,9 +64,7 @@ fn gvk(kind: &str) -> Value {
 /// Schemas of every served kind, its list kind, and what they refer to, with references into
 /// `#/components/schemas/` (OpenAPI v3 layout).
 fn definitions() -> Map<String, Value> {
-    let mut g = SchemaSettings::openapi3()
-        .with(|s| s.meta_schema = None)
-        .into_generator();
+    let mut g = SchemaSettings::openapi3().with(|s| s.meta_schema = None).into_generator();
     let meta = g.subschema_for::<ObjectMeta>();
     let list_meta = g.subschema_for::<ListMeta>();
     // Error answers are Status objects; referenced from every operation.
@@ -120,13 +115,7 @@ struct Op {
 
 /// The operations of a resource on its collection path and its item path.
 fn operations(def: &ResourceDef) -> (Vec<Op>, Vec<Op>) {
-    let op = |method, action, verb, op_id, list| Op {
-        method,
-        action,
-        verb,
-        op_id,
-        list,
-    };
+    let op = |method, action, verb, op_id, list| Op { method, action, verb, op_id, list };
     let mut collection = Vec::new();
     let mut item = Vec::new();
     if def.supports("list") {
@@ -136,13 +125,7 @@ fn operations(def: &ResourceDef) -> (Vec<Op>, Vec<Op>) {
         collection.push(op("post", "post", "create", "create", false));
     }
     if def.supports("deletecollection") {
-        collection.push(op(
-            "delete",
-            "deletecollection",
-            "deletecollection",
-            "deleteCollection",
-            false,
-        ));
+        collection.push(op("delete", "deletecollection", "deletecollection", "deleteCollection", false));
     }
     if def.supports("get") {
         item.push(op("get", "get", "get", "read", false));
@@ -168,60 +151,24 @@ fn query_params(op: &Op, def: &ResourceDef) -> Vec<Value> {
             "string",
             "A selector to restrict the list of returned objects by their labels.",
         ));
-        params.push(q(
-            "fieldSelector",
-            "string",
-            "A selector on metadata.name and metadata.namespace.",
-        ));
+        params.push(q("fieldSelector", "string", "A selector on metadata.name and metadata.namespace."));
         params.push(q(
             "limit",
             "integer",
             "Maximum number of items to return; the list continues with `continue`.",
         ));
-        params.push(q(
-            "continue",
-            "string",
-            "The continue token of the previous page.",
-        ));
-        params.push(q(
-            "resourceVersion",
-            "string",
-            "Served from the cache at or after this version.",
-        ));
+        params.push(q("continue", "string", "The continue token of the previous page."));
+        params.push(q("resourceVersion", "string", "Served from the cache at or after this version."));
         if def.supports("watch") {
-            params.push(q(
-                "watch",
-                "boolean",
-                "Watch for changes instead of listing.",
-            ));
-            params.push(q(
-                "allowWatchBookmarks",
-                "boolean",
-                "Request BOOKMARK events.",
-            ));
-            params.push(q(
-                "timeoutSeconds",
-                "integer",
-                "End the watch after this many seconds.",
-            ));
+            params.push(q("watch", "boolean", "Watch for changes instead of listing."));
+            params.push(q("allowWatchBookmarks", "boolean", "Request BOOKMARK events."));
+            params.push(q("timeoutSeconds", "integer", "End the watch after this many seconds."));
         }
     }
     if matches!(op.method, "post" | "put" | "patch") {
-        params.push(q(
-            "dryRun",
-            "string",
-            "`All` validates the request without persisting it.",
-        ));
-        params.push(q(
-            "fieldManager",
-            "string",
-            "The name of the actor making the change.",
-        ));
-        params.push(q(
-            "fieldValidation",
-            "string",
-            "Ignore, Warn or Strict handling of unknown fields.",
-        ));
+        params.push(q("dryRun", "string", "`All` validates the request without persisting it."));
+        params.push(q("fieldManager", "string", "The name of the actor making the change."));
+        params.push(q("fieldValidation", "string", "Ignore, Warn or Strict handling of unknown fields."));
     }
     params
 }
@@ -233,31 +180,14 @@ fn build_v3() -> Value {
         let (collection_ops, item_ops) = operations(def);
         let mut prefixes = vec![format!("/apis/{GROUP}/{VERSION}")];
         if def.namespaced {
-            prefixes.insert(
-                0,
-                format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}"),
-            );
+            prefixes.insert(0, format!("/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}"));
         }
         for (i, prefix) in prefixes.iter().enumerate() {
             let all_namespaces = def.namespaced && i == 1;
-            let scope = if def.namespaced && !all_namespaces {
-                "Namespaced"
-            } else {
-                ""
-            };
+            let scope = if def.namespaced && !all_namespaces { "Namespaced" } else { "" };
             let collection_path = format!("{prefix}/{}", def.plural);
-            let ops: Vec<&Op> = collection_ops
-                .iter()
-                .filter(|o| !all_namespaces || o.list)
-                .collect();
-            insert_path(
-                &mut paths,
-                &collection_path,
-                def,
-                &ops,
-                scope,
-                all_namespaces,
-            );
+            let ops: Vec<&Op> = collection_ops.iter().filter(|o| !all_namespaces || o.list).collect();
+            insert_path(&mut paths, &collection_path, def, &ops, scope, all_namespaces);
             if !all_namespaces {
                 insert_path(
                     &mut paths,
@@ -290,10 +220,8 @@ fn insert_path(
         return;
     }
     let kind_ref = json!({"$ref": format!("#/components/schemas/{}", definition_name(def.kind))});
-    let list_ref =
-        json!({"$ref": format!("#/components/schemas/{}", definition_name(def.list_kind))});
-    let status_ref =
-        json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status"});
+    let list_ref = json!({"$ref": format!("#/components/schemas/{}", definition_name(def.list_kind))});
+    let status_ref = json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status"});
     let mut item = Map::new();
     let mut params = Vec::new();
     if path.contains("{name}") {
@@ -304,11 +232,7 @@ fn insert_path(
     }
     item.insert("parameters".into(), params.into());
     for op in ops {
-        let body = if op.list {
-            list_ref.clone()
-        } else {
-            kind_ref.clone()
-        };
+        let body = if op.list { list_ref.clone() } else { kind_ref.clone() };
         let suffix = if all_ns { "ForAllNamespaces" } else { "" };
         let mut o = json!({
             "operationId": format!("{}{scope}{}{suffix}", op.op_id, def.kind),
@@ -355,12 +279,7 @@ fn build_v2() -> Value {
             .map(|p| json!({"name": p["name"], "in": p["in"], "required": p["required"], "type": "string", "uniqueItems": true, "description": p["description"]}))
             .collect();
         out.insert("parameters".into(), params.into());
-        for (method, op) in item
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(m, _)| *m != "parameters")
-        {
+        for (method, op) in item.as_object().into_iter().flatten().filter(|(m, _)| *m != "parameters") {
             let mut op = op.clone();
             let mut params: Vec<Value> = op["parameters"]
                 .as_array()
@@ -370,20 +289,10 @@ fn build_v2() -> Value {
                 .collect();
             if let Some(body) = op.as_object_mut().and_then(|o| o.remove("requestBody")) {
                 let schema = body["content"]["application/json"]["schema"].clone();
-                let schema = if schema.is_null() {
-                    json!({"type": "object"})
-                } else {
-                    schema
-                };
-                params.insert(
-                    0,
-                    json!({"name": "body", "in": "body", "required": true, "schema": schema}),
-                );
+                let schema = if schema.is_null() { json!({"type": "object"}) } else { schema };
+                params.insert(0, json!({"name": "body", "in": "body", "required": true, "schema": schema}));
                 if method == "patch" {
-                    op["consumes"] = json!([
-                        "application/merge-patch+json",
-                        "application/json-patch+json"
-                    ]);
+                    op["consumes"] = json!(["application/merge-patch+json", "application/json-patch+json"]);
                 }
             }
             op["parameters"] = params.into();
@@ -447,9 +356,7 @@ mod tests {
         refs(&doc, &mut all);
         assert!(!all.is_empty());
         for r in all {
-            let name = r
-                .strip_prefix("#/definitions/")
-                .unwrap_or_else(|| panic!("bad ref {r}"));
+            let name = r.strip_prefix("#/definitions/").unwrap_or_else(|| panic!("bad ref {r}"));
             assert!(doc["definitions"].get(name).is_some(), "unresolved {r}");
         }
     }
@@ -460,13 +367,8 @@ mod tests {
         let mut all = Vec::new();
         refs(&doc, &mut all);
         for r in all {
-            let name = r
-                .strip_prefix("#/components/schemas/")
-                .unwrap_or_else(|| panic!("bad ref {r}"));
-            assert!(
-                doc["components"]["schemas"].get(name).is_some(),
-                "unresolved {r}"
-            );
+            let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("bad ref {r}"));
+            assert!(doc["components"]["schemas"].get(name).is_some(), "unresolved {r}");
         }
     }
 
@@ -474,10 +376,7 @@ mod tests {
     fn kinds_carry_their_group_version_kind() {
         let doc = build_v2();
         let hc = &doc["definitions"]["io.x-k8s.hnc.v1alpha2.HierarchyConfiguration"];
-        assert_eq!(
-            hc["x-kubernetes-group-version-kind"][0]["kind"],
-            "HierarchyConfiguration"
-        );
+        assert_eq!(hc["x-kubernetes-group-version-kind"][0]["kind"], "HierarchyConfiguration");
         assert_eq!(
             hc["properties"]["metadata"]["$ref"],
             "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
@@ -492,15 +391,9 @@ mod tests {
     #[test]
     fn only_served_verbs_have_paths() {
         let doc = build_v2();
-        let ns_path =
-            "/apis/hnc.x-k8s.io/v1alpha2/namespaces/{namespace}/hierarchyconfigurations/{name}";
+        let ns_path = "/apis/hnc.x-k8s.io/v1alpha2/namespaces/{namespace}/hierarchyconfigurations/{name}";
         assert!(doc["paths"][ns_path]["get"].is_object());
-        assert!(
-            doc["paths"][ns_path]["put"].is_null(),
-            "hierarchyconfigurations are read-only for now"
-        );
-        assert!(
-            doc["paths"]["/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations"]["get"].is_object()
-        );
+        assert!(doc["paths"][ns_path]["put"].is_null(), "hierarchyconfigurations are read-only for now");
+        assert!(doc["paths"]["/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations"]["get"].is_object());
     }
 }

@@ -62,13 +62,10 @@ pub enum LogFormat {
 impl Args {
     /// Sets up logging: `RUST_LOG` filters (default `info`).
     pub fn init_logging(&self) {
-        let filter =
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .with_ansi(ansi);
+        let builder =
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
         match self.log_format {
             LogFormat::Text => builder.init(),
             LogFormat::Json => builder.json().init(),
@@ -90,19 +87,12 @@ impl Args {
     /// Starts the caches and serves until SIGTERM or SIGINT, then drains in-flight requests.
     pub async fn run(self) -> anyhow::Result<()> {
         let client = self.client().await?;
-        let tls = tls::acceptor(
-            self.tls_cert_file.as_deref(),
-            self.tls_private_key_file.as_deref(),
-        )?;
+        let tls = tls::acceptor(self.tls_cert_file.as_deref(), self.tls_private_key_file.as_deref())?;
         let cache = Arc::new(Cache::default());
         let authn_state = Arc::new(AuthnState::default());
         tokio::spawn(cache::run(client.clone(), cache.clone()));
         tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
-        let state = web::Data::new(AppState {
-            cache,
-            authn: authn_state,
-            authz: Authorizer::new(client),
-        });
+        let state = web::Data::new(AppState { cache, authn: authn_state, authz: Authorizer::new(client) });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);
         let mut http = HttpServer::new(move || server::app(state.clone()))
@@ -111,9 +101,8 @@ impl Args {
         if self.workers > 0 {
             http = http.workers(self.workers);
         }
-        let http = http
-            .bind_openssl(addr, tls)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        let http =
+            http.bind_openssl(addr, tls).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         tracing::info!(%addr, "serving");
         http.run().await?;
         tracing::info!("stopped");

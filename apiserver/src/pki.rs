@@ -24,11 +24,7 @@ fn new_key() -> Result<PKey<Private>, openssl::error::ErrorStack> {
     PKey::from_ec_key(EcKey::generate(&group)?)
 }
 
-fn builder(
-    cn: &str,
-    key: &PKey<Private>,
-    days: u32,
-) -> Result<X509Builder, openssl::error::ErrorStack> {
+fn builder(cn: &str, key: &PKey<Private>, days: u32) -> Result<X509Builder, openssl::error::ErrorStack> {
     let mut name = X509NameBuilder::new()?;
     name.append_entry_by_nid(Nid::COMMONNAME, cn)?;
     let name = name.build();
@@ -42,10 +38,7 @@ fn builder(
     b.set_issuer_name(&name)?;
     b.set_pubkey(key)?;
     // Backdated an hour so a slightly slow clock elsewhere still accepts it.
-    let (not_before, not_after) = (
-        Asn1Time::from_unix(now_unix() - 3600)?,
-        Asn1Time::days_from_now(days)?,
-    );
+    let (not_before, not_after) = (Asn1Time::from_unix(now_unix() - 3600)?, Asn1Time::days_from_now(days)?);
     b.set_not_before(&not_before)?;
     b.set_not_after(&not_after)?;
     Ok(b)
@@ -59,10 +52,7 @@ fn now_unix() -> i64 {
 }
 
 /// A self-signed serving certificate for `dns_names` (and 127.0.0.1), valid for a year.
-pub fn self_signed_serving(
-    cn: &str,
-    dns_names: &[&str],
-) -> Result<KeyPair, openssl::error::ErrorStack> {
+pub fn self_signed_serving(cn: &str, dns_names: &[&str]) -> Result<KeyPair, openssl::error::ErrorStack> {
     let key = new_key()?;
     let mut b = builder(cn, &key, 365)?;
     let mut san = SubjectAlternativeName::new();
@@ -72,19 +62,10 @@ pub fn self_signed_serving(
     san.ip("127.0.0.1");
     let san = san.build(&b.x509v3_context(None, None))?;
     b.append_extension(san)?;
-    b.append_extension(
-        KeyUsage::new()
-            .critical()
-            .digital_signature()
-            .key_encipherment()
-            .build()?,
-    )?;
+    b.append_extension(KeyUsage::new().critical().digital_signature().key_encipherment().build()?)?;
     b.append_extension(ExtendedKeyUsage::new().server_auth().build()?)?;
     b.sign(&key, MessageDigest::sha256())?;
-    Ok(KeyPair {
-        cert: b.build(),
-        key,
-    })
+    Ok(KeyPair { cert: b.build(), key })
 }
 
 #[cfg(test)]
@@ -96,10 +77,8 @@ pub(crate) mod testing {
     pub fn ca(cn: &str) -> (X509, PKey<Private>) {
         let key = new_key().unwrap();
         let mut b = builder(cn, &key, 1).unwrap();
-        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap())
-            .unwrap();
-        b.append_extension(KeyUsage::new().critical().key_cert_sign().build().unwrap())
-            .unwrap();
+        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap()).unwrap();
+        b.append_extension(KeyUsage::new().critical().key_cert_sign().build().unwrap()).unwrap();
         b.sign(&key, MessageDigest::sha256()).unwrap();
         (b.build(), key)
     }
@@ -115,8 +94,7 @@ pub(crate) mod testing {
         let mut b = builder(cn, &key, 1).unwrap();
         b.set_subject_name(&name.build()).unwrap();
         b.set_issuer_name(ca.subject_name()).unwrap();
-        b.append_extension(ExtendedKeyUsage::new().client_auth().build().unwrap())
-            .unwrap();
+        b.append_extension(ExtendedKeyUsage::new().client_auth().build().unwrap()).unwrap();
         b.sign(ca_key, MessageDigest::sha256()).unwrap();
         b.build()
     }
@@ -128,11 +106,8 @@ mod tests {
 
     #[test]
     fn serving_certificate_names_the_service() {
-        let kp = self_signed_serving(
-            "hns-apiserver",
-            &["hns-apiserver.hns-system.svc", "localhost"],
-        )
-        .unwrap();
+        let kp =
+            self_signed_serving("hns-apiserver", &["hns-apiserver.hns-system.svc", "localhost"]).unwrap();
         let sans: Vec<String> = kp
             .cert
             .subject_alt_names()

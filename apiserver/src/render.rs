@@ -117,9 +117,8 @@ pub fn list(def: &ResourceDef, page: Page, resource_version: &str, opts: &Render
 
 /// The age of an object, as kubectl prints it.
 pub fn age(obj: &Value, now: jiff::Timestamp) -> Value {
-    let created = obj["metadata"]["creationTimestamp"]
-        .as_str()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let created =
+        obj["metadata"]["creationTimestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok());
     match created {
         Some(t) => human_duration(now.as_second() - t.as_second()).into(),
         None => "<unknown>".into(),
@@ -137,44 +136,28 @@ pub fn human_duration(seconds: i64) -> String {
     }
     let m = s / 60;
     if m < 10 {
-        return if s % 60 == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", s % 60)
-        };
+        return if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) };
     }
     if m < 60 * 3 {
         return format!("{m}m");
     }
     let h = m / 60;
     if h < 8 {
-        return if m % 60 == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        };
+        return if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) };
     }
     if h < 48 {
         return format!("{h}h");
     }
     let d = h / 24;
     if h < 24 * 8 {
-        return if h % 24 == 0 {
-            format!("{d}d")
-        } else {
-            format!("{d}d{}h", h % 24)
-        };
+        return if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) };
     }
     if h < 24 * 365 * 2 {
         return format!("{d}d");
     }
     let y = d / 365;
     if h < 24 * 365 * 8 {
-        return if d % 365 == 0 {
-            format!("{y}y")
-        } else {
-            format!("{y}y{}d", d % 365)
-        };
+        return if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) };
     }
     format!("{y}y")
 }

@@ -42,10 +42,8 @@ pub struct ResourceRequest {
 impl RequestInfo {
     /// Parses a request's method, path and query string.
     pub fn parse(method: &str, path: &str, query: &str) -> RequestInfo {
-        let non_resource = || RequestInfo::NonResource {
-            verb: method.to_ascii_lowercase(),
-            path: path.to_string(),
-        };
+        let non_resource =
+            || RequestInfo::NonResource { verb: method.to_ascii_lowercase(), path: path.to_string() };
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         // /apis/<group>/<version>/<rest...>: anything shorter is discovery.
         if parts.len() < 4 || parts[0] != "apis" {
@@ -85,10 +83,7 @@ impl RequestInfo {
         // RBAC lets `get` on one name cover `list`/`watch` narrowed to that name.
         let mut name = name.to_string();
         if matches!(verb, "list" | "watch") {
-            if let Some(n) = params
-                .get("fieldSelector")
-                .and_then(|s| single_name_selector(s))
-            {
+            if let Some(n) = params.get("fieldSelector").and_then(|s| single_name_selector(s)) {
                 name = n;
             }
         }
@@ -106,9 +101,7 @@ impl RequestInfo {
 
 /// Decodes a query string into its last value per key.
 pub fn query_params(query: &str) -> HashMap<String, String> {
-    form_urlencoded::parse(query.as_bytes())
-        .into_owned()
-        .collect()
+    form_urlencoded::parse(query.as_bytes()).into_owned().collect()
 }
 
 /// `metadata.name=x` (or `==`) as the only term of a field selector.
@@ -116,9 +109,7 @@ fn single_name_selector(selector: &str) -> Option<String> {
     if selector.contains(',') {
         return None;
     }
-    let (k, v) = selector
-        .split_once("==")
-        .or_else(|| selector.split_once('='))?;
+    let (k, v) = selector.split_once("==").or_else(|| selector.split_once('='))?;
     (k.trim() == "metadata.name" && !k.ends_with('!')).then(|| v.trim().to_string())
 }
 
@@ -135,20 +126,8 @@ mod tests {
 
     #[test]
     fn discovery_paths_are_non_resource() {
-        for p in [
-            "/apis",
-            "/apis/hnc.x-k8s.io",
-            "/apis/hnc.x-k8s.io/v1alpha2",
-            "/openapi/v2",
-            "/healthz",
-        ] {
-            assert!(
-                matches!(
-                    RequestInfo::parse("GET", p, ""),
-                    RequestInfo::NonResource { .. }
-                ),
-                "{p}"
-            );
+        for p in ["/apis", "/apis/hnc.x-k8s.io", "/apis/hnc.x-k8s.io/v1alpha2", "/openapi/v2", "/healthz"] {
+            assert!(matches!(RequestInfo::parse("GET", p, ""), RequestInfo::NonResource { .. }), "{p}");
         }
     }
 
@@ -162,43 +141,22 @@ mod tests {
         assert_eq!(res("POST", base, "").verb, "create");
         assert_eq!(res("PUT", &format!("{base}/hierarchy"), "").verb, "update");
         assert_eq!(res("PATCH", &format!("{base}/hierarchy"), "").verb, "patch");
-        assert_eq!(
-            res("DELETE", &format!("{base}/hierarchy"), "").verb,
-            "delete"
-        );
+        assert_eq!(res("DELETE", &format!("{base}/hierarchy"), "").verb, "delete");
         assert_eq!(res("DELETE", base, "").verb, "deletecollection");
     }
 
     #[test]
     fn namespaced_and_cluster_wide() {
-        let r = res(
-            "GET",
-            "/apis/hnc.x-k8s.io/v1alpha2/namespaces/team-a/subnamespaces/dev/status",
-            "",
-        );
+        let r = res("GET", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/team-a/subnamespaces/dev/status", "");
         assert_eq!(
             (r.namespace.as_str(), r.resource.as_str(), r.name.as_str()),
             ("team-a", "subnamespaces", "dev")
         );
         assert_eq!(r.subresource, "status");
-        let r = res(
-            "GET",
-            "/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations",
-            "",
-        );
-        assert_eq!(
-            (r.namespace.as_str(), r.resource.as_str()),
-            ("", "hierarchyconfigurations")
-        );
-        let r = res(
-            "GET",
-            "/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations/config",
-            "",
-        );
-        assert_eq!(
-            (r.resource.as_str(), r.name.as_str()),
-            ("hncconfigurations", "config")
-        );
+        let r = res("GET", "/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations", "");
+        assert_eq!((r.namespace.as_str(), r.resource.as_str()), ("", "hierarchyconfigurations"));
+        let r = res("GET", "/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations/config", "");
+        assert_eq!((r.resource.as_str(), r.name.as_str()), ("hncconfigurations", "config"));
     }
 
     #[test]

@@ -13,9 +13,7 @@ use crate::status::ApiError;
 /// Parses a label selector; an empty string selects everything.
 pub fn parse_label_selector(s: &str) -> Result<Selector, ApiError> {
     let bad = |why: &str| {
-        ApiError::bad_request(format!(
-            "unable to parse requirement: {why} in label selector \"{s}\""
-        ))
+        ApiError::bad_request(format!("unable to parse requirement: {why} in label selector \"{s}\""))
     };
     let mut exprs = Vec::new();
     for term in split_terms(s) {
@@ -81,36 +79,23 @@ fn split_set<'a>(term: &'a str, op: &str) -> Option<(&'a str, Option<BTreeSet<St
     let (k, rest) = term.split_once(op)?;
     let rest = rest.trim();
     let inner = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')'));
-    let set = inner.and_then(|inner| {
-        inner
-            .split(',')
-            .map(value)
-            .collect::<Option<BTreeSet<String>>>()
-    });
+    let set = inner.and_then(|inner| inner.split(',').map(value).collect::<Option<BTreeSet<String>>>());
     Some((k.trim(), set))
 }
 
 /// A label key: an optional DNS-subdomain prefix and a name of at most 63 characters.
 fn valid_key(k: &str) -> Option<String> {
-    let name = k.rsplit_once('/').map_or(
-        k,
-        |(prefix, name)| if prefix.is_empty() { "" } else { name },
-    );
+    let name = k.rsplit_once('/').map_or(k, |(prefix, name)| if prefix.is_empty() { "" } else { name });
     let ok = !name.is_empty()
         && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
     ok.then(|| k.to_string())
 }
 
 fn value(v: &str) -> Option<String> {
     let v = v.trim();
-    let ok = v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let ok = v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     ok.then(|| v.to_string())
 }
 
@@ -172,19 +157,12 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
     fn label_selector_grammar() {
-        let l = labels(&[
-            ("env", "prod"),
-            ("team", "a"),
-            ("acme.tree.hnc.x-k8s.io/depth", "1"),
-        ]);
+        let l = labels(&[("env", "prod"), ("team", "a"), ("acme.tree.hnc.x-k8s.io/depth", "1")]);
         let yes = [
             "",
             "env",
@@ -198,24 +176,11 @@ mod tests {
             "acme.tree.hnc.x-k8s.io/depth=1",
         ];
         for s in yes {
-            assert!(
-                matches(&parse_label_selector(s).unwrap(), Some(&l)),
-                "{s} should match"
-            );
+            assert!(matches(&parse_label_selector(s).unwrap(), Some(&l)), "{s} should match");
         }
-        let no = [
-            "missing",
-            "env=dev",
-            "!env",
-            "env in (dev)",
-            "team notin (a)",
-            "env=prod,team=b",
-        ];
+        let no = ["missing", "env=dev", "!env", "env in (dev)", "team notin (a)", "env=prod,team=b"];
         for s in no {
-            assert!(
-                !matches(&parse_label_selector(s).unwrap(), Some(&l)),
-                "{s} should not match"
-            );
+            assert!(!matches(&parse_label_selector(s).unwrap(), Some(&l)), "{s} should not match");
         }
         assert!(matches(&parse_label_selector("!x").unwrap(), None));
     }
@@ -229,8 +194,7 @@ mod tests {
 
     #[test]
     fn field_selector() {
-        let f = FieldSelector::parse("metadata.name=hierarchy,metadata.namespace!=kube-system")
-            .unwrap();
+        let f = FieldSelector::parse("metadata.name=hierarchy,metadata.namespace!=kube-system").unwrap();
         assert!(f.matches("team-a", "hierarchy"));
         assert!(!f.matches("kube-system", "hierarchy"));
         assert!(!f.matches("team-a", "other"));

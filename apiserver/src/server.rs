@@ -63,11 +63,7 @@ async fn guard(
         tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
         return Err(e.into());
     }
-    let (method, path, user) = (
-        req.method().clone(),
-        req.path().to_string(),
-        identity.user.clone(),
-    );
+    let (method, path, user) = (req.method().clone(), req.path().to_string(), identity.user.clone());
     req.extensions_mut().insert(identity);
     req.extensions_mut().insert(info);
     let resp = next.call(req).await?;
@@ -76,10 +72,7 @@ async fn guard(
 }
 
 async fn apis(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
     Ok(match discovery_format(accept)? {
         DiscoveryFormat::Legacy => HttpResponse::Ok().json(discovery::api_group_list()),
         DiscoveryFormat::Aggregated(v) => HttpResponse::Ok()
@@ -98,15 +91,10 @@ async fn api_resource_list() -> HttpResponse {
 
 /// Serves a prebuilt OpenAPI document, honouring `If-None-Match`.
 fn document(req: &HttpRequest, doc: &'static openapi::Document) -> HttpResponse {
-    let cached = req
-        .headers()
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        == Some(doc.etag.as_str());
+    let cached =
+        req.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(doc.etag.as_str());
     if cached {
-        return HttpResponse::NotModified()
-            .insert_header((header::ETAG, doc.etag.clone()))
-            .finish();
+        return HttpResponse::NotModified().insert_header((header::ETAG, doc.etag.clone())).finish();
     }
     HttpResponse::Ok()
         .content_type("application/json")
@@ -131,10 +119,7 @@ async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
 }
 
 async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::new_method_not_allowed_path(
-        req.method().as_str(),
-        req.path(),
-    ))
+    Err(ApiError::new_method_not_allowed_path(req.method().as_str(), req.path()))
 }
 
 /// A read-only path: GET (and HEAD) only.
@@ -144,9 +129,7 @@ where
     Args: actix_web::FromRequest + 'static,
     F::Output: actix_web::Responder + 'static,
 {
-    web::resource(path)
-        .route(web::get().to(handler))
-        .default_service(web::to(method_not_allowed))
+    web::resource(path).route(web::get().to(handler)).default_service(web::to(method_not_allowed))
 }
 
 /// All routes, for `App::configure`.
@@ -162,10 +145,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(web::resource(format!("{gv}/{{rest:.+}}")).to(resources::dispatch))
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))
-        .service(get_only(
-            &format!("/openapi/v3/apis/{GROUP}/{VERSION}"),
-            openapi_v3,
-        ))
+        .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))
         .default_service(web::to(not_found));
 }
 

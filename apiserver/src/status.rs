@@ -41,12 +41,7 @@ impl std::fmt::Display for GroupResource<'_> {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            details: None,
-        }
+        ApiError { code, reason, message: message.into(), details: None }
     }
 
     fn with_details(mut self, gr: GroupResource<'_>, name: &str) -> Self {
@@ -71,22 +66,13 @@ impl ApiError {
 
     /// 403 for a resource request, phrased like kube-apiserver's RBAC denials.
     pub fn forbidden(gr: GroupResource<'_>, name: &str, message: impl std::fmt::Display) -> Self {
-        let what = if name.is_empty() {
-            format!("{gr}")
-        } else {
-            format!("{gr} \"{name}\"")
-        };
-        Self::new(403, "Forbidden", format!("{what} is forbidden: {message}"))
-            .with_details(gr, name)
+        let what = if name.is_empty() { format!("{gr}") } else { format!("{gr} \"{name}\"") };
+        Self::new(403, "Forbidden", format!("{what} is forbidden: {message}")).with_details(gr, name)
     }
 
     /// 403 for a non-resource path such as `/apis`.
     pub fn forbidden_path(user: &str, verb: &str, path: &str) -> Self {
-        Self::new(
-            403,
-            "Forbidden",
-            format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\""),
-        )
+        Self::new(403, "Forbidden", format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\""))
     }
 
     /// 404 for a named object.
@@ -96,21 +82,12 @@ impl ApiError {
 
     /// 404 for a path nothing is served at.
     pub fn path_not_found(path: &str) -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            format!("the server could not find the requested resource (path {path})"),
-        )
+        Self::new(404, "NotFound", format!("the server could not find the requested resource (path {path})"))
     }
 
     /// 405: the resource exists but does not support this verb.
     pub fn method_not_allowed(gr: GroupResource<'_>, verb: &str) -> Self {
-        Self::new(
-            405,
-            "MethodNotAllowed",
-            format!("{verb} is not supported on {gr}"),
-        )
-        .with_details(gr, "")
+        Self::new(405, "MethodNotAllowed", format!("{verb} is not supported on {gr}")).with_details(gr, "")
     }
 
     /// 405 for a path that exists but not for this method (e.g. `POST /apis`).
@@ -118,9 +95,7 @@ impl ApiError {
         Self::new(
             405,
             "MethodNotAllowed",
-            format!(
-                "the server does not allow this method on the requested resource ({method} {path})"
-            ),
+            format!("the server does not allow this method on the requested resource ({method} {path})"),
         )
     }
 
@@ -137,21 +112,11 @@ impl ApiError {
     pub fn invalid(gr: GroupResource<'_>, name: &str, causes: Vec<StatusCause>) -> Self {
         let summary = causes
             .iter()
-            .map(|c| {
-                format!(
-                    "{}: {}",
-                    c.field.as_deref().unwrap_or(""),
-                    c.message.as_deref().unwrap_or("")
-                )
-            })
+            .map(|c| format!("{}: {}", c.field.as_deref().unwrap_or(""), c.message.as_deref().unwrap_or("")))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut err = Self::new(
-            422,
-            "Invalid",
-            format!("{gr} \"{name}\" is invalid: {summary}"),
-        )
-        .with_details(gr, name);
+        let mut err = Self::new(422, "Invalid", format!("{gr} \"{name}\" is invalid: {summary}"))
+            .with_details(gr, name);
         if let Some(d) = err.details.as_mut() {
             d.causes = Some(causes);
         }
@@ -160,11 +125,7 @@ impl ApiError {
 
     /// 500: a fault of ours or of the cluster behind us.
     pub fn internal(message: impl std::fmt::Display) -> Self {
-        Self::new(
-            500,
-            "InternalError",
-            format!("Internal error occurred: {message}"),
-        )
+        Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
     }
 
     /// 503: not ready to answer yet; the client should retry.
@@ -204,19 +165,14 @@ impl ResponseError for ApiError {
 mod tests {
     use super::*;
 
-    const HC: GroupResource<'static> = GroupResource {
-        group: "hnc.x-k8s.io",
-        resource: "hierarchyconfigurations",
-    };
+    const HC: GroupResource<'static> =
+        GroupResource { group: "hnc.x-k8s.io", resource: "hierarchyconfigurations" };
 
     #[test]
     fn not_found_reads_like_kube_apiserver() {
         let e = ApiError::not_found(HC, "hierarchy");
         assert_eq!(e.code, 404);
-        assert_eq!(
-            e.message,
-            "hierarchyconfigurations.hnc.x-k8s.io \"hierarchy\" not found"
-        );
+        assert_eq!(e.message, "hierarchyconfigurations.hnc.x-k8s.io \"hierarchy\" not found");
         let s = e.to_status();
         assert_eq!(s.details.unwrap().name.as_deref(), Some("hierarchy"));
     }

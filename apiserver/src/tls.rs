@@ -9,11 +9,8 @@ use crate::pki;
 
 /// DNS names of the generated serving certificate: the in-cluster Service that kube-apiserver
 /// dials (it checks `<service>.<namespace>.svc`) and loopback for local use.
-const SELF_SIGNED_NAMES: &[&str] = &[
-    "hns-apiserver.hns-system.svc",
-    "hns-apiserver.hns-system.svc.cluster.local",
-    "localhost",
-];
+const SELF_SIGNED_NAMES: &[&str] =
+    &["hns-apiserver.hns-system.svc", "hns-apiserver.hns-system.svc.cluster.local", "localhost"];
 
 /// Serving certificate from files, or a generated self-signed one when no files are given.
 ///
@@ -21,10 +18,7 @@ const SELF_SIGNED_NAMES: &[&str] = &[
 /// without one. Any certificate is accepted during the handshake because the CAs it must chain
 /// to come from a ConfigMap that can change at any time; [`crate::authn`] verifies the chain on
 /// every request against the current ones.
-pub fn acceptor(
-    cert_file: Option<&Path>,
-    key_file: Option<&Path>,
-) -> anyhow::Result<SslAcceptorBuilder> {
+pub fn acceptor(cert_file: Option<&Path>, key_file: Option<&Path>) -> anyhow::Result<SslAcceptorBuilder> {
     let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server())?;
     match (cert_file, key_file) {
         (Some(cert), Some(key)) => {

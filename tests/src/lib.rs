@@ -48,28 +48,22 @@ impl Env {
         let kubeconfig = std::env::var_os("HNS_E2E_KUBECONFIG").map(PathBuf::from).unwrap_or_else(|| {
             panic!("HNS_E2E_KUBECONFIG is not set: run the e2e tests with `make e2e` (or `make test`)")
         });
-        let local = std::env::var_os("HNS_E2E_DIR")
-            .map(PathBuf::from)
-            .map(|dir| {
-                let env = read_env_file(&dir.join("env"));
-                let port = |k: &str| {
-                    env.get(k)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or_else(|| panic!("{k} missing in env"))
-                };
-                Local {
-                    hns_port: port("HNS_PORT"),
-                    kube_apiserver_port: port("KUBE_APISERVER_PORT"),
-                    dir,
-                }
-            });
+        let local = std::env::var_os("HNS_E2E_DIR").map(PathBuf::from).map(|dir| {
+            let env = read_env_file(&dir.join("env"));
+            let port = |k: &str| {
+                env.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} missing in env"))
+            };
+            Local { hns_port: port("HNS_PORT"), kube_apiserver_port: port("KUBE_APISERVER_PORT"), dir }
+        });
         Env { kubeconfig, local }
     }
 
     /// The local control plane, or `None` after printing why the calling test cannot run.
     pub fn local_or_skip(&self, test: &str) -> Option<&Local> {
         if self.local.is_none() {
-            eprintln!("{test}: needs the local control plane (HNS_E2E_DIR); not run against an external cluster");
+            eprintln!(
+                "{test}: needs the local control plane (HNS_E2E_DIR); not run against an external cluster"
+            );
         }
         self.local.as_ref()
     }
@@ -93,10 +87,7 @@ impl Env {
                 let mut all: Vec<String> = vec![format!("--as={user}")];
                 all.extend(groups.iter().map(|g| format!("--as-group={g}")));
                 all.extend(args.iter().map(|a| a.to_string()));
-                kubectl_with(
-                    &self.kubeconfig,
-                    &all.iter().map(String::as_str).collect::<Vec<_>>(),
-                )
+                kubectl_with(&self.kubeconfig, &all.iter().map(String::as_str).collect::<Vec<_>>())
             }
         }
     }
@@ -104,18 +95,13 @@ impl Env {
 
 fn read_env_file(path: &Path) -> HashMap<String, String> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// A kube client for a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> Client {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig");
     Client::try_from(config).expect("client")
 }
 
@@ -206,16 +192,8 @@ impl Local {
 
     /// A new certificate with CN `cn` signed by the CA `ca` (a name in the PKI directory).
     pub fn identity_from(&self, ca: &str, cn: &str) -> (Vec<u8>, Vec<u8>) {
-        let (cert, key) = mint(
-            &self.pki(&format!("{ca}.crt")),
-            &self.pki(&format!("{ca}.key")),
-            cn,
-            &[],
-        );
-        (
-            cert.to_pem().unwrap(),
-            key.private_key_to_pem_pkcs8().unwrap(),
-        )
+        let (cert, key) = mint(&self.pki(&format!("{ca}.crt")), &self.pki(&format!("{ca}.key")), cn, &[]);
+        (cert.to_pem().unwrap(), key.private_key_to_pem_pkcs8().unwrap())
     }
 }
 
@@ -223,10 +201,7 @@ impl Local {
 pub fn rogue_identity(cn: &str) -> (Vec<u8>, Vec<u8>) {
     let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
     let cert = build_cert(cn, &[], &key, None);
-    (
-        cert.to_pem().unwrap(),
-        key.private_key_to_pem_pkcs8().unwrap(),
-    )
+    (cert.to_pem().unwrap(), key.private_key_to_pem_pkcs8().unwrap())
 }
 
 fn mint(ca_cert: &Path, ca_key: &Path, cn: &str, orgs: &[&str]) -> (X509, PKey<Private>) {
@@ -236,12 +211,7 @@ fn mint(ca_cert: &Path, ca_key: &Path, cn: &str, orgs: &[&str]) -> (X509, PKey<P
     (build_cert(cn, orgs, &key, Some((&ca, &ca_key))), key)
 }
 
-fn build_cert(
-    cn: &str,
-    orgs: &[&str],
-    key: &PKey<Private>,
-    issuer: Option<(&X509, &PKey<Private>)>,
-) -> X509 {
+fn build_cert(cn: &str, orgs: &[&str], key: &PKey<Private>, issuer: Option<(&X509, &PKey<Private>)>) -> X509 {
     let mut name = X509NameBuilder::new().unwrap();
     for o in orgs {
         name.append_entry_by_nid(Nid::ORGANIZATIONNAME, o).unwrap();
@@ -252,16 +222,12 @@ fn build_cert(
     b.set_version(2).unwrap();
     let mut serial = BigNum::new().unwrap();
     serial.rand(127, MsbOption::MAYBE_ZERO, false).unwrap();
-    b.set_serial_number(&serial.to_asn1_integer().unwrap())
-        .unwrap();
+    b.set_serial_number(&serial.to_asn1_integer().unwrap()).unwrap();
     b.set_subject_name(&name).unwrap();
     b.set_pubkey(key).unwrap();
-    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-        .unwrap();
-    b.set_not_after(&Asn1Time::days_from_now(1).unwrap())
-        .unwrap();
-    b.append_extension(ExtendedKeyUsage::new().client_auth().build().unwrap())
-        .unwrap();
+    b.set_not_before(&Asn1Time::days_from_now(0).unwrap()).unwrap();
+    b.set_not_after(&Asn1Time::days_from_now(1).unwrap()).unwrap();
+    b.append_extension(ExtendedKeyUsage::new().client_auth().build().unwrap()).unwrap();
     match issuer {
         Some((ca, ca_key)) => {
             b.set_issuer_name(ca.subject_name()).unwrap();
@@ -278,11 +244,7 @@ fn build_cert(
 /// A namespace name unique to this test run: `<prefix>-<pid>-<n>`.
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+    format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Creates a namespace with `annotations`, and returns its name.
@@ -290,15 +252,8 @@ pub async fn create_namespace(client: &Client, name: &str, annotations: &[(&str,
     let api: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();
     ns.metadata.name = Some(name.to_string());
-    ns.metadata.annotations = Some(
-        annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
-    api.create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    ns.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    api.create(&PostParams::default(), &ns).await.unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
     name.to_string()
 }
 
@@ -322,10 +277,7 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out after {timeout:?} waiting for: {what}"
-        );
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for: {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -29,15 +29,10 @@ async fn apiservice_is_available() {
 async fn kubectl_discovers_the_group() {
     let env = Env::get();
     let out = ok(env.kubectl(&["api-resources", "--api-group=hnc.x-k8s.io", "-o", "wide"]));
-    let row = out
-        .lines()
-        .find(|l| l.starts_with("hierarchyconfigurations"))
-        .unwrap_or_else(|| panic!("{out}"));
+    let row =
+        out.lines().find(|l| l.starts_with("hierarchyconfigurations")).unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains("HierarchyConfiguration"), "{row}");
-    assert!(
-        row.contains(" get,list "),
-        "only the verbs really served: {row}"
-    );
+    assert!(row.contains(" get,list "), "only the verbs really served: {row}");
     let raw = ok(env.kubectl(&["get", "--raw", "/apis/hnc.x-k8s.io/v1alpha2"]));
     let list: Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(list["kind"], "APIResourceList");
@@ -56,18 +51,10 @@ async fn get_all_prints_one_row_per_namespace() {
         (out.contains(&root) && out.contains(&child)).then_some(out)
     })
     .await;
-    let namespaces = ok(env.kubectl(&[
-        "get",
-        "namespaces",
-        "--no-headers",
-        "-o",
-        "custom-columns=N:.metadata.name",
-    ]));
+    let namespaces =
+        ok(env.kubectl(&["get", "namespaces", "--no-headers", "-o", "custom-columns=N:.metadata.name"]));
     let mut want: Vec<&str> = namespaces.lines().collect();
-    let mut got: Vec<&str> = rows
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
+    let mut got: Vec<&str> = rows.lines().filter_map(|l| l.split_whitespace().next()).collect();
     want.sort();
     got.sort();
     // Namespaces made by tests running beside this one may appear in one listing only.
@@ -83,23 +70,10 @@ async fn get_all_prints_one_row_per_namespace() {
     let cells: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&cells[..2], ["hierarchy", root.as_str()]);
 
-    let parent_row = ok(env.kubectl(&[
-        "get",
-        "hierarchyconfigurations",
-        "-n",
-        &root,
-        "-o",
-        "wide",
-        "--no-headers",
-    ]));
-    assert!(
-        parent_row.contains(&child),
-        "children column names the child: {parent_row}"
-    );
-    assert!(
-        parent_row.contains("false"),
-        "-o wide adds cascading deletion: {parent_row}"
-    );
+    let parent_row =
+        ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &root, "-o", "wide", "--no-headers"]));
+    assert!(parent_row.contains(&child), "children column names the child: {parent_row}");
+    assert!(parent_row.contains("false"), "-o wide adds cascading deletion: {parent_row}");
     delete_namespaces(&client, &[&child, &root]).await;
 }
 
@@ -113,38 +87,25 @@ async fn get_returns_the_derived_object_and_404_otherwise() {
     let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
     let hc = eventually("the child in the parent's status", WAIT, || async {
         let hc = api.get("hierarchy").await.ok()?;
-        hc.status
-            .as_ref()
-            .is_some_and(|s| s.children.contains(&child))
-            .then_some(hc)
+        hc.status.as_ref().is_some_and(|s| s.children.contains(&child)).then_some(hc)
     })
     .await;
     assert_eq!(hc.spec.parent, None);
-    let child_hc: HierarchyConfiguration = Api::namespaced(client.clone(), &child)
-        .get("hierarchy")
-        .await
-        .unwrap();
+    let child_hc: HierarchyConfiguration =
+        Api::namespaced(client.clone(), &child).get("hierarchy").await.unwrap();
     assert_eq!(child_hc.spec.parent.as_deref(), Some(root.as_str()));
 
-    let ns: k8s_openapi::api::core::v1::Namespace =
-        Api::all(client.clone()).get(&child).await.unwrap();
-    assert_eq!(
-        child_hc.metadata.uid, ns.metadata.uid,
-        "identity follows the namespace"
-    );
+    let ns: k8s_openapi::api::core::v1::Namespace = Api::all(client.clone()).get(&child).await.unwrap();
+    assert_eq!(child_hc.metadata.uid, ns.metadata.uid, "identity follows the namespace");
 
     for (namespace, name) in [(root.as_str(), "other"), ("no-such-namespace", "hierarchy")] {
-        let err = Api::<HierarchyConfiguration>::namespaced(client.clone(), namespace)
-            .get(name)
-            .await
-            .unwrap_err();
+        let err =
+            Api::<HierarchyConfiguration>::namespaced(client.clone(), namespace).get(name).await.unwrap_err();
         match err {
             kube::Error::Api(s) => {
                 assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
                 assert!(
-                    s.message.contains(&format!(
-                        "hierarchyconfigurations.hnc.x-k8s.io \"{name}\" not found"
-                    )),
+                    s.message.contains(&format!("hierarchyconfigurations.hnc.x-k8s.io \"{name}\" not found")),
                     "{}",
                     s.message
                 );
@@ -161,67 +122,30 @@ async fn lists_page_and_select() {
     let client = env.admin().await;
     let names: Vec<String> = futures_names(&client, 5).await;
     let all = eventually("five new namespaces listed", WAIT, || async {
-        let out = ok(env.kubectl(&[
-            "get",
-            "hierarchyconfigurations",
-            "-A",
-            "--chunk-size=2",
-            "--no-headers",
-        ]));
-        names
-            .iter()
-            .all(|n| out.contains(n.as_str()))
-            .then_some(out)
+        let out =
+            ok(env.kubectl(&["get", "hierarchyconfigurations", "-A", "--chunk-size=2", "--no-headers"]));
+        names.iter().all(|n| out.contains(n.as_str())).then_some(out)
     })
     .await;
-    let count = |out: &str, n: &str| {
-        out.lines()
-            .filter(|l| l.split_whitespace().next() == Some(n))
-            .count()
-    };
+    let count = |out: &str, n: &str| out.lines().filter(|l| l.split_whitespace().next() == Some(n)).count();
     for n in &names {
         assert_eq!(count(&all, n), 1, "paging returns each namespace once");
     }
 
     let api: Api<HierarchyConfiguration> = Api::all(client.clone());
-    let picked = api
-        .list(&ListParams::default().fields(&format!("metadata.namespace={}", names[2])))
-        .await
-        .unwrap();
+    let picked =
+        api.list(&ListParams::default().fields(&format!("metadata.namespace={}", names[2]))).await.unwrap();
     assert_eq!(picked.items.len(), 1);
-    assert_eq!(
-        picked.items[0].metadata.namespace.as_deref(),
-        Some(names[2].as_str())
-    );
+    assert_eq!(picked.items[0].metadata.namespace.as_deref(), Some(names[2].as_str()));
 
-    let meta = api
-        .list_metadata(&ListParams::default().limit(3))
-        .await
-        .unwrap();
-    assert_eq!(
-        meta.items.len(),
-        3,
-        "PartialObjectMetadataList honours limit"
-    );
+    let meta = api.list_metadata(&ListParams::default().limit(3)).await.unwrap();
+    assert_eq!(meta.items.len(), 3, "PartialObjectMetadataList honours limit");
     assert!(meta.metadata.continue_.is_some());
-    assert!(meta
-        .items
-        .iter()
-        .all(|m| m.metadata.name.as_deref() == Some("hierarchy")));
+    assert!(meta.items.iter().all(|m| m.metadata.name.as_deref() == Some("hierarchy")));
 
-    let bad = api
-        .list(&ListParams::default().fields("spec.parent=x"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(bad, kube::Error::Api(ref s) if s.code == 400),
-        "{bad}"
-    );
-    delete_namespaces(
-        &client,
-        &names.iter().map(String::as_str).collect::<Vec<_>>(),
-    )
-    .await;
+    let bad = api.list(&ListParams::default().fields("spec.parent=x")).await.unwrap_err();
+    assert!(matches!(bad, kube::Error::Api(ref s) if s.code == 400), "{bad}");
+    delete_namespaces(&client, &names.iter().map(String::as_str).collect::<Vec<_>>()).await;
 }
 
 async fn futures_names(client: &kube::Client, n: usize) -> Vec<String> {
@@ -235,17 +159,8 @@ async fn futures_names(client: &kube::Client, n: usize) -> Vec<String> {
 #[tokio::test]
 async fn unsupported_verbs_are_405() {
     let env = Env::get();
-    let err = fails(env.kubectl(&[
-        "delete",
-        "hierarchyconfiguration",
-        "hierarchy",
-        "-n",
-        "default",
-    ]));
-    assert!(
-        err.contains("MethodNotAllowed") || err.contains("not supported"),
-        "{err}"
-    );
+    let err = fails(env.kubectl(&["delete", "hierarchyconfiguration", "hierarchy", "-n", "default"]));
+    assert!(err.contains("MethodNotAllowed") || err.contains("not supported"), "{err}");
 }
 
 #[tokio::test]
@@ -259,30 +174,21 @@ async fn openapi_is_merged_so_explain_works() {
 #[tokio::test]
 async fn user_without_rbac_gets_a_403_status() {
     let env = Env::get();
-    let err = fails(env.kubectl_as(
-        "bob",
-        &[],
-        &["get", "hierarchyconfigurations", "-n", "default"],
-    ));
+    let err = fails(env.kubectl_as("bob", &[], &["get", "hierarchyconfigurations", "-n", "default"]));
     assert!(
-        err.contains("User \"bob\" cannot list resource \"hierarchyconfigurations\" in API group \"hnc.x-k8s.io\""),
+        err.contains(
+            "User \"bob\" cannot list resource \"hierarchyconfigurations\" in API group \"hnc.x-k8s.io\""
+        ),
         "{err}"
     );
     // The Status itself, as a client library sees it.
     let raw = env.kubectl_as(
         "bob",
         &[],
-        &[
-            "get",
-            "--raw",
-            "/apis/hnc.x-k8s.io/v1alpha2/namespaces/default/hierarchyconfigurations/hierarchy",
-        ],
+        &["get", "--raw", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/default/hierarchyconfigurations/hierarchy"],
     );
     let err = fails(raw);
-    assert!(
-        err.contains("Forbidden") || err.contains("forbidden"),
-        "{err}"
-    );
+    assert!(err.contains("Forbidden") || err.contains("forbidden"), "{err}");
 }
 
 #[tokio::test]
@@ -299,31 +205,15 @@ async fn viewers_of_a_namespace_may_read_its_hierarchy() {
         "--clusterrole=view",
         "--user=alice",
     ]));
-    let out = eventually(
-        "alice's view rights to reach hns (SAR cache is 10 s)",
-        WAIT,
-        || async {
-            let out = env.kubectl_as(
-                "alice",
-                &[],
-                &["get", "hierarchyconfigurations", "-n", &ns, "--no-headers"],
-            );
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-        },
-    )
+    let out = eventually("alice's view rights to reach hns (SAR cache is 10 s)", WAIT, || async {
+        let out =
+            env.kubectl_as("alice", &[], &["get", "hierarchyconfigurations", "-n", &ns, "--no-headers"]);
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
     .await;
     assert!(out.starts_with("hierarchy"), "{out}");
-    let err = fails(env.kubectl_as(
-        "alice",
-        &[],
-        &["get", "hierarchyconfigurations", "-n", "default"],
-    ));
-    assert!(
-        err.contains("forbidden"),
-        "alice sees only her namespace: {err}"
-    );
+    let err = fails(env.kubectl_as("alice", &[], &["get", "hierarchyconfigurations", "-n", "default"]));
+    assert!(err.contains("forbidden"), "alice sees only her namespace: {err}");
     delete_namespaces(&client, &[&ns]).await;
 }
 
@@ -350,10 +240,7 @@ async fn forged_identity_headers_without_a_front_proxy_certificate_are_401() {
     };
     let cases = [
         ("no client certificate", local.direct_client(None)),
-        (
-            "a certificate from another CA",
-            local.direct_client(Some(rogue_identity("front-proxy-client"))),
-        ),
+        ("a certificate from another CA", local.direct_client(Some(rogue_identity("front-proxy-client")))),
         (
             "a front-proxy certificate with a disallowed CN",
             local.direct_client(Some(local.identity_from("front-proxy-ca", "intruder"))),
@@ -380,22 +267,12 @@ async fn health_needs_no_credentials_and_says_what_it_checks() {
     };
     let c = local.direct_client(None);
     for path in ["/healthz", "/livez", "/readyz"] {
-        let r = c
-            .get(format!("{}{path}", local.hns_url()))
-            .send()
-            .await
-            .unwrap();
+        let r = c.get(format!("{}{path}", local.hns_url())).send().await.unwrap();
         assert_eq!(r.status().as_u16(), 200, "{path}");
         assert_eq!(r.text().await.unwrap(), "ok");
     }
-    let verbose = c
-        .get(format!("{}/readyz?verbose", local.hns_url()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let verbose =
+        c.get(format!("{}/readyz?verbose", local.hns_url())).send().await.unwrap().text().await.unwrap();
     assert!(verbose.contains("[+]authentication-config ok"), "{verbose}");
     assert!(verbose.contains("[+]namespace-cache ok"), "{verbose}");
 }
@@ -418,10 +295,7 @@ async fn discovery_negotiates_like_kube_apiserver_expects() {
     let r = get("/apis", v2).await.unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let ct = r.headers()["content-type"].to_str().unwrap().to_string();
-    assert!(
-        ct.contains("as=APIGroupDiscoveryList") && ct.contains("v=v2"),
-        "{ct}"
-    );
+    assert!(ct.contains("as=APIGroupDiscoveryList") && ct.contains("v=v2"), "{ct}");
     let body: Value = r.json().await.unwrap();
     assert_eq!(
         body["items"][0]["versions"][0]["resources"][0]["responseKind"]["kind"],
@@ -431,29 +305,17 @@ async fn discovery_negotiates_like_kube_apiserver_expects() {
     let (code, body) = status_of(get("/apis", "application/json").await.unwrap()).await;
     assert_eq!((code, body["kind"].as_str()), (200, Some("APIGroupList")));
     let (code, body) = status_of(
-        get(
-            "/apis",
-            "application/json;g=apidiscovery.k8s.io;v=v9;as=APIGroupDiscoveryList",
-        )
-        .await
-        .unwrap(),
+        get("/apis", "application/json;g=apidiscovery.k8s.io;v=v9;as=APIGroupDiscoveryList").await.unwrap(),
     )
     .await;
-    assert_eq!(
-        (code, body["reason"].as_str()),
-        (406, Some("NotAcceptable")),
-        "never 404 or 503"
-    );
+    assert_eq!((code, body["reason"].as_str()), (406, Some("NotAcceptable")), "never 404 or 503");
 
     let (code, body) = status_of(get("/openapi/v2", "application/json").await.unwrap()).await;
     assert_eq!(code, 200);
     assert!(body["definitions"]["io.x-k8s.hnc.v1alpha2.HierarchyConfiguration"].is_object());
     let (code, body) = status_of(get("/openapi/v3", "application/json").await.unwrap()).await;
     assert_eq!(code, 200);
-    let url = body["paths"]["apis/hnc.x-k8s.io/v1alpha2"]["serverRelativeURL"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let url = body["paths"]["apis/hnc.x-k8s.io/v1alpha2"]["serverRelativeURL"].as_str().unwrap().to_string();
     let (code, body) = status_of(get(&url, "application/json").await.unwrap()).await;
     assert_eq!((code, body["openapi"].as_str()), (200, Some("3.0.0")));
     let (code, body) = status_of(get("/version", "application/json").await.unwrap()).await;

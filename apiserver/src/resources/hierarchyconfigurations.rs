@@ -54,8 +54,7 @@ pub const DEF: ResourceDef = ResourceDef {
         },
     ],
     cells,
-    description:
-        "The hierarchical configuration of a namespace: its parent, whether cascading deletion is \
+    description: "The hierarchical configuration of a namespace: its parent, whether cascading deletion is \
                   allowed, and its children. Every namespace has exactly one, named `hierarchy`.",
     schemas: |g| {
         (
@@ -117,10 +116,7 @@ pub fn serve(
             } else {
                 forest.get(&req.namespace).into_iter().collect()
             };
-            let items = nodes
-                .into_iter()
-                .map(|n| to_value(&forest, n))
-                .collect::<Result<Vec<_>, _>>()?;
+            let items = nodes.into_iter().map(|n| to_value(&forest, n)).collect::<Result<Vec<_>, _>>()?;
             let rv = forest.resource_version();
             Ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, render))
         }
@@ -136,18 +132,9 @@ fn to_value(forest: &Forest, node: &Node) -> Result<Value, ApiError> {
 const CHILDREN_SHOWN: usize = 3;
 
 fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let children: Vec<&str> = obj["status"]["children"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let mut shown = children
-        .iter()
-        .take(CHILDREN_SHOWN)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(",");
+    let children: Vec<&str> =
+        obj["status"]["children"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut shown = children.iter().take(CHILDREN_SHOWN).copied().collect::<Vec<_>>().join(",");
     if children.len() > CHILDREN_SHOWN {
         shown.push_str(&format!(" + {} more", children.len() - CHILDREN_SHOWN));
     }
@@ -156,10 +143,7 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
         obj["spec"]["parent"].as_str().unwrap_or("").into(),
         shown.into(),
         age(obj, now),
-        obj["spec"]["allowCascadingDeletion"]
-            .as_bool()
-            .unwrap_or(false)
-            .into(),
+        obj["spec"]["allowCascadingDeletion"].as_bool().unwrap_or(false).into(),
     ]
 }
 

@@ -42,10 +42,7 @@ pub struct ResourceDef {
 impl ResourceDef {
     /// `resource.group`, for error messages.
     pub fn group_resource(&self) -> GroupResource<'static> {
-        GroupResource {
-            group: hns_api::GROUP,
-            resource: self.plural,
-        }
+        GroupResource { group: hns_api::GROUP, resource: self.plural }
     }
 
     /// Whether `verb` is served.
@@ -64,10 +61,7 @@ pub fn find(plural: &str) -> Option<&'static ResourceDef> {
 
 /// Serves a resource request under `/apis/<group>/<version>/`: finds the resource, checks the
 /// verb is served, negotiates the representation and hands over to the resource's module.
-pub async fn dispatch(
-    req: HttpRequest,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, ApiError> {
+pub async fn dispatch(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let info = req.extensions().get::<RequestInfo>().cloned();
     let Some(RequestInfo::Resource(r)) = info else {
         return Err(ApiError::path_not_found(req.path()));
@@ -79,19 +73,14 @@ pub async fn dispatch(
         return Err(ApiError::method_not_allowed(def.group_resource(), r.verb));
     }
     let query = query_params(req.query_string());
-    let accept = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
+    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let render = RenderOptions {
         representation: negotiate(accept)?,
         include: IncludeObject::parse(query.get("includeObject").map(String::as_str))?,
         now: jiff::Timestamp::now(),
     };
     let body = match def.plural {
-        hierarchyconfigurations::PLURAL => {
-            hierarchyconfigurations::serve(&state, &r, &query, &render)?
-        }
+        hierarchyconfigurations::PLURAL => hierarchyconfigurations::serve(&state, &r, &query, &render)?,
         _ => return Err(ApiError::path_not_found(req.path())),
     };
     Ok(HttpResponse::Ok().json(body))

@@ -1,0 +1,106 @@
+//! Subnamespaces: a namespace created and owned through its parent.
+//!
+//! The object lives in the parent namespace and is named after the child namespace. hns serves
+//! it under two kinds: `Subnamespace` (`subnamespaces`, short `subns`) and HNC's
+//! `SubnamespaceAnchor` (`subnamespaceanchors`), so HNC manifests and tools keep working. Both
+//! are views of the same fact: the child namespace's `hnc.x-k8s.io/subnamespace-of` annotation.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::hierarchy::MetaKvp;
+
+/// A subnamespace of the namespace it is created in.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "hnc.x-k8s.io",
+    version = "v1alpha2",
+    kind = "Subnamespace",
+    plural = "subnamespaces",
+    shortname = "subns",
+    namespaced,
+    status = "SubnamespaceStatus",
+    doc = "A namespace created under the namespace this object lives in; the object's name is the new namespace's name."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceSpec")]
+pub struct SubnamespaceSpec {
+    /// Labels set on the subnamespace and its descendants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<MetaKvp>,
+    /// Annotations set on the subnamespace and its descendants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<MetaKvp>,
+}
+
+/// HNC's name for a [`Subnamespace`]: the same object under the kind HNC users know.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "hnc.x-k8s.io",
+    version = "v1alpha2",
+    kind = "SubnamespaceAnchor",
+    plural = "subnamespaceanchors",
+    namespaced,
+    status = "SubnamespaceStatus",
+    doc = "HNC's name for a Subnamespace: the anchor of a subnamespace in its parent namespace."
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceAnchorSpec")]
+pub struct SubnamespaceAnchorSpec {
+    /// Labels set on the subnamespace and its descendants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<MetaKvp>,
+    /// Annotations set on the subnamespace and its descendants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub annotations: Vec<MetaKvp>,
+}
+
+/// Observed state of a subnamespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceStatus")]
+pub struct SubnamespaceStatus {
+    /// The state; the JSON key really is `status`, as in HNC.
+    #[serde(rename = "status", default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<SubnamespaceState>,
+}
+
+/// States of a subnamespace (HNC's anchor states).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceState")]
+pub enum SubnamespaceState {
+    /// The namespace exists and is this object's subnamespace.
+    Ok,
+    /// The namespace does not exist (yet).
+    Missing,
+    /// A namespace of that name exists but is not this object's subnamespace.
+    Conflict,
+    /// The parent may not have subnamespaces (it is excluded from hierarchies).
+    Forbidden,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_an_hnc_anchor_manifest() {
+        let a: SubnamespaceAnchor = serde_json::from_value(json!({
+            "apiVersion": "hnc.x-k8s.io/v1alpha2",
+            "kind": "SubnamespaceAnchor",
+            "metadata": {"name": "team-a-dev", "namespace": "team-a"},
+            "spec": {"labels": [{"key": "env", "value": "dev"}]},
+            "status": {"status": "Ok"}
+        }))
+        .unwrap();
+        assert_eq!(a.spec.labels[0].value, "dev");
+        assert_eq!(a.status.unwrap().state, Some(SubnamespaceState::Ok));
+    }
+
+    #[test]
+    fn state_key_is_status() {
+        let s = SubnamespaceStatus { state: Some(SubnamespaceState::Forbidden) };
+        assert_eq!(serde_json::to_value(s).unwrap(), json!({"status": "Forbidden"}));
+    }
+}
