@@ -18,6 +18,42 @@ pub const PARENT: &str = "hnc.x-k8s.io/parent";
 /// Annotation holding `spec.allowCascadingDeletion` of the namespace's hierarchy configuration.
 pub const ALLOW_CASCADING_DELETION: &str = "hnc.x-k8s.io/allow-cascading-deletion";
 
+/// Label on every namespace that takes part in a hierarchy (has a parent or children).
+///
+/// The fail-closed part of hns's namespace webhook selects namespaces by this label, so an hns
+/// outage never blocks namespaces outside hierarchies.
+pub const HIERARCHY_MEMBER: &str = "hnc.x-k8s.io/hierarchy-member";
+
+/// Annotation holding `spec.labels` (managed labels) as a JSON list of `{key, value}`.
+pub const MANAGED_LABELS: &str = "hnc.x-k8s.io/managed-labels";
+
+/// Annotation holding `spec.annotations` (managed annotations) as a JSON list of `{key, value}`.
+pub const MANAGED_ANNOTATIONS: &str = "hnc.x-k8s.io/managed-annotations";
+
+/// Annotation holding the labels and annotations users set on the namespace's
+/// HierarchyConfiguration object itself (e.g. kubectl's last-applied-configuration), as JSON.
+pub const HIERARCHY_OBJECT_META: &str = "hnc.x-k8s.io/hierarchy-object-meta";
+
+/// Annotation holding the labels and annotations users set on the Subnamespace (anchor) object
+/// of this namespace, as JSON.
+pub const SUBNAMESPACE_OBJECT_META: &str = "hnc.x-k8s.io/subnamespace-object-meta";
+
+/// Every annotation only hns may write.
+pub const HNS_ANNOTATIONS: &[&str] = &[
+    SUBNAMESPACE_OF,
+    PARENT,
+    ALLOW_CASCADING_DELETION,
+    MANAGED_LABELS,
+    MANAGED_ANNOTATIONS,
+    HIERARCHY_OBJECT_META,
+    SUBNAMESPACE_OBJECT_META,
+];
+
+/// Whether only hns may write the label `key`.
+pub fn is_hns_label(key: &str) -> bool {
+    key == HIERARCHY_MEMBER || tree_label_ancestor(key).is_some()
+}
+
 /// The tree label of `ancestor`, e.g. `acme-org.tree.hnc.x-k8s.io/depth`.
 pub fn tree_label(ancestor: &str) -> String {
     format!("{ancestor}{TREE_LABEL_SUFFIX}")
@@ -38,5 +74,12 @@ mod tests {
         assert_eq!(tree_label_ancestor("acme-org.tree.hnc.x-k8s.io/depth"), Some("acme-org"));
         assert_eq!(tree_label_ancestor(".tree.hnc.x-k8s.io/depth"), None);
         assert_eq!(tree_label_ancestor("app.kubernetes.io/name"), None);
+    }
+
+    #[test]
+    fn hns_labels() {
+        assert!(is_hns_label("a.tree.hnc.x-k8s.io/depth"));
+        assert!(is_hns_label(HIERARCHY_MEMBER));
+        assert!(!is_hns_label("team"));
     }
 }

@@ -18,8 +18,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
-use hns_api::keys;
+use hns_api::{keys, MetaKvp};
 use k8s_openapi::api::core::v1::Namespace;
+use serde::{Deserialize, Serialize};
 
 /// One namespace as the forest sees it.
 #[derive(Debug, Clone)]
@@ -32,6 +33,38 @@ pub struct Node {
     pub is_subnamespace: bool,
     /// `spec.allowCascadingDeletion` of its hierarchy configuration.
     pub allow_cascading_deletion: bool,
+    /// `spec.labels`: labels managed through the hierarchy.
+    pub managed_labels: Vec<MetaKvp>,
+    /// `spec.annotations`: annotations managed through the hierarchy.
+    pub managed_annotations: Vec<MetaKvp>,
+    /// Labels and annotations of the HierarchyConfiguration object itself.
+    pub hierarchy_meta: ObjectLabels,
+    /// Labels and annotations of the Subnamespace object of this namespace.
+    pub subnamespace_meta: ObjectLabels,
+}
+
+/// Labels and annotations users set on a derived object (a HierarchyConfiguration or a
+/// Subnamespace), kept on the namespace because hns stores nothing else.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectLabels {
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ObjectLabels {
+    /// The JSON kept in the namespace annotation, or `None` when there is nothing to keep.
+    pub fn to_annotation(&self) -> Option<String> {
+        (self != &ObjectLabels::default()).then(|| serde_json::to_string(self).unwrap_or_default())
+    }
+}
+
+/// Parses a JSON annotation, treating a missing or unreadable value as empty.
+fn json_annotation<T: serde::de::DeserializeOwned + Default>(value: Option<&String>) -> T {
+    value.and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default()
 }
 
 impl Node {
@@ -39,12 +72,17 @@ impl Node {
     pub fn from_namespace(ns: Namespace) -> Self {
         let annotations = ns.metadata.annotations.as_ref();
         let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
+        let raw = |k: &str| annotations.and_then(|a| a.get(k));
         let subnamespace_of = get(keys::SUBNAMESPACE_OF);
         Node {
             is_subnamespace: subnamespace_of.is_some(),
             // A subnamespace's parent is fixed at creation; its own annotation wins.
             parent: subnamespace_of.or_else(|| get(keys::PARENT)),
             allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref() == Some("true"),
+            managed_labels: json_annotation(raw(keys::MANAGED_LABELS)),
+            managed_annotations: json_annotation(raw(keys::MANAGED_ANNOTATIONS)),
+            hierarchy_meta: json_annotation(raw(keys::HIERARCHY_OBJECT_META)),
+            subnamespace_meta: json_annotation(raw(keys::SUBNAMESPACE_OBJECT_META)),
             object: Arc::new(ns),
         }
     }
@@ -145,6 +183,19 @@ impl Forest {
     /// The namespaces naming `name` as their parent, sorted by name.
     pub fn children(&self, name: &str) -> impl Iterator<Item = &str> {
         self.children.get(name).into_iter().flatten().map(String::as_str)
+    }
+
+    /// The subnamespaces of `name` (children created through it), sorted by name.
+    pub fn subnamespaces<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
+        self.children(name)
+            .filter_map(|c| self.nodes.get(c))
+            .filter(move |n| n.is_subnamespace && n.parent.as_deref() == Some(name))
+    }
+
+    /// Whether deleting `name` may delete its subnamespaces: it, or any ancestor, allows
+    /// cascading deletion (HNC's rule).
+    pub fn allows_cascading_deletion(&self, name: &str) -> bool {
+        self.ancestry_names(name).iter().any(|n| self.nodes.get(n).is_some_and(|n| n.allow_cascading_deletion))
     }
 
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
@@ -309,6 +360,33 @@ mod tests {
         let mut d = f.descendant_names("a");
         d.sort();
         assert_eq!(d, ["b", "below", "c"]);
+    }
+
+    #[test]
+    fn cascading_deletion_is_inherited() {
+        let mut f = forest("a b:~a c:~b");
+        assert!(!f.allows_cascading_deletion("c"));
+        let mut ns = namespace("a", None, false);
+        ns.metadata.annotations.as_mut().unwrap().insert(hns_api::keys::ALLOW_CASCADING_DELETION.into(), "true".into());
+        f.upsert(ns);
+        assert!(f.allows_cascading_deletion("c"));
+        assert_eq!(f.subnamespaces("a").map(|n| n.name()).collect::<Vec<_>>(), ["b"]);
+    }
+
+    #[test]
+    fn derived_object_labels_round_trip() {
+        let mut ns = namespace("a", None, false);
+        let meta = super::ObjectLabels {
+            annotations: [("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())].into(),
+            ..Default::default()
+        };
+        ns.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(hns_api::keys::HIERARCHY_OBJECT_META.into(), meta.to_annotation().unwrap());
+        assert_eq!(super::Node::from_namespace(ns).hierarchy_meta, meta);
+        assert_eq!(super::ObjectLabels::default().to_annotation(), None);
     }
 
     #[test]

@@ -1,0 +1,407 @@
+//! The hierarchy's rules (HNC's, with its messages), as pure functions of the forest.
+//!
+//! The API handlers and the admission webhook ask these before anything is written; nothing
+//! here does I/O, so every rule is unit-tested without a cluster. A refusal says what is wrong
+//! and, where it helps, what to do instead.
+
+use hns_api::{keys, MetaKvp};
+
+use crate::forest::Forest;
+use crate::policy::Policy;
+
+/// Why a change is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// 422: fields with bad values; each cause is `(field, message)`.
+    Invalid(Vec<(String, String)>),
+    /// 403: not allowed in this place.
+    Forbidden(String),
+    /// 409: the object already exists.
+    AlreadyExists,
+    /// 409: clashes with the cluster's state.
+    Conflict(String),
+    /// 404: a namespace the change needs does not exist.
+    NamespaceNotFound(String),
+    /// 503: the cache has not seen the namespace yet; retrying helps.
+    NotSynced(String),
+}
+
+fn invalid(field: &str, message: impl Into<String>) -> Refusal {
+    Refusal::Invalid(vec![(field.to_string(), message.into())])
+}
+
+/// A namespace whose `update hierarchyconfigurations` right a move needs, and why (HNC's
+/// wording: "the current root", "the proposed parent", "the most recent common ancestor").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthzCheck {
+    /// The namespace.
+    pub namespace: String,
+    /// Its role in the move.
+    pub reason: &'static str,
+}
+
+fn not_synced(ns: &str) -> Refusal {
+    Refusal::NotSynced(format!("hns has not seen namespace \"{ns}\" yet - please try again in a few moments."))
+}
+
+/// Checks making `new_parent` the parent of `ns` (or making `ns` a root) and returns the
+/// namespaces whose rights the caller must hold for the move.
+pub fn check_parent_change(
+    forest: &Forest,
+    policy: &Policy,
+    ns: &str,
+    new_parent: Option<&str>,
+) -> Result<Vec<AuthzCheck>, Refusal> {
+    let node = forest.get(ns).ok_or_else(|| not_synced(ns))?;
+    if node.parent.as_deref() == new_parent {
+        return Ok(Vec::new());
+    }
+    if node.is_subnamespace {
+        let current = node.parent.as_deref().unwrap_or_default();
+        let to = new_parent.unwrap_or("");
+        return Err(invalid(
+            "spec.parent",
+            format!("illegal parent: Cannot set the parent of \"{ns}\" to \"{to}\" because it's a subnamespace of \"{current}\""),
+        ));
+    }
+    let Some(parent) = new_parent else {
+        return Ok(authz_checks(forest, ns, None));
+    };
+    if policy.is_excluded(ns) {
+        return Err(invalid("spec.parent", format!("namespace \"{ns}\" is not managed by hns (excluded by the hns administrator) and cannot be set as a child of another namespace")));
+    }
+    if policy.is_excluded(parent) {
+        return Err(invalid("spec.parent", format!("namespace \"{parent}\" is not managed by hns (excluded by the hns administrator) and cannot be set as a parent")));
+    }
+    if forest.get(parent).is_none() {
+        return Err(invalid("spec.parent", format!("requested parent \"{parent}\" does not exist")));
+    }
+    let ancestry = forest.ancestry_names(parent);
+    if ancestry.iter().any(|a| a == ns) {
+        return Err(invalid(
+            "spec.parent",
+            format!(
+                "illegal parent: cycle when making \"{parent}\" the parent of \"{ns}\": current ancestry is {}",
+                ancestry.join(" <- ")
+            ),
+        ));
+    }
+    Ok(authz_checks(forest, ns, Some(parent)))
+}
+
+/// HNC's permission rule for a move: a root moving into a tree needs the proposed parent;
+/// becoming a root needs the current root; a move within one tree needs the most recent common
+/// ancestor; a move between trees needs the current root and the proposed parent.
+fn authz_checks(forest: &Forest, ns: &str, new_parent: Option<&str>) -> Vec<AuthzCheck> {
+    let check = |namespace: &str, reason| AuthzCheck { namespace: namespace.to_string(), reason };
+    let current = forest.ancestry_names(ns);
+    let current_root = current.first().filter(|r| r.as_str() != ns);
+    match (current_root, new_parent) {
+        (None, None) => Vec::new(),
+        (None, Some(p)) => vec![check(p, "proposed parent")],
+        (Some(root), None) => vec![check(root, "current root")],
+        (Some(root), Some(p)) => {
+            let proposed = forest.ancestry_names(p);
+            // The deepest namespace both ancestries share, not counting `ns` itself.
+            let common = current[..current.len() - 1]
+                .iter()
+                .zip(proposed.iter())
+                .take_while(|(a, b)| a == b)
+                .last()
+                .map(|(a, _)| a.clone());
+            match common {
+                Some(mrca) => vec![check(&mrca, "most recent common ancestor")],
+                None => vec![check(root, "current root"), check(p, "proposed parent")],
+            }
+        }
+    }
+}
+
+/// A DNS-1123 label, as Kubernetes requires of namespace names.
+pub fn is_dns1123_label(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// Checks creating subnamespace `name` under `parent`.
+pub fn check_new_subnamespace(forest: &Forest, policy: &Policy, parent: &str, name: &str) -> Result<(), Refusal> {
+    if !is_dns1123_label(name) {
+        return Err(invalid(
+            "metadata.name",
+            format!("\"{name}\" is not a valid namespace name: a lowercase RFC 1123 label must consist of at most 63 lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"),
+        ));
+    }
+    if policy.is_excluded(parent) {
+        return Err(Refusal::Forbidden(format!(
+            "namespace \"{parent}\" is not managed by hns (excluded by the hns administrator) and cannot have subnamespaces"
+        )));
+    }
+    if policy.is_excluded(name) {
+        return Err(Refusal::Forbidden(format!(
+            "namespace \"{name}\" is excluded from hierarchies by the hns administrator and cannot be a subnamespace"
+        )));
+    }
+    let p = forest.get(parent).ok_or_else(|| Refusal::NamespaceNotFound(parent.to_string()))?;
+    if p.object.metadata.deletion_timestamp.is_some() {
+        return Err(Refusal::Forbidden(format!(
+            "unable to create new content in namespace {parent} because it is being terminated"
+        )));
+    }
+    match forest.get(name) {
+        Some(existing) if existing.is_subnamespace && existing.parent.as_deref() == Some(parent) => {
+            Err(Refusal::AlreadyExists)
+        }
+        Some(_) => Err(Refusal::Conflict("cannot create a subnamespace using an existing namespace".into())),
+        None => Ok(()),
+    }
+}
+
+/// Checks deleting subnamespace `name` of `parent`: a subnamespace with children goes only
+/// where cascading deletion is allowed.
+pub fn check_delete_subnamespace(forest: &Forest, name: &str) -> Result<(), Refusal> {
+    if forest.children(name).next().is_some() && !forest.allows_cascading_deletion(name) {
+        return Err(Refusal::Forbidden(format!(
+            "subnamespace {name} is not a leaf and doesn't allow cascading deletion. Please set allowCascadingDeletion flag or make it a leaf first"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks deleting namespace `ns` directly (the namespace webhook).
+pub fn check_namespace_delete(forest: &Forest, ns: &str) -> Result<(), Refusal> {
+    let Some(node) = forest.get(ns) else { return Ok(()) };
+    if node.is_subnamespace {
+        let parent = node.parent.as_deref().unwrap_or_default();
+        // Once the parent is gone or going, the subnamespace goes with it.
+        let parent_alive = forest.get(parent).is_some_and(|p| p.object.metadata.deletion_timestamp.is_none());
+        if parent_alive {
+            return Err(Refusal::Forbidden(format!(
+                "namespace \"{ns}\" is a subnamespace. Please delete the subnamespace from the parent namespace {parent} to delete it: kubectl delete subnamespace {ns} -n {parent}"
+            )));
+        }
+    }
+    if forest.subnamespaces(ns).next().is_some() && !forest.allows_cascading_deletion(ns) {
+        return Err(Refusal::Forbidden(format!(
+            "namespace \"{ns}\" contains subnamespaces. Please remove all subnamespaces before deleting this namespace, or set 'allowCascadingDeletion' to delete them automatically: kubectl hns set {ns} --allowCascadingDeletion"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks managed labels and annotations (`spec.labels`, `spec.annotations`) against the
+/// administrator's patterns.
+pub fn check_managed(policy: &Policy, labels: &[MetaKvp], annotations: &[MetaKvp]) -> Result<(), Refusal> {
+    let mut causes = Vec::new();
+    for (i, kv) in labels.iter().enumerate() {
+        if keys::is_hns_label(&kv.key) || !policy.is_managed_label(&kv.key) {
+            causes.push((
+                format!("spec.labels[{i}].key"),
+                format!("Not a legal managed label (set via --managed-namespace-label): {}", kv.key),
+            ));
+        } else if !is_label_value(&kv.value) {
+            causes.push((format!("spec.labels[{i}].value"), format!("Not a legal label value: {:?}", kv.value)));
+        }
+    }
+    for (i, kv) in annotations.iter().enumerate() {
+        if keys::HNS_ANNOTATIONS.contains(&kv.key.as_str()) || !policy.is_managed_annotation(&kv.key) {
+            causes.push((
+                format!("spec.annotations[{i}].key"),
+                format!("Not a legal managed annotation (set via --managed-namespace-annotation): {}", kv.key),
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::Invalid(causes))
+    }
+}
+
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.is_empty()
+        || (b.len() <= 63
+            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric())
+}
+
+/// Checks a direct edit of a namespace's labels and annotations by someone other than hns:
+/// tree labels, the membership label and hns's annotations are hns's alone.
+pub fn check_namespace_edit(
+    ns: &str,
+    old: Option<&k8s_openapi::api::core::v1::Namespace>,
+    new: &k8s_openapi::api::core::v1::Namespace,
+) -> Result<(), Refusal> {
+    let pick = |n: Option<&k8s_openapi::api::core::v1::Namespace>, labels: bool| {
+        n.and_then(|n| if labels { n.metadata.labels.clone() } else { n.metadata.annotations.clone() })
+            .unwrap_or_default()
+    };
+    let (old_l, new_l) = (pick(old, true), pick(Some(new), true));
+    for key in old_l.keys().chain(new_l.keys()).filter(|k| keys::is_hns_label(k)) {
+        if old_l.get(key) != new_l.get(key) {
+            return Err(Refusal::Forbidden(format!(
+                "cannot set or modify tree label \"{key}\" in namespace \"{ns}\"; these can only be managed by hns"
+            )));
+        }
+    }
+    let (old_a, new_a) = (pick(old, false), pick(Some(new), false));
+    for key in keys::HNS_ANNOTATIONS {
+        if old_a.get(*key) != new_a.get(*key) {
+            return Err(Refusal::Forbidden(format!(
+                "cannot set or modify annotation \"{key}\" in namespace \"{ns}\"; it can only be managed by hns: use the HierarchyConfiguration or Subnamespace API (kubectl hns set / kubectl hns create)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::testing::{forest, namespace};
+    use crate::policy::testing::policy;
+
+    fn checks(v: Vec<AuthzCheck>) -> Vec<(String, &'static str)> {
+        v.into_iter().map(|c| (c.namespace, c.reason)).collect()
+    }
+
+    fn message(r: Refusal) -> String {
+        match r {
+            Refusal::Invalid(causes) => causes.into_iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; "),
+            Refusal::Forbidden(m) | Refusal::Conflict(m) | Refusal::NotSynced(m) => m,
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn cycles_and_self_parents_are_refused_with_the_ancestry() {
+        let f = forest("a b:a c:b");
+        let p = policy();
+        let m = message(check_parent_change(&f, &p, "a", Some("c")).unwrap_err());
+        assert_eq!(m, "spec.parent: illegal parent: cycle when making \"c\" the parent of \"a\": current ancestry is a <- b <- c");
+        let m = message(check_parent_change(&f, &p, "a", Some("a")).unwrap_err());
+        assert!(m.contains("cycle when making \"a\" the parent of \"a\""), "{m}");
+    }
+
+    #[test]
+    fn missing_and_excluded_parents_are_refused() {
+        let f = forest("a kube-system");
+        let p = policy();
+        assert_eq!(
+            message(check_parent_change(&f, &p, "a", Some("nope")).unwrap_err()),
+            "spec.parent: requested parent \"nope\" does not exist"
+        );
+        assert!(message(check_parent_change(&f, &p, "a", Some("kube-system")).unwrap_err()).contains("not managed by hns"));
+        assert!(message(check_parent_change(&f, &p, "kube-system", Some("a")).unwrap_err())
+            .contains("cannot be set as a child"));
+        assert!(matches!(check_parent_change(&f, &p, "unseen", Some("a")), Err(Refusal::NotSynced(_))));
+    }
+
+    #[test]
+    fn a_subnamespace_keeps_its_parent() {
+        let f = forest("a b c:~a");
+        let m = message(check_parent_change(&f, &policy(), "c", Some("b")).unwrap_err());
+        assert_eq!(
+            m,
+            "spec.parent: illegal parent: Cannot set the parent of \"c\" to \"b\" because it's a subnamespace of \"a\""
+        );
+        assert!(check_parent_change(&f, &policy(), "c", Some("a")).unwrap().is_empty(), "no change, no check");
+    }
+
+    #[test]
+    fn move_permissions_follow_hnc() {
+        // org ─┬─ t1 ─ x
+        //      └─ t2        other
+        let f = forest("org t1:org t2:org x:t1 other y");
+        let p = policy();
+        assert_eq!(checks(check_parent_change(&f, &p, "x", Some("t2")).unwrap()), [("org".into(), "most recent common ancestor")]);
+        assert_eq!(
+            checks(check_parent_change(&f, &p, "x", Some("other")).unwrap()),
+            [("org".into(), "current root"), ("other".into(), "proposed parent")]
+        );
+        assert_eq!(checks(check_parent_change(&f, &p, "x", None).unwrap()), [("org".into(), "current root")]);
+        assert_eq!(checks(check_parent_change(&f, &p, "y", Some("t2")).unwrap()), [("t2".into(), "proposed parent")]);
+        assert_eq!(checks(check_parent_change(&f, &p, "t1", Some("t2")).unwrap()), [("org".into(), "most recent common ancestor")]);
+    }
+
+    #[test]
+    fn new_subnamespaces() {
+        let f = forest("team-a team-a-dev:~team-a full");
+        let p = policy();
+        assert!(check_new_subnamespace(&f, &p, "team-a", "team-a-test").is_ok());
+        assert_eq!(check_new_subnamespace(&f, &p, "team-a", "team-a-dev"), Err(Refusal::AlreadyExists));
+        assert_eq!(
+            check_new_subnamespace(&f, &p, "team-a", "full"),
+            Err(Refusal::Conflict("cannot create a subnamespace using an existing namespace".into()))
+        );
+        assert!(matches!(check_new_subnamespace(&f, &p, "kube-system", "x"), Err(Refusal::Forbidden(_))));
+        assert!(matches!(check_new_subnamespace(&f, &p, "team-a", "kube-public"), Err(Refusal::Forbidden(_))));
+        assert_eq!(check_new_subnamespace(&f, &p, "gone", "x"), Err(Refusal::NamespaceNotFound("gone".into())));
+        assert!(matches!(check_new_subnamespace(&f, &p, "team-a", "Bad_Name"), Err(Refusal::Invalid(_))));
+    }
+
+    #[test]
+    fn deleting_a_parent_subnamespace_needs_cascading_deletion() {
+        let f = forest("a b:~a c:~b");
+        let m = message(check_delete_subnamespace(&f, "b").unwrap_err());
+        assert!(m.starts_with("subnamespace b is not a leaf and doesn't allow cascading deletion"), "{m}");
+        assert!(check_delete_subnamespace(&f, "c").is_ok());
+    }
+
+    #[test]
+    fn namespace_deletion_rules() {
+        let mut f = forest("a b:~a full:a");
+        let m = message(check_namespace_delete(&f, "b").unwrap_err());
+        assert!(m.contains("is a subnamespace. Please delete the subnamespace from the parent namespace a"), "{m}");
+        let m = message(check_namespace_delete(&f, "a").unwrap_err());
+        assert!(m.contains("contains subnamespaces"), "{m}");
+        assert!(check_namespace_delete(&f, "full").is_ok(), "full children do not block");
+        // While the parent terminates, its subnamespaces may go.
+        let mut a = namespace("a", None, false);
+        a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+        f.upsert(a);
+        assert!(check_namespace_delete(&f, "b").is_ok());
+    }
+
+    #[test]
+    fn managed_labels_must_match_the_policy() {
+        let p = policy();
+        let kv = |k: &str, v: &str| MetaKvp { key: k.into(), value: v.into() };
+        assert!(check_managed(&p, &[kv("team.example.com/owner", "alice")], &[kv("note", "hi there")]).is_ok());
+        let Refusal::Invalid(causes) =
+            check_managed(&p, &[kv("env", "prod"), kv("team.example.com/x", "bad value!")], &[kv("other", "")]).unwrap_err()
+        else {
+            panic!()
+        };
+        let fields: Vec<&str> = causes.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["spec.labels[0].key", "spec.labels[1].value", "spec.annotations[0].key"]);
+    }
+
+    #[test]
+    fn direct_edits_of_hns_keys_are_refused() {
+        let old = namespace("a", Some("p"), false);
+        let mut new = old.clone();
+        new.metadata.labels = Some([("a.tree.hnc.x-k8s.io/depth".to_string(), "0".to_string())].into());
+        assert!(message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("tree label"));
+        let mut new = old.clone();
+        new.metadata.annotations.as_mut().unwrap().insert(keys::PARENT.into(), "q".into());
+        assert!(message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("hnc.x-k8s.io/parent"));
+        let mut new = old.clone();
+        new.metadata.labels = Some([("team".to_string(), "x".to_string())].into());
+        assert!(check_namespace_edit("a", Some(&old), &new).is_ok(), "other labels are the user's");
+        assert!(check_namespace_edit("a", None, &namespace("n", Some("p"), true)).is_err(), "create with hns keys");
+    }
+
+    #[test]
+    fn dns_labels() {
+        assert!(is_dns1123_label("team-a-1"));
+        for bad in ["", "-a", "a-", "A", "a.b", &"x".repeat(64)] {
+            assert!(!is_dns1123_label(bad), "{bad}");
+        }
+    }
+}
