@@ -11,6 +11,7 @@
 //! The binary is a thin wrapper over [`options::Args::run`].
 
 pub mod authn;
+pub mod body;
 pub mod authz;
 pub mod cache;
 pub mod discovery;
@@ -20,6 +21,7 @@ pub mod list;
 pub mod negotiation;
 pub mod openapi;
 pub mod options;
+pub mod plan;
 pub mod pki;
 pub mod policy;
 pub mod render;

@@ -108,6 +108,35 @@ impl ApiError {
         )
     }
 
+    /// 409: the object exists already.
+    pub fn already_exists(gr: GroupResource<'_>, name: &str) -> Self {
+        Self::new(409, "AlreadyExists", format!("{gr} \"{name}\" already exists")).with_details(gr, name)
+    }
+
+    /// 409: the change clashes with the current state (e.g. a stale resourceVersion).
+    pub fn conflict(gr: GroupResource<'_>, name: &str, why: impl std::fmt::Display) -> Self {
+        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} \"{name}\": {why}")).with_details(gr, name)
+    }
+
+    /// 409 for a write based on an old resourceVersion.
+    pub fn stale(gr: GroupResource<'_>, name: &str) -> Self {
+        Self::conflict(gr, name, "the object has been modified; please apply your changes to the latest version and try again")
+    }
+
+    /// 415: the body's media type is not one the endpoint takes.
+    pub fn unsupported_media_type(got: &str, supported: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: {} (got \"{got}\")", supported.join(", ")),
+        )
+    }
+
+    /// 422: a JSON patch could not be applied (e.g. a failed `test` operation).
+    pub fn unprocessable_patch(why: impl std::fmt::Display) -> Self {
+        Self::new(422, "Invalid", format!("the patch could not be applied: {why}"))
+    }
+
     /// 422 with field causes.
     pub fn invalid(gr: GroupResource<'_>, name: &str, causes: Vec<StatusCause>) -> Self {
         let summary = causes
@@ -121,6 +150,31 @@ impl ApiError {
             d.causes = Some(causes);
         }
         err
+    }
+
+    /// An error answered by kube-apiserver to one of hns's own calls, passed on as it came so
+    /// the caller sees the cluster's own reason (a conflict, another webhook's denial, …).
+    pub fn from_kube(err: kube::Error) -> Self {
+        match err {
+            kube::Error::Api(s) => {
+                let code = s.code;
+                let reason = match s.reason.as_str() {
+                    "AlreadyExists" => "AlreadyExists",
+                    "Conflict" => "Conflict",
+                    "Forbidden" => "Forbidden",
+                    "NotFound" => "NotFound",
+                    "Invalid" => "Invalid",
+                    "BadRequest" => "BadRequest",
+                    "Gone" | "Expired" => "Expired",
+                    "TooManyRequests" => "TooManyRequests",
+                    "ServiceUnavailable" => "ServiceUnavailable",
+                    "Timeout" => "Timeout",
+                    _ => "InternalError",
+                };
+                Self::new(code, reason, s.message.clone())
+            }
+            other => Self::internal(other),
+        }
     }
 
     /// 500: a fault of ours or of the cluster behind us.

@@ -1,0 +1,200 @@
+//! Request bodies of writes: decoding with field validation, and patches.
+//!
+//! Bodies are JSON (`application/json`). Patches are JSON merge patches (RFC 7386, what kubectl
+//! apply/edit/label use for kinds it does not know) and JSON patches (RFC 6902). Strategic merge
+//! and server-side apply are refused with 415, which makes clients fall back to merge patch.
+//! Unknown fields are handled as `fieldValidation` asks: `Strict` refuses them, `Warn` (the
+//! default) answers with a `Warning` header, `Ignore` drops them silently.
+
+use std::collections::HashMap;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::status::ApiError;
+
+/// How unknown fields are treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them.
+    Ignore,
+    /// Drop them and warn.
+    Warn,
+    /// Refuse the request.
+    Strict,
+}
+
+/// The write options of a request (`dryRun`, `fieldValidation`).
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate everything, persist nothing.
+    pub dry_run: bool,
+    /// `fieldValidation`.
+    pub field_validation: FieldValidation,
+}
+
+impl WriteOptions {
+    /// Reads the options from the query, refusing unknown values with a 400.
+    pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        let dry_run = match q.get("dryRun").map(String::as_str) {
+            None | Some("") => false,
+            Some("All") => true,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "dryRun: unsupported value \"{other}\": supported values are All"
+                )))
+            }
+        };
+        let field_validation = match q.get("fieldValidation").map(String::as_str) {
+            None | Some("") | Some("Warn") => FieldValidation::Warn,
+            Some("Ignore") => FieldValidation::Ignore,
+            Some("Strict") => FieldValidation::Strict,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "fieldValidation: unsupported value \"{other}\": supported values are Ignore, Warn, Strict"
+                )))
+            }
+        };
+        Ok(WriteOptions { dry_run, field_validation })
+    }
+}
+
+/// Decodes an object of kind `kind`, checking its type fields and unknown fields. Returns the
+/// object and the warnings to send.
+pub fn decode<T: DeserializeOwned>(
+    value: Value,
+    kind: &str,
+    validation: FieldValidation,
+) -> Result<(T, Vec<String>), ApiError> {
+    check_type_fields(&value, kind)?;
+    let mut unknown = Vec::new();
+    let obj: T = serde_ignored::deserialize(value, |path| unknown.push(path.to_string()))
+        .map_err(|e| ApiError::bad_request(format!("the body of the request was in an unknown format: {e}")))?;
+    // The type fields were checked above; the derived types read them without storing them.
+    let messages: Vec<String> = unknown
+        .iter()
+        .filter(|p| !matches!(p.as_str(), "apiVersion" | "kind"))
+        .map(|p| format!("unknown field \"{p}\""))
+        .collect();
+    match validation {
+        FieldValidation::Strict if !messages.is_empty() => {
+            Err(ApiError::bad_request(format!("strict decoding error: {}", messages.join(", "))))
+        }
+        FieldValidation::Warn => Ok((obj, messages)),
+        _ => Ok((obj, Vec::new())),
+    }
+}
+
+fn check_type_fields(value: &Value, kind: &str) -> Result<(), ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
+    match value.get("apiVersion").and_then(Value::as_str) {
+        None | Some(hns_api::API_VERSION) => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({other}) does not match the expected API version ({})",
+                hns_api::API_VERSION
+            )))
+        }
+    }
+    match value.get("kind").and_then(Value::as_str) {
+        None => Ok(()),
+        Some(k) if k == kind => Ok(()),
+        Some(other) => {
+            Err(ApiError::bad_request(format!("the kind in the data ({other}) does not match the expected kind ({kind})")))
+        }
+    }
+}
+
+/// Parses a JSON body.
+pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+    let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("application/json");
+    if !matches!(essence, "application/json" | "") {
+        return Err(ApiError::unsupported_media_type(essence, &["application/json"]));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
+}
+
+/// Applies a PATCH body of `content_type` to `current`.
+pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+    let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
+    let parse = || -> Result<Value, ApiError> {
+        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
+    };
+    let mut doc = current.clone();
+    match essence {
+        "application/merge-patch+json" => {
+            json_patch::merge(&mut doc, &parse()?);
+            Ok(doc)
+        }
+        "application/json-patch+json" => {
+            let patch: json_patch::Patch = serde_json::from_value(parse()?)
+                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
+            json_patch::patch(&mut doc, &patch).map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
+            Ok(doc)
+        }
+        other => Err(ApiError::unsupported_media_type(
+            other,
+            &["application/merge-patch+json", "application/json-patch+json"],
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hns_api::HierarchyConfiguration;
+    use serde_json::json;
+
+    fn hc(extra: Value) -> Value {
+        let mut v = json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
+            "metadata": {"name": "hierarchy"}, "spec": {"parent": "a"}});
+        json_patch::merge(&mut v, &extra);
+        v
+    }
+
+    #[test]
+    fn unknown_fields_by_validation_mode() {
+        let body = hc(json!({"spec": {"parnet": "typo"}}));
+        let (_, warnings) = decode::<HierarchyConfiguration>(body.clone(), "HierarchyConfiguration", FieldValidation::Warn).unwrap();
+        assert_eq!(warnings, ["unknown field \"spec.parnet\""]);
+        let err = decode::<HierarchyConfiguration>(body.clone(), "HierarchyConfiguration", FieldValidation::Strict).unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.contains("spec.parnet"), "{}", err.message);
+        let (_, warnings) = decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Ignore).unwrap();
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn wrong_kind_or_version_is_400() {
+        for bad in [json!({"kind": "Subnamespace"}), json!({"apiVersion": "hnc.x-k8s.io/v1alpha1"}), json!([1])] {
+            let body = if bad.is_array() { bad } else { hc(bad) };
+            let e = decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Warn).unwrap_err();
+            assert_eq!(e.code, 400);
+        }
+    }
+
+    #[test]
+    fn patches() {
+        let cur = hc(json!({}));
+        let merged = apply_patch(&cur, br#"{"spec":{"parent":null,"allowCascadingDeletion":true}}"#, Some("application/merge-patch+json")).unwrap();
+        assert_eq!(merged["spec"], json!({"allowCascadingDeletion": true}));
+        let patched = apply_patch(&cur, br#"[{"op":"replace","path":"/spec/parent","value":"b"}]"#, Some("application/json-patch+json")).unwrap();
+        assert_eq!(patched["spec"]["parent"], "b");
+        let e = apply_patch(&cur, br#"[{"op":"test","path":"/spec/parent","value":"zzz"}]"#, Some("application/json-patch+json")).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code, 415);
+        assert_eq!(apply_patch(&cur, b"{}", Some("application/apply-patch+yaml")).unwrap_err().code, 415);
+        assert_eq!(apply_patch(&cur, b"{nope", Some("application/merge-patch+json")).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn options() {
+        let q = |k: &str, v: &str| HashMap::from([(k.to_string(), v.to_string())]);
+        assert!(WriteOptions::from_query(&q("dryRun", "All")).unwrap().dry_run);
+        assert_eq!(WriteOptions::from_query(&q("dryRun", "Some")).unwrap_err().code, 400);
+        assert_eq!(WriteOptions::from_query(&q("fieldValidation", "Strict")).unwrap().field_validation, FieldValidation::Strict);
+        assert_eq!(WriteOptions::from_query(&HashMap::new()).unwrap().field_validation, FieldValidation::Warn);
+    }
+}

@@ -1,0 +1,237 @@
+//! What to write to Namespace objects for a hierarchy change: pure functions from the forest
+//! and the desired state to a Namespace or a JSON merge patch. [`crate::writer`] sends them.
+//!
+//! Every change to one namespace is one write, so a crash leaves either the old or the new
+//! state of that namespace, never half of it.
+
+use std::collections::BTreeMap;
+
+use hns_api::{keys, MetaKvp};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{json, Map, Value};
+
+use crate::forest::{Forest, Node, ObjectLabels};
+
+/// The hierarchy facts hns keeps on one namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HierarchyState {
+    /// Parent of a full namespace (a subnamespace's parent never changes).
+    pub parent: Option<String>,
+    /// `allowCascadingDeletion`.
+    pub allow_cascading_deletion: bool,
+    /// `spec.labels`.
+    pub managed_labels: Vec<MetaKvp>,
+    /// `spec.annotations`.
+    pub managed_annotations: Vec<MetaKvp>,
+    /// Labels and annotations of the HierarchyConfiguration object.
+    pub hierarchy_meta: ObjectLabels,
+    /// Labels and annotations of the Subnamespace object.
+    pub subnamespace_meta: ObjectLabels,
+}
+
+impl HierarchyState {
+    /// The state a namespace has now.
+    pub fn of(node: &Node) -> Self {
+        HierarchyState {
+            parent: node.parent.clone(),
+            allow_cascading_deletion: node.allow_cascading_deletion,
+            managed_labels: node.managed_labels.clone(),
+            managed_annotations: node.managed_annotations.clone(),
+            hierarchy_meta: node.hierarchy_meta.clone(),
+            subnamespace_meta: node.subnamespace_meta.clone(),
+        }
+    }
+}
+
+fn kvp_annotation(v: &[MetaKvp]) -> Option<String> {
+    (!v.is_empty()).then(|| serde_json::to_string(v).unwrap_or_default())
+}
+
+/// Tree labels of namespace `ns` under `parent`: one per existing ancestor with its distance,
+/// and `ns` itself at 0. A cycle or a missing ancestor ends the chain.
+pub fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([(keys::tree_label(ns), "0".to_string())]);
+    if let Some(p) = parent {
+        let ancestry = forest.ancestry_names(p);
+        let existing: Vec<&String> = ancestry.iter().filter(|a| forest.get(a).is_some() && a.as_str() != ns).collect();
+        for (depth, a) in existing.iter().rev().enumerate() {
+            labels.insert(keys::tree_label(a), (depth + 1).to_string());
+        }
+    }
+    labels
+}
+
+/// The Namespace object of a new subnamespace `name` of `parent`.
+pub fn new_subnamespace(forest: &Forest, parent: &str, name: &str, state: &HierarchyState) -> Namespace {
+    let mut labels = tree_labels(forest, name, Some(parent));
+    labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    let mut annotations = BTreeMap::from([(keys::SUBNAMESPACE_OF.to_string(), parent.to_string())]);
+    let optional = [
+        (keys::MANAGED_LABELS, kvp_annotation(&state.managed_labels)),
+        (keys::MANAGED_ANNOTATIONS, kvp_annotation(&state.managed_annotations)),
+        (keys::SUBNAMESPACE_OBJECT_META, state.subnamespace_meta.to_annotation()),
+        (keys::ALLOW_CASCADING_DELETION, state.allow_cascading_deletion.then(|| "true".to_string())),
+    ];
+    for (k, v) in optional {
+        if let Some(v) = v {
+            annotations.insert(k.to_string(), v);
+        }
+    }
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// A merge patch taking `node` to `desired`, or `None` when nothing changes. It carries the
+/// namespace's resourceVersion, so it fails with a conflict if the namespace changed meanwhile.
+pub fn hierarchy_patch(forest: &Forest, node: &Node, desired: &HierarchyState) -> Option<Value> {
+    let mut annotations = Map::new();
+    let mut set = |key: &str, now: Option<String>, want: Option<String>| {
+        if now != want {
+            annotations.insert(key.to_string(), want.map_or(Value::Null, Value::String));
+        }
+    };
+    let current = HierarchyState::of(node);
+    if !node.is_subnamespace {
+        set(keys::PARENT, current.parent.clone(), desired.parent.clone());
+    }
+    let flag = |b: bool| b.then(|| "true".to_string());
+    set(keys::ALLOW_CASCADING_DELETION, flag(current.allow_cascading_deletion), flag(desired.allow_cascading_deletion));
+    set(keys::MANAGED_LABELS, kvp_annotation(&current.managed_labels), kvp_annotation(&desired.managed_labels));
+    set(keys::MANAGED_ANNOTATIONS, kvp_annotation(&current.managed_annotations), kvp_annotation(&desired.managed_annotations));
+    set(keys::HIERARCHY_OBJECT_META, current.hierarchy_meta.to_annotation(), desired.hierarchy_meta.to_annotation());
+    set(keys::SUBNAMESPACE_OBJECT_META, current.subnamespace_meta.to_annotation(), desired.subnamespace_meta.to_annotation());
+
+    let labels = membership_labels(forest, node, desired.parent.as_deref());
+    if annotations.is_empty() && labels.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "metadata": {
+            "resourceVersion": node.object.metadata.resource_version,
+            "annotations": annotations,
+            "labels": labels,
+        }
+    }))
+}
+
+/// Label changes for `node` under `parent`: its own tree labels and the membership label, set
+/// while it has a parent or children and removed otherwise.
+fn membership_labels(forest: &Forest, node: &Node, parent: Option<&str>) -> Map<String, Value> {
+    let name = node.name();
+    let member = parent.is_some() || forest.children(name).next().is_some();
+    let current = node.object.metadata.labels.clone().unwrap_or_default();
+    let mut want: BTreeMap<String, String> = if member { tree_labels(forest, name, parent) } else { BTreeMap::new() };
+    if member {
+        want.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    }
+    let mut changes = Map::new();
+    for (k, v) in &want {
+        if current.get(k) != Some(v) {
+            changes.insert(k.clone(), Value::String(v.clone()));
+        }
+    }
+    for k in current.keys().filter(|k| keys::is_hns_label(k) && !want.contains_key(*k)) {
+        changes.insert(k.clone(), Value::Null);
+    }
+    changes
+}
+
+/// A patch marking `node` as a hierarchy member before it gains a child, or `None` if it is one.
+/// Marking first means a crash leaves at worst a member without children, which is harmless.
+pub fn mark_member(node: &Node) -> Option<Value> {
+    let labels = node.object.metadata.labels.as_ref();
+    let marked = labels.is_some_and(|l| l.contains_key(keys::HIERARCHY_MEMBER));
+    let has_self_label = labels.is_some_and(|l| l.contains_key(&keys::tree_label(node.name())));
+    if marked && has_self_label {
+        return None;
+    }
+    Some(json!({"metadata": {"labels": {
+        keys::HIERARCHY_MEMBER: "true",
+        keys::tree_label(node.name()): labels.and_then(|l| l.get(&keys::tree_label(node.name()))).cloned().unwrap_or_else(|| "0".into()),
+    }}}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::testing::forest;
+
+    #[test]
+    fn tree_labels_count_distance_to_each_ancestor() {
+        let f = forest("acme team-a:acme svc:team-a");
+        let l = tree_labels(&f, "new", Some("svc"));
+        assert_eq!(l["new.tree.hnc.x-k8s.io/depth"], "0");
+        assert_eq!(l["svc.tree.hnc.x-k8s.io/depth"], "1");
+        assert_eq!(l["team-a.tree.hnc.x-k8s.io/depth"], "2");
+        assert_eq!(l["acme.tree.hnc.x-k8s.io/depth"], "3");
+        assert_eq!(l.len(), 4);
+    }
+
+    #[test]
+    fn tree_labels_skip_missing_ancestors_and_never_loop() {
+        let f = forest("b:gone a:c c:a");
+        assert_eq!(tree_labels(&f, "x", Some("b")).len(), 2);
+        let l = tree_labels(&f, "x", Some("a"));
+        assert_eq!(l.len(), 3, "{l:?}");
+    }
+
+    #[test]
+    fn a_new_subnamespace_is_complete_in_one_object() {
+        let f = forest("acme team-a:acme");
+        let ns = new_subnamespace(&f, "team-a", "dev", &HierarchyState::default());
+        let labels = ns.metadata.labels.unwrap();
+        assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], "2");
+        assert_eq!(labels[keys::HIERARCHY_MEMBER], "true");
+        assert_eq!(ns.metadata.annotations.unwrap()[keys::SUBNAMESPACE_OF], "team-a");
+    }
+
+    #[test]
+    fn set_parent_patch() {
+        let f = forest("acme team-a");
+        let node = f.get("team-a").unwrap();
+        let desired = HierarchyState { parent: Some("acme".into()), ..HierarchyState::of(node) };
+        let p = hierarchy_patch(&f, node, &desired).unwrap();
+        assert_eq!(p["metadata"]["annotations"][keys::PARENT], "acme");
+        assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "1");
+        assert_eq!(p["metadata"]["labels"]["team-a.tree.hnc.x-k8s.io/depth"], "0");
+        assert!(hierarchy_patch(&f, node, &HierarchyState::of(node)).is_none(), "no change, no write");
+    }
+
+    #[test]
+    fn becoming_a_root_removes_old_tree_labels() {
+        let mut f = forest("acme");
+        let mut ns = crate::forest::testing::namespace("team-a", Some("acme"), false);
+        ns.metadata.labels = Some(
+            [
+                ("acme.tree.hnc.x-k8s.io/depth".to_string(), "1".to_string()),
+                ("team-a.tree.hnc.x-k8s.io/depth".to_string(), "0".to_string()),
+                (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
+            ]
+            .into(),
+        );
+        f.upsert(ns);
+        let node = f.get("team-a").unwrap();
+        let p = hierarchy_patch(&f, node, &HierarchyState { parent: None, ..HierarchyState::of(node) }).unwrap();
+        assert_eq!(p["metadata"]["annotations"][keys::PARENT], Value::Null);
+        let labels = &p["metadata"]["labels"];
+        assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], Value::Null);
+        assert_eq!(labels["team-a.tree.hnc.x-k8s.io/depth"], Value::Null, "no longer in a hierarchy");
+        assert_eq!(labels[keys::HIERARCHY_MEMBER], Value::Null);
+    }
+
+    #[test]
+    fn parents_are_marked_before_they_gain_children() {
+        let f = forest("acme");
+        let p = mark_member(f.get("acme").unwrap()).unwrap();
+        assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], "true");
+        assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "0");
+    }
+}
