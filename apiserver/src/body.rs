@@ -49,11 +49,9 @@ impl WriteOptions {
             None | Some("") | Some("Warn") => FieldValidation::Warn,
             Some("Ignore") => FieldValidation::Ignore,
             Some("Strict") => FieldValidation::Strict,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "fieldValidation: unsupported value \"{other}\": supported values are Ignore, Warn, Strict"
-                )))
-            }
+            Some(other) => return Err(ApiError::bad_request(format!(
+                "fieldValidation: unsupported value \"{other}\": supported values are Ignore, Warn, Strict"
+            ))),
         };
         Ok(WriteOptions { dry_run, field_validation })
     }
@@ -68,8 +66,9 @@ pub fn decode<T: DeserializeOwned>(
 ) -> Result<(T, Vec<String>), ApiError> {
     check_type_fields(&value, kind)?;
     let mut unknown = Vec::new();
-    let obj: T = serde_ignored::deserialize(value, |path| unknown.push(path.to_string()))
-        .map_err(|e| ApiError::bad_request(format!("the body of the request was in an unknown format: {e}")))?;
+    let obj: T = serde_ignored::deserialize(value, |path| unknown.push(path.to_string())).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
+    })?;
     // The type fields were checked above; the derived types read them without storing them.
     let messages: Vec<String> = unknown
         .iter()
@@ -101,26 +100,29 @@ fn check_type_fields(value: &Value, kind: &str) -> Result<(), ApiError> {
     match value.get("kind").and_then(Value::as_str) {
         None => Ok(()),
         Some(k) if k == kind => Ok(()),
-        Some(other) => {
-            Err(ApiError::bad_request(format!("the kind in the data ({other}) does not match the expected kind ({kind})")))
-        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "the kind in the data ({other}) does not match the expected kind ({kind})"
+        ))),
     }
 }
 
 /// Parses a JSON body.
 pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
-    let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("application/json");
+    let essence =
+        content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("application/json");
     if !matches!(essence, "application/json" | "") {
         return Err(ApiError::unsupported_media_type(essence, &["application/json"]));
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
 }
 
 /// Applies a PATCH body of `content_type` to `current`.
 pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
     let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
     let parse = || -> Result<Value, ApiError> {
-        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
+        serde_json::from_slice(bytes)
+            .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
     };
     let mut doc = current.clone();
     match essence {
@@ -157,20 +159,29 @@ mod tests {
     #[test]
     fn unknown_fields_by_validation_mode() {
         let body = hc(json!({"spec": {"parnet": "typo"}}));
-        let (_, warnings) = decode::<HierarchyConfiguration>(body.clone(), "HierarchyConfiguration", FieldValidation::Warn).unwrap();
+        let (_, warnings) =
+            decode::<HierarchyConfiguration>(body.clone(), "HierarchyConfiguration", FieldValidation::Warn)
+                .unwrap();
         assert_eq!(warnings, ["unknown field \"spec.parnet\""]);
-        let err = decode::<HierarchyConfiguration>(body.clone(), "HierarchyConfiguration", FieldValidation::Strict).unwrap_err();
+        let err =
+            decode::<HierarchyConfiguration>(body.clone(), "HierarchyConfiguration", FieldValidation::Strict)
+                .unwrap_err();
         assert_eq!(err.code, 400);
         assert!(err.message.contains("spec.parnet"), "{}", err.message);
-        let (_, warnings) = decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Ignore).unwrap();
+        let (_, warnings) =
+            decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Ignore)
+                .unwrap();
         assert!(warnings.is_empty());
     }
 
     #[test]
     fn wrong_kind_or_version_is_400() {
-        for bad in [json!({"kind": "Subnamespace"}), json!({"apiVersion": "hnc.x-k8s.io/v1alpha1"}), json!([1])] {
+        for bad in
+            [json!({"kind": "Subnamespace"}), json!({"apiVersion": "hnc.x-k8s.io/v1alpha1"}), json!([1])]
+        {
             let body = if bad.is_array() { bad } else { hc(bad) };
-            let e = decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Warn).unwrap_err();
+            let e = decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Warn)
+                .unwrap_err();
             assert_eq!(e.code, 400);
         }
     }
@@ -178,13 +189,31 @@ mod tests {
     #[test]
     fn patches() {
         let cur = hc(json!({}));
-        let merged = apply_patch(&cur, br#"{"spec":{"parent":null,"allowCascadingDeletion":true}}"#, Some("application/merge-patch+json")).unwrap();
+        let merged = apply_patch(
+            &cur,
+            br#"{"spec":{"parent":null,"allowCascadingDeletion":true}}"#,
+            Some("application/merge-patch+json"),
+        )
+        .unwrap();
         assert_eq!(merged["spec"], json!({"allowCascadingDeletion": true}));
-        let patched = apply_patch(&cur, br#"[{"op":"replace","path":"/spec/parent","value":"b"}]"#, Some("application/json-patch+json")).unwrap();
+        let patched = apply_patch(
+            &cur,
+            br#"[{"op":"replace","path":"/spec/parent","value":"b"}]"#,
+            Some("application/json-patch+json"),
+        )
+        .unwrap();
         assert_eq!(patched["spec"]["parent"], "b");
-        let e = apply_patch(&cur, br#"[{"op":"test","path":"/spec/parent","value":"zzz"}]"#, Some("application/json-patch+json")).unwrap_err();
+        let e = apply_patch(
+            &cur,
+            br#"[{"op":"test","path":"/spec/parent","value":"zzz"}]"#,
+            Some("application/json-patch+json"),
+        )
+        .unwrap_err();
         assert_eq!(e.code, 422);
-        assert_eq!(apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code, 415);
+        assert_eq!(
+            apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code,
+            415
+        );
         assert_eq!(apply_patch(&cur, b"{}", Some("application/apply-patch+yaml")).unwrap_err().code, 415);
         assert_eq!(apply_patch(&cur, b"{nope", Some("application/merge-patch+json")).unwrap_err().code, 400);
     }
@@ -194,7 +223,13 @@ mod tests {
         let q = |k: &str, v: &str| HashMap::from([(k.to_string(), v.to_string())]);
         assert!(WriteOptions::from_query(&q("dryRun", "All")).unwrap().dry_run);
         assert_eq!(WriteOptions::from_query(&q("dryRun", "Some")).unwrap_err().code, 400);
-        assert_eq!(WriteOptions::from_query(&q("fieldValidation", "Strict")).unwrap().field_validation, FieldValidation::Strict);
-        assert_eq!(WriteOptions::from_query(&HashMap::new()).unwrap().field_validation, FieldValidation::Warn);
+        assert_eq!(
+            WriteOptions::from_query(&q("fieldValidation", "Strict")).unwrap().field_validation,
+            FieldValidation::Strict
+        );
+        assert_eq!(
+            WriteOptions::from_query(&HashMap::new()).unwrap().field_validation,
+            FieldValidation::Warn
+        );
     }
 }

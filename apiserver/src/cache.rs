@@ -13,16 +13,25 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use crate::forest::Forest;
+use crate::forest::{Forest, Node};
+use crate::policy::Policy;
+use crate::watch::{self, Hub};
 
-/// The forest and whether it has been filled.
-#[derive(Default)]
+/// The forest, whether it has been filled, and the watch events it produces.
 pub struct Cache {
     forest: RwLock<Forest>,
     synced: AtomicBool,
+    policy: Policy,
+    /// Change events of the derived objects, for watchers.
+    pub hub: Hub,
 }
 
 impl Cache {
+    /// An empty cache; `policy` decides how derived objects look (e.g. Forbidden subnamespaces).
+    pub fn new(policy: Policy) -> Self {
+        Cache { forest: RwLock::default(), synced: AtomicBool::new(false), policy, hub: Hub::default() }
+    }
+
     /// Read access to the forest. Hold it briefly and never across an `.await`.
     pub fn read(&self) -> RwLockReadGuard<'_, Forest> {
         self.forest.read().unwrap_or_else(|e| e.into_inner())
@@ -37,18 +46,54 @@ impl Cache {
         self.synced.load(Ordering::Acquire)
     }
 
+    /// Records a namespace as returned by one of hns's own writes, so the writer's next read
+    /// sees it even before the watch delivers it.
+    pub fn observe(&self, ns: Namespace) {
+        self.change(ns, false);
+    }
+
+    /// Applies a change of one namespace and publishes the events of the derived objects it
+    /// touched, all under the write lock so watchers see changes in order.
+    fn change(&self, ns: Namespace, delete: bool) {
+        let node = Node::from_namespace(ns.clone());
+        let mut forest = self.write();
+        let known = forest.get(node.name()).map(Node::resource_version);
+        if known.is_some_and(|rv| rv > node.resource_version())
+            || (!delete && known == Some(node.resource_version()))
+        {
+            return; // already seen (our own write, then the watch) or older
+        }
+        let keys = watch::keys_for(
+            &forest,
+            node.name(),
+            node.parent.as_deref().filter(|_| !delete),
+            node.is_subnamespace && !delete,
+        );
+        let before = watch::snapshot(&forest, &self.policy, &keys);
+        if delete {
+            forest.remove(&ns);
+        } else {
+            forest.upsert(ns);
+        }
+        let after = watch::snapshot(&forest, &self.policy, &keys);
+        self.hub.publish(watch::diff(&before, &after, node.resource_version()));
+    }
+
     /// Applies one watch event.
     fn apply(&self, event: Event<Namespace>, relist: &mut Vec<Namespace>) {
         match event {
             Event::Init => relist.clear(),
             Event::InitApply(ns) => relist.push(ns),
             Event::InitDone => {
-                self.write().replace_all(relist.drain(..));
+                let mut forest = self.write();
+                forest.replace_all(relist.drain(..));
+                // Changes during the outage are unknown: watchers must start over.
+                self.hub.reset(forest.resource_version().parse().unwrap_or(0));
                 self.synced.store(true, Ordering::Release);
-                tracing::info!(namespaces = self.read().len(), "namespace cache synced");
+                tracing::info!(namespaces = forest.len(), "namespace cache synced");
             }
-            Event::Apply(ns) => self.write().upsert(ns),
-            Event::Delete(ns) => self.write().remove(&ns),
+            Event::Apply(ns) => self.change(ns, false),
+            Event::Delete(ns) => self.change(ns, true),
         }
     }
 }
@@ -73,9 +118,13 @@ mod tests {
     use super::*;
     use crate::forest::testing::namespace;
 
+    fn cache() -> Cache {
+        Cache::new(crate::policy::testing::policy())
+    }
+
     #[test]
     fn synced_only_after_the_first_full_list() {
-        let cache = Cache::default();
+        let cache = cache();
         let mut buf = Vec::new();
         cache.apply(Event::Init, &mut buf);
         cache.apply(Event::InitApply(namespace("a", None, false)), &mut buf);
@@ -91,7 +140,7 @@ mod tests {
 
     #[test]
     fn a_relist_replaces_everything() {
-        let cache = Cache::default();
+        let cache = cache();
         let mut buf = Vec::new();
         for e in [Event::Init, Event::InitApply(namespace("old", None, false)), Event::InitDone] {
             cache.apply(e, &mut buf);

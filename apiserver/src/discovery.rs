@@ -79,7 +79,13 @@ mod tests {
         let rs = l["resources"].as_array().unwrap();
         assert!(!rs.is_empty(), "an empty list breaks every kubectl command");
         let hc = rs.iter().find(|r| r["name"] == "hierarchyconfigurations").unwrap();
-        assert_eq!(hc["verbs"], json!(["get", "list"]));
+        assert_eq!(
+            hc["verbs"],
+            json!(["create", "get", "list", "patch", "update", "watch"]),
+            "no delete: every namespace has one"
+        );
+        let subns = rs.iter().find(|r| r["name"] == "subnamespaces").unwrap();
+        assert_eq!(subns["shortNames"], json!(["subns"]));
         assert_eq!(hc["namespaced"], true);
     }
 

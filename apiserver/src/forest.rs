@@ -41,6 +41,8 @@ pub struct Node {
     pub hierarchy_meta: ObjectLabels,
     /// Labels and annotations of the Subnamespace object of this namespace.
     pub subnamespace_meta: ObjectLabels,
+    /// The resourceVersion of the last change to this namespace's set of children.
+    pub children_rv: u64,
 }
 
 /// Labels and annotations users set on a derived object (a HierarchyConfiguration or a
@@ -83,6 +85,7 @@ impl Node {
             managed_annotations: json_annotation(raw(keys::MANAGED_ANNOTATIONS)),
             hierarchy_meta: json_annotation(raw(keys::HIERARCHY_OBJECT_META)),
             subnamespace_meta: json_annotation(raw(keys::SUBNAMESPACE_OBJECT_META)),
+            children_rv: 0,
             object: Arc::new(ns),
         }
     }
@@ -90,6 +93,17 @@ impl Node {
     /// The namespace's name.
     pub fn name(&self) -> &str {
         self.object.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The resourceVersion of the namespace object.
+    pub fn resource_version(&self) -> u64 {
+        rv_number(&self.object)
+    }
+
+    /// The resourceVersion of the namespace's hierarchy configuration: it changes when the
+    /// namespace changes and when its children do.
+    pub fn hierarchy_resource_version(&self) -> u64 {
+        self.resource_version().max(self.children_rv)
     }
 }
 
@@ -104,13 +118,30 @@ pub struct Forest {
 }
 
 impl Forest {
-    /// Records the current state of a namespace (added or changed).
+    /// Records the current state of a namespace (added or changed). An older version than the
+    /// one held is ignored: a write's response and the watch may arrive in either order.
     pub fn upsert(&mut self, ns: Namespace) {
         self.observe_resource_version(ns.metadata.resource_version.as_deref());
         let node = Node::from_namespace(ns);
         let name = node.name().to_string();
         if name.is_empty() {
             return;
+        }
+        let mut node = node;
+        let old_parent = match self.nodes.get(&name) {
+            Some(held) if held.resource_version() > node.resource_version() => return,
+            Some(held) => {
+                node.children_rv = held.children_rv;
+                Some(held.parent.clone())
+            }
+            None => None,
+        };
+        let rv = node.resource_version();
+        // The children of the old and the new parent change when the namespace appears or moves.
+        if old_parent.as_ref() != Some(&node.parent) {
+            for p in old_parent.flatten().iter().chain(node.parent.iter()) {
+                self.touch_children(p, rv);
+            }
         }
         self.unlink(&name);
         if let Some(p) = &node.parent {
@@ -119,10 +150,19 @@ impl Forest {
         self.nodes.insert(name, node);
     }
 
+    fn touch_children(&mut self, parent: &str, rv: u64) {
+        if let Some(p) = self.nodes.get_mut(parent) {
+            p.children_rv = p.children_rv.max(rv);
+        }
+    }
+
     /// Forgets a deleted namespace. Its children keep naming it as their parent.
     pub fn remove(&mut self, ns: &Namespace) {
         self.observe_resource_version(ns.metadata.resource_version.as_deref());
         let name = ns.metadata.name.as_deref().unwrap_or_default();
+        if let Some(parent) = self.nodes.get(name).and_then(|n| n.parent.clone()) {
+            self.touch_children(&parent, rv_number(ns));
+        }
         self.unlink(name);
         self.nodes.remove(name);
     }
@@ -145,6 +185,26 @@ impl Forest {
         *self = Forest::default();
         for ns in namespaces {
             self.upsert(ns);
+        }
+        // Without history, a parent's children last changed no later than its newest child.
+        let newest: Vec<(String, u64)> = self
+            .children
+            .iter()
+            .map(|(p, cs)| {
+                (
+                    p.clone(),
+                    cs.iter()
+                        .filter_map(|c| self.nodes.get(c))
+                        .map(Node::resource_version)
+                        .max()
+                        .unwrap_or(0),
+                )
+            })
+            .collect();
+        for (p, rv) in newest {
+            if let Some(n) = self.nodes.get_mut(&p) {
+                n.children_rv = rv;
+            }
         }
     }
 
@@ -195,7 +255,9 @@ impl Forest {
     /// Whether deleting `name` may delete its subnamespaces: it, or any ancestor, allows
     /// cascading deletion (HNC's rule).
     pub fn allows_cascading_deletion(&self, name: &str) -> bool {
-        self.ancestry_names(name).iter().any(|n| self.nodes.get(n).is_some_and(|n| n.allow_cascading_deletion))
+        self.ancestry_names(name)
+            .iter()
+            .any(|n| self.nodes.get(n).is_some_and(|n| n.allow_cascading_deletion))
     }
 
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
@@ -252,6 +314,10 @@ impl Forest {
         }
         out
     }
+}
+
+fn rv_number(ns: &Namespace) -> u64 {
+    ns.metadata.resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -351,6 +417,36 @@ mod tests {
     }
 
     #[test]
+    fn older_versions_do_not_overwrite_newer_ones() {
+        let mut f = Forest::default();
+        let mut new = namespace("a", Some("p"), false);
+        new.metadata.resource_version = Some("20".into());
+        let mut old = namespace("a", None, false);
+        old.metadata.resource_version = Some("19".into());
+        f.upsert(new);
+        f.upsert(old);
+        assert_eq!(f.get("a").unwrap().parent.as_deref(), Some("p"));
+    }
+
+    #[test]
+    fn a_parent_changes_when_its_children_do() {
+        let mut f = Forest::default();
+        let with_rv = |mut ns: k8s_openapi::api::core::v1::Namespace, rv: &str| {
+            ns.metadata.resource_version = Some(rv.into());
+            ns
+        };
+        f.upsert(with_rv(namespace("p", None, false), "10"));
+        f.upsert(with_rv(namespace("c", Some("p"), false), "11"));
+        assert_eq!(f.get("p").unwrap().hierarchy_resource_version(), 11);
+        f.upsert(with_rv(namespace("c", Some("p"), false), "12"));
+        assert_eq!(f.get("p").unwrap().hierarchy_resource_version(), 11, "same parent: children unchanged");
+        f.remove(&with_rv(namespace("c", Some("p"), false), "13"));
+        assert_eq!(f.get("p").unwrap().hierarchy_resource_version(), 13);
+        f.upsert(with_rv(namespace("p", None, false), "14"));
+        assert_eq!(f.get("p").unwrap().hierarchy_resource_version(), 14);
+    }
+
+    #[test]
     fn cycles_are_safe_to_walk() {
         let f = forest("a:c b:a c:b below:a");
         assert_eq!(f.cycle_names("a").unwrap(), ["a", "c", "b"]);
@@ -367,7 +463,11 @@ mod tests {
         let mut f = forest("a b:~a c:~b");
         assert!(!f.allows_cascading_deletion("c"));
         let mut ns = namespace("a", None, false);
-        ns.metadata.annotations.as_mut().unwrap().insert(hns_api::keys::ALLOW_CASCADING_DELETION.into(), "true".into());
+        ns.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(hns_api::keys::ALLOW_CASCADING_DELETION.into(), "true".into());
         f.upsert(ns);
         assert!(f.allows_cascading_deletion("c"));
         assert_eq!(f.subnamespaces("a").map(|n| n.name()).collect::<Vec<_>>(), ["b"]);
@@ -377,7 +477,8 @@ mod tests {
     fn derived_object_labels_round_trip() {
         let mut ns = namespace("a", None, false);
         let meta = super::ObjectLabels {
-            annotations: [("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())].into(),
+            annotations: [("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())]
+                .into(),
             ..Default::default()
         };
         ns.metadata

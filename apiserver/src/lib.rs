@@ -10,9 +10,10 @@
 //!
 //! The binary is a thin wrapper over [`options::Args::run`].
 
+pub mod admission;
 pub mod authn;
-pub mod body;
 pub mod authz;
+pub mod body;
 pub mod cache;
 pub mod discovery;
 pub mod forest;
@@ -21,8 +22,8 @@ pub mod list;
 pub mod negotiation;
 pub mod openapi;
 pub mod options;
-pub mod plan;
 pub mod pki;
+pub mod plan;
 pub mod policy;
 pub mod render;
 pub mod request_info;
@@ -32,3 +33,5 @@ pub mod selector;
 pub mod server;
 pub mod status;
 pub mod tls;
+pub mod watch;
+pub mod writer;

@@ -393,7 +393,10 @@ mod tests {
         let doc = build_v2();
         let ns_path = "/apis/hnc.x-k8s.io/v1alpha2/namespaces/{namespace}/hierarchyconfigurations/{name}";
         assert!(doc["paths"][ns_path]["get"].is_object());
-        assert!(doc["paths"][ns_path]["put"].is_null(), "hierarchyconfigurations are read-only for now");
+        assert!(doc["paths"][ns_path]["put"].is_object());
+        assert!(doc["paths"][ns_path]["delete"].is_null(), "a hierarchy configuration cannot be deleted");
+        let subns = "/apis/hnc.x-k8s.io/v1alpha2/namespaces/{namespace}/subnamespaces/{name}";
+        assert!(doc["paths"][subns]["delete"].is_object());
         assert!(doc["paths"]["/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations"]["get"].is_object());
     }
 }

@@ -12,8 +12,10 @@ use kube::Client;
 use crate::authn::{self, AuthnState};
 use crate::authz::Authorizer;
 use crate::cache::{self, Cache};
+use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::server::{self, AppState};
 use crate::tls;
+use crate::writer::Writer;
 
 /// hns-apiserver serves the hierarchical-namespace API (group hnc.x-k8s.io) behind
 /// kube-apiserver's aggregation layer.
@@ -44,6 +46,25 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// Namespaces that never take part in a hierarchy (repeatable; replaces the default list:
+    /// kube-system, kube-public, kube-node-lease, hns-system).
+    #[arg(long = "excluded-namespace", value_name = "NS")]
+    pub excluded_namespaces: Vec<String>,
+
+    /// Regular expression (matching a whole key) of labels that may be managed through the
+    /// hierarchy with spec.labels (repeatable). None by default, as in HNC.
+    #[arg(long = "managed-namespace-label", value_name = "REGEX")]
+    pub managed_labels: Vec<String>,
+
+    /// Regular expression of annotations that may be managed with spec.annotations (repeatable).
+    #[arg(long = "managed-namespace-annotation", value_name = "REGEX")]
+    pub managed_annotations: Vec<String>,
+
+    /// The user hns-apiserver authenticates as; only it may write hns's labels and annotations
+    /// on namespaces.
+    #[arg(long, default_value = "system:serviceaccount:hns-system:hns-apiserver")]
+    pub hns_identity: String,
 
     /// HTTP worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
@@ -88,11 +109,27 @@ impl Args {
     pub async fn run(self) -> anyhow::Result<()> {
         let client = self.client().await?;
         let tls = tls::acceptor(self.tls_cert_file.as_deref(), self.tls_private_key_file.as_deref())?;
-        let cache = Arc::new(Cache::default());
+        let excluded = if self.excluded_namespaces.is_empty() {
+            DEFAULT_EXCLUDED.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.excluded_namespaces.clone()
+        };
+        let policy =
+            Policy::new(&excluded, &self.managed_labels, &self.managed_annotations, &self.hns_identity)
+                .map_err(|e| {
+                    anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}")
+                })?;
+        let cache = Arc::new(Cache::new(policy.clone()));
         let authn_state = Arc::new(AuthnState::default());
         tokio::spawn(cache::run(client.clone(), cache.clone()));
         tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
-        let state = web::Data::new(AppState { cache, authn: authn_state, authz: Authorizer::new(client) });
+        let state = web::Data::new(AppState {
+            cache,
+            authn: authn_state,
+            authz: Authorizer::new(client.clone()),
+            policy,
+            writer: Writer::new(client),
+        });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);
         let mut http = HttpServer::new(move || server::app(state.clone()))

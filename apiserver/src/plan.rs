@@ -54,7 +54,8 @@ pub fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<
     let mut labels = BTreeMap::from([(keys::tree_label(ns), "0".to_string())]);
     if let Some(p) = parent {
         let ancestry = forest.ancestry_names(p);
-        let existing: Vec<&String> = ancestry.iter().filter(|a| forest.get(a).is_some() && a.as_str() != ns).collect();
+        let existing: Vec<&String> =
+            ancestry.iter().filter(|a| forest.get(a).is_some() && a.as_str() != ns).collect();
         for (depth, a) in existing.iter().rev().enumerate() {
             labels.insert(keys::tree_label(a), (depth + 1).to_string());
         }
@@ -103,11 +104,31 @@ pub fn hierarchy_patch(forest: &Forest, node: &Node, desired: &HierarchyState) -
         set(keys::PARENT, current.parent.clone(), desired.parent.clone());
     }
     let flag = |b: bool| b.then(|| "true".to_string());
-    set(keys::ALLOW_CASCADING_DELETION, flag(current.allow_cascading_deletion), flag(desired.allow_cascading_deletion));
-    set(keys::MANAGED_LABELS, kvp_annotation(&current.managed_labels), kvp_annotation(&desired.managed_labels));
-    set(keys::MANAGED_ANNOTATIONS, kvp_annotation(&current.managed_annotations), kvp_annotation(&desired.managed_annotations));
-    set(keys::HIERARCHY_OBJECT_META, current.hierarchy_meta.to_annotation(), desired.hierarchy_meta.to_annotation());
-    set(keys::SUBNAMESPACE_OBJECT_META, current.subnamespace_meta.to_annotation(), desired.subnamespace_meta.to_annotation());
+    set(
+        keys::ALLOW_CASCADING_DELETION,
+        flag(current.allow_cascading_deletion),
+        flag(desired.allow_cascading_deletion),
+    );
+    set(
+        keys::MANAGED_LABELS,
+        kvp_annotation(&current.managed_labels),
+        kvp_annotation(&desired.managed_labels),
+    );
+    set(
+        keys::MANAGED_ANNOTATIONS,
+        kvp_annotation(&current.managed_annotations),
+        kvp_annotation(&desired.managed_annotations),
+    );
+    set(
+        keys::HIERARCHY_OBJECT_META,
+        current.hierarchy_meta.to_annotation(),
+        desired.hierarchy_meta.to_annotation(),
+    );
+    set(
+        keys::SUBNAMESPACE_OBJECT_META,
+        current.subnamespace_meta.to_annotation(),
+        desired.subnamespace_meta.to_annotation(),
+    );
 
     let labels = membership_labels(forest, node, desired.parent.as_deref());
     if annotations.is_empty() && labels.is_empty() {
@@ -128,7 +149,8 @@ fn membership_labels(forest: &Forest, node: &Node, parent: Option<&str>) -> Map<
     let name = node.name();
     let member = parent.is_some() || forest.children(name).next().is_some();
     let current = node.object.metadata.labels.clone().unwrap_or_default();
-    let mut want: BTreeMap<String, String> = if member { tree_labels(forest, name, parent) } else { BTreeMap::new() };
+    let mut want: BTreeMap<String, String> =
+        if member { tree_labels(forest, name, parent) } else { BTreeMap::new() };
     if member {
         want.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
     }
@@ -219,7 +241,8 @@ mod tests {
         );
         f.upsert(ns);
         let node = f.get("team-a").unwrap();
-        let p = hierarchy_patch(&f, node, &HierarchyState { parent: None, ..HierarchyState::of(node) }).unwrap();
+        let p =
+            hierarchy_patch(&f, node, &HierarchyState { parent: None, ..HierarchyState::of(node) }).unwrap();
         assert_eq!(p["metadata"]["annotations"][keys::PARENT], Value::Null);
         let labels = &p["metadata"]["labels"];
         assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], Value::Null);

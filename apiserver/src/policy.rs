@@ -59,8 +59,13 @@ pub(crate) mod testing {
     /// The default policy, with `team.example.com/.*` labels and `note` annotations managed.
     pub fn policy() -> Policy {
         let excluded: Vec<String> = DEFAULT_EXCLUDED.iter().map(|s| s.to_string()).collect();
-        Policy::new(&excluded, &["team\\.example\\.com/.*".into()], &["note".into()], "system:serviceaccount:hns-system:hns-apiserver")
-            .unwrap()
+        Policy::new(
+            &excluded,
+            &["team\\.example\\.com/.*".into()],
+            &["note".into()],
+            "system:serviceaccount:hns-system:hns-apiserver",
+        )
+        .unwrap()
     }
 }
 

@@ -41,6 +41,7 @@ pub const AGE_COLUMN: Column = Column {
 };
 
 /// Everything a render needs besides the data.
+#[derive(Debug, Clone, Copy)]
 pub struct RenderOptions {
     /// The negotiated representation.
     pub representation: Representation,

@@ -41,7 +41,9 @@ pub struct AuthzCheck {
 }
 
 fn not_synced(ns: &str) -> Refusal {
-    Refusal::NotSynced(format!("hns has not seen namespace \"{ns}\" yet - please try again in a few moments."))
+    Refusal::NotSynced(format!(
+        "hns has not seen namespace \"{ns}\" yet - please try again in a few moments."
+    ))
 }
 
 /// Checks making `new_parent` the parent of `ns` (or making `ns` a root) and returns the
@@ -128,7 +130,12 @@ pub fn is_dns1123_label(name: &str) -> bool {
 }
 
 /// Checks creating subnamespace `name` under `parent`.
-pub fn check_new_subnamespace(forest: &Forest, policy: &Policy, parent: &str, name: &str) -> Result<(), Refusal> {
+pub fn check_new_subnamespace(
+    forest: &Forest,
+    policy: &Policy,
+    parent: &str,
+    name: &str,
+) -> Result<(), Refusal> {
     if !is_dns1123_label(name) {
         return Err(invalid(
             "metadata.name",
@@ -203,14 +210,20 @@ pub fn check_managed(policy: &Policy, labels: &[MetaKvp], annotations: &[MetaKvp
                 format!("Not a legal managed label (set via --managed-namespace-label): {}", kv.key),
             ));
         } else if !is_label_value(&kv.value) {
-            causes.push((format!("spec.labels[{i}].value"), format!("Not a legal label value: {:?}", kv.value)));
+            causes.push((
+                format!("spec.labels[{i}].value"),
+                format!("Not a legal label value: {:?}", kv.value),
+            ));
         }
     }
     for (i, kv) in annotations.iter().enumerate() {
         if keys::HNS_ANNOTATIONS.contains(&kv.key.as_str()) || !policy.is_managed_annotation(&kv.key) {
             causes.push((
                 format!("spec.annotations[{i}].key"),
-                format!("Not a legal managed annotation (set via --managed-namespace-annotation): {}", kv.key),
+                format!(
+                    "Not a legal managed annotation (set via --managed-namespace-annotation): {}",
+                    kv.key
+                ),
             ));
         }
     }
@@ -244,8 +257,9 @@ pub fn check_namespace_edit(
     let (old_l, new_l) = (pick(old, true), pick(Some(new), true));
     for key in old_l.keys().chain(new_l.keys()).filter(|k| keys::is_hns_label(k)) {
         if old_l.get(key) != new_l.get(key) {
+            let what = if keys::tree_label_ancestor(key).is_some() { "tree label" } else { "label" };
             return Err(Refusal::Forbidden(format!(
-                "cannot set or modify tree label \"{key}\" in namespace \"{ns}\"; these can only be managed by hns"
+                "cannot set or modify {what} \"{key}\" in namespace \"{ns}\"; these can only be managed by hns"
             )));
         }
     }
@@ -272,7 +286,9 @@ mod tests {
 
     fn message(r: Refusal) -> String {
         match r {
-            Refusal::Invalid(causes) => causes.into_iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; "),
+            Refusal::Invalid(causes) => {
+                causes.into_iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; ")
+            }
             Refusal::Forbidden(m) | Refusal::Conflict(m) | Refusal::NotSynced(m) => m,
             other => format!("{other:?}"),
         }
@@ -296,7 +312,8 @@ mod tests {
             message(check_parent_change(&f, &p, "a", Some("nope")).unwrap_err()),
             "spec.parent: requested parent \"nope\" does not exist"
         );
-        assert!(message(check_parent_change(&f, &p, "a", Some("kube-system")).unwrap_err()).contains("not managed by hns"));
+        assert!(message(check_parent_change(&f, &p, "a", Some("kube-system")).unwrap_err())
+            .contains("not managed by hns"));
         assert!(message(check_parent_change(&f, &p, "kube-system", Some("a")).unwrap_err())
             .contains("cannot be set as a child"));
         assert!(matches!(check_parent_change(&f, &p, "unseen", Some("a")), Err(Refusal::NotSynced(_))));
@@ -310,7 +327,10 @@ mod tests {
             m,
             "spec.parent: illegal parent: Cannot set the parent of \"c\" to \"b\" because it's a subnamespace of \"a\""
         );
-        assert!(check_parent_change(&f, &policy(), "c", Some("a")).unwrap().is_empty(), "no change, no check");
+        assert!(
+            check_parent_change(&f, &policy(), "c", Some("a")).unwrap().is_empty(),
+            "no change, no check"
+        );
     }
 
     #[test]
@@ -319,14 +339,23 @@ mod tests {
         //      └─ t2        other
         let f = forest("org t1:org t2:org x:t1 other y");
         let p = policy();
-        assert_eq!(checks(check_parent_change(&f, &p, "x", Some("t2")).unwrap()), [("org".into(), "most recent common ancestor")]);
+        assert_eq!(
+            checks(check_parent_change(&f, &p, "x", Some("t2")).unwrap()),
+            [("org".into(), "most recent common ancestor")]
+        );
         assert_eq!(
             checks(check_parent_change(&f, &p, "x", Some("other")).unwrap()),
             [("org".into(), "current root"), ("other".into(), "proposed parent")]
         );
         assert_eq!(checks(check_parent_change(&f, &p, "x", None).unwrap()), [("org".into(), "current root")]);
-        assert_eq!(checks(check_parent_change(&f, &p, "y", Some("t2")).unwrap()), [("t2".into(), "proposed parent")]);
-        assert_eq!(checks(check_parent_change(&f, &p, "t1", Some("t2")).unwrap()), [("org".into(), "most recent common ancestor")]);
+        assert_eq!(
+            checks(check_parent_change(&f, &p, "y", Some("t2")).unwrap()),
+            [("t2".into(), "proposed parent")]
+        );
+        assert_eq!(
+            checks(check_parent_change(&f, &p, "t1", Some("t2")).unwrap()),
+            [("org".into(), "most recent common ancestor")]
+        );
     }
 
     #[test]
@@ -340,8 +369,14 @@ mod tests {
             Err(Refusal::Conflict("cannot create a subnamespace using an existing namespace".into()))
         );
         assert!(matches!(check_new_subnamespace(&f, &p, "kube-system", "x"), Err(Refusal::Forbidden(_))));
-        assert!(matches!(check_new_subnamespace(&f, &p, "team-a", "kube-public"), Err(Refusal::Forbidden(_))));
-        assert_eq!(check_new_subnamespace(&f, &p, "gone", "x"), Err(Refusal::NamespaceNotFound("gone".into())));
+        assert!(matches!(
+            check_new_subnamespace(&f, &p, "team-a", "kube-public"),
+            Err(Refusal::Forbidden(_))
+        ));
+        assert_eq!(
+            check_new_subnamespace(&f, &p, "gone", "x"),
+            Err(Refusal::NamespaceNotFound("gone".into()))
+        );
         assert!(matches!(check_new_subnamespace(&f, &p, "team-a", "Bad_Name"), Err(Refusal::Invalid(_))));
     }
 
@@ -357,13 +392,17 @@ mod tests {
     fn namespace_deletion_rules() {
         let mut f = forest("a b:~a full:a");
         let m = message(check_namespace_delete(&f, "b").unwrap_err());
-        assert!(m.contains("is a subnamespace. Please delete the subnamespace from the parent namespace a"), "{m}");
+        assert!(
+            m.contains("is a subnamespace. Please delete the subnamespace from the parent namespace a"),
+            "{m}"
+        );
         let m = message(check_namespace_delete(&f, "a").unwrap_err());
         assert!(m.contains("contains subnamespaces"), "{m}");
         assert!(check_namespace_delete(&f, "full").is_ok(), "full children do not block");
         // While the parent terminates, its subnamespaces may go.
         let mut a = namespace("a", None, false);
-        a.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+        a.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
         f.upsert(a);
         assert!(check_namespace_delete(&f, "b").is_ok());
     }
@@ -372,10 +411,15 @@ mod tests {
     fn managed_labels_must_match_the_policy() {
         let p = policy();
         let kv = |k: &str, v: &str| MetaKvp { key: k.into(), value: v.into() };
-        assert!(check_managed(&p, &[kv("team.example.com/owner", "alice")], &[kv("note", "hi there")]).is_ok());
-        let Refusal::Invalid(causes) =
-            check_managed(&p, &[kv("env", "prod"), kv("team.example.com/x", "bad value!")], &[kv("other", "")]).unwrap_err()
-        else {
+        assert!(
+            check_managed(&p, &[kv("team.example.com/owner", "alice")], &[kv("note", "hi there")]).is_ok()
+        );
+        let Refusal::Invalid(causes) = check_managed(
+            &p,
+            &[kv("env", "prod"), kv("team.example.com/x", "bad value!")],
+            &[kv("other", "")],
+        )
+        .unwrap_err() else {
             panic!()
         };
         let fields: Vec<&str> = causes.iter().map(|(f, _)| f.as_str()).collect();
@@ -390,11 +434,16 @@ mod tests {
         assert!(message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("tree label"));
         let mut new = old.clone();
         new.metadata.annotations.as_mut().unwrap().insert(keys::PARENT.into(), "q".into());
-        assert!(message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("hnc.x-k8s.io/parent"));
+        assert!(
+            message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("hnc.x-k8s.io/parent")
+        );
         let mut new = old.clone();
         new.metadata.labels = Some([("team".to_string(), "x".to_string())].into());
         assert!(check_namespace_edit("a", Some(&old), &new).is_ok(), "other labels are the user's");
-        assert!(check_namespace_edit("a", None, &namespace("n", Some("p"), true)).is_err(), "create with hns keys");
+        assert!(
+            check_namespace_edit("a", None, &namespace("n", Some("p"), true)).is_err(),
+            "create with hns keys"
+        );
     }
 
     #[test]

@@ -29,11 +29,17 @@ pub struct AppState {
     pub authn: Arc<AuthnState>,
     /// Delegated authorization.
     pub authz: Authorizer,
+    /// The administrator's settings.
+    pub policy: crate::policy::Policy,
+    /// hns's own writes to Namespace objects.
+    pub writer: crate::writer::Writer,
 }
 
-/// Paths served to anyone, as k8s.io/apiserver's `--authorization-always-allow-paths`.
+/// Paths served to anyone: health checks, as k8s.io/apiserver's
+/// `--authorization-always-allow-paths`, and the admission webhook, which kube-apiserver calls
+/// without a client certificate and which only answers questions, changing nothing.
 fn always_allowed(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz")
+    matches!(path, "/healthz" | "/livez" | "/readyz" | "/validate-namespaces")
 }
 
 /// Authenticates and authorizes every request except health checks. The parsed
@@ -143,6 +149,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(get_only(&format!("/apis/{GROUP}"), api_group))
         .service(get_only(&gv, api_resource_list))
         .service(web::resource(format!("{gv}/{{rest:.+}}")).to(resources::dispatch))
+        .service(
+            web::resource("/validate-namespaces")
+                .route(web::post().to(crate::admission::validate_namespaces)),
+        )
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))
         .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))

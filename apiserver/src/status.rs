@@ -115,12 +115,17 @@ impl ApiError {
 
     /// 409: the change clashes with the current state (e.g. a stale resourceVersion).
     pub fn conflict(gr: GroupResource<'_>, name: &str, why: impl std::fmt::Display) -> Self {
-        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} \"{name}\": {why}")).with_details(gr, name)
+        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {gr} \"{name}\": {why}"))
+            .with_details(gr, name)
     }
 
     /// 409 for a write based on an old resourceVersion.
     pub fn stale(gr: GroupResource<'_>, name: &str) -> Self {
-        Self::conflict(gr, name, "the object has been modified; please apply your changes to the latest version and try again")
+        Self::conflict(
+            gr,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
     }
 
     /// 415: the body's media type is not one the endpoint takes.
@@ -177,6 +182,25 @@ impl ApiError {
         }
     }
 
+    /// 413: the body is larger than the server takes.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("the request body is larger than the limit of {limit} bytes"),
+        )
+    }
+
+    /// 410: a resourceVersion older than the server remembers; list again.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 422 for watch options that do not fit together.
+    pub fn invalid_watch(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
     /// 500: a fault of ours or of the cluster behind us.
     pub fn internal(message: impl std::fmt::Display) -> Self {
         Self::new(500, "InternalError", format!("Internal error occurred: {message}"))
@@ -185,6 +209,15 @@ impl ApiError {
     /// 503: not ready to answer yet; the client should retry.
     pub fn service_unavailable(message: impl Into<String>) -> Self {
         Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// The `Status` as JSON, with its type fields (k8s-openapi's `Status` leaves them out).
+    pub fn to_status_value(&self) -> serde_json::Value {
+        let mut body = serde_json::to_value(self.to_status()).unwrap_or_default();
+        body["kind"] = "Status".into();
+        body["apiVersion"] = "v1".into();
+        body["metadata"] = serde_json::json!({});
+        body
     }
 
     /// The `Status` object sent to the client.
@@ -206,12 +239,7 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        let mut body = serde_json::to_value(self.to_status()).unwrap_or_default();
-        // k8s-openapi's Status does not carry the type fields itself.
-        body["kind"] = "Status".into();
-        body["apiVersion"] = "v1".into();
-        body["metadata"] = serde_json::json!({});
-        HttpResponse::build(self.status_code()).json(body)
+        HttpResponse::build(self.status_code()).json(self.to_status_value())
     }
 }
 

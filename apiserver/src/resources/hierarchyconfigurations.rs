@@ -1,19 +1,19 @@
 //! `hierarchyconfigurations`: one singleton `hierarchy` per namespace, derived from the
-//! namespace's annotations and the forest.
-
-use std::collections::HashMap;
+//! namespace's annotations and the forest. Writes become one patch of the namespace.
 
 use hns_api::hierarchy::HIERARCHY_SINGLETON;
 use hns_api::{HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus};
+use k8s_openapi::api::authorization::v1::ResourceAttributes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::ResourceDef;
-use crate::forest::{Forest, Node};
+use super::{check_name, check_namespace, refused, Call, Reply, ResourceDef};
+use crate::body::{self, WriteOptions};
+use crate::forest::{Forest, Node, ObjectLabels};
 use crate::list::{paginate, ListOptions};
-use crate::render::{self, age, Column, RenderOptions, AGE_COLUMN, NAME_COLUMN};
-use crate::request_info::ResourceRequest;
-use crate::server::AppState;
+use crate::plan::{self, HierarchyState};
+use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
+use crate::rules::{self, AuthzCheck};
 use crate::status::ApiError;
 
 /// The resource's plural name.
@@ -26,7 +26,7 @@ pub const DEF: ResourceDef = ResourceDef {
     kind: "HierarchyConfiguration",
     list_kind: "HierarchyConfigurationList",
     namespaced: true,
-    verbs: &["get", "list"],
+    verbs: &["create", "get", "list", "patch", "update", "watch"],
     short_names: &[],
     columns: &[
         NAME_COLUMN,
@@ -66,25 +66,29 @@ pub const DEF: ResourceDef = ResourceDef {
 
 /// The hierarchy configuration of namespace `node`.
 ///
-/// Its identity follows the namespace: same uid, resourceVersion and creation time, so a stale
-/// update of the configuration is a stale update of the namespace.
+/// Its identity follows the namespace: same uid and creation time, and a resourceVersion that
+/// moves with the namespace and with its children, so a stale update is refused.
 pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
     let ns = &node.object.metadata;
+    let nonempty = |m: &std::collections::BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
     HierarchyConfiguration {
         metadata: ObjectMeta {
             name: Some(HIERARCHY_SINGLETON.to_string()),
             namespace: ns.name.clone(),
             uid: ns.uid.clone(),
-            resource_version: ns.resource_version.clone(),
+            resource_version: Some(node.hierarchy_resource_version().to_string()),
             creation_timestamp: ns.creation_timestamp.clone(),
             deletion_timestamp: ns.deletion_timestamp.clone(),
+            labels: nonempty(&node.hierarchy_meta.labels),
+            annotations: nonempty(&node.hierarchy_meta.annotations),
             generation: Some(1),
             ..Default::default()
         },
         spec: HierarchyConfigurationSpec {
             parent: node.parent.clone(),
             allow_cascading_deletion: node.allow_cascading_deletion,
-            ..Default::default()
+            labels: node.managed_labels.clone(),
+            annotations: node.managed_annotations.clone(),
         },
         status: Some(HierarchyConfigurationStatus {
             children: forest.children(node.name()).map(str::to_string).collect(),
@@ -93,39 +97,183 @@ pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
     }
 }
 
-/// Serves `get` and `list` (one namespace or all) from the forest.
-pub fn serve(
-    state: &AppState,
-    req: &ResourceRequest,
-    query: &HashMap<String, String>,
-    render: &RenderOptions,
-) -> Result<Value, ApiError> {
-    let forest = state.cache.read();
-    match req.verb {
-        "get" => {
-            let node = forest
-                .get(&req.namespace)
-                .filter(|_| req.name == HIERARCHY_SINGLETON)
-                .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &req.name))?;
-            Ok(render::object(&DEF, to_value(&forest, node)?, render))
-        }
-        "list" => {
-            let opts = ListOptions::from_query(query)?;
-            let nodes: Vec<&Node> = if req.namespace.is_empty() {
-                forest.iter().collect()
-            } else {
-                forest.get(&req.namespace).into_iter().collect()
-            };
-            let items = nodes.into_iter().map(|n| to_value(&forest, n)).collect::<Result<Vec<_>, _>>()?;
-            let rv = forest.resource_version();
-            Ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, render))
-        }
+/// The JSON of namespace `ns`'s configuration, if the namespace exists.
+pub fn value_of(forest: &Forest, ns: &str) -> Option<Value> {
+    forest.get(ns).map(|n| serde_json::to_value(from_forest(forest, n)).unwrap_or_default())
+}
+
+/// Serves every verb but watch.
+pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
+    match call.req.verb {
+        "get" => get(call),
+        "list" => list(call),
+        "create" | "update" | "patch" => write(call).await,
         verb => Err(ApiError::method_not_allowed(DEF.group_resource(), verb)),
     }
 }
 
-fn to_value(forest: &Forest, node: &Node) -> Result<Value, ApiError> {
-    serde_json::to_value(from_forest(forest, node)).map_err(ApiError::internal)
+fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let forest = call.state.cache.read();
+    let obj = value_of(&forest, &call.req.namespace)
+        .filter(|_| call.req.name == HIERARCHY_SINGLETON)
+        .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
+    Ok(Reply::ok(render::object(&DEF, obj, call.render)))
+}
+
+fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let forest = call.state.cache.read();
+    let items: Vec<Value> = if call.req.namespace.is_empty() {
+        forest.iter().filter_map(|n| value_of(&forest, n.name())).collect()
+    } else {
+        value_of(&forest, &call.req.namespace).into_iter().collect()
+    };
+    let rv = forest.resource_version();
+    Ok(Reply::ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, call.render)))
+}
+
+/// Whether the namespace has never been configured: HNC's plugin POSTs a configuration it could
+/// not find, so a POST onto one is taken as its first write.
+fn is_pristine(node: &Node) -> bool {
+    HierarchyState::of(node) == HierarchyState::default()
+}
+
+async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let gr = DEF.group_resource();
+    let ns = call.req.namespace.as_str();
+    let opts = WriteOptions::from_query(call.query)?;
+    let (current, current_state, pristine) = {
+        let forest = call.state.cache.read();
+        let node = forest.get(ns).ok_or_else(|| ApiError::not_found(gr, HIERARCHY_SINGLETON))?;
+        (value_of(&forest, ns).unwrap_or_default(), HierarchyState::of(node), is_pristine(node))
+    };
+    let desired = match call.req.verb {
+        "patch" => body::apply_patch(&current, call.body, call.content_type)?,
+        _ => body::parse_json(call.body, call.content_type)?,
+    };
+    let (hc, warnings): (HierarchyConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
+    let name = check_name(&DEF, &call.req.name, hc.metadata.name.as_deref())?;
+    check_namespace(ns, hc.metadata.namespace.as_deref())?;
+    if name != HIERARCHY_SINGLETON {
+        return Err(refused(
+            &DEF,
+            &name,
+            rules::Refusal::Invalid(vec![(
+                "metadata.name".into(),
+                format!("Invalid value: \"{name}\": a HierarchyConfiguration must be named \"{HIERARCHY_SINGLETON}\""),
+            )]),
+        ));
+    }
+    if call.req.verb == "create" && !pristine {
+        return Err(ApiError::already_exists(gr, HIERARCHY_SINGLETON));
+    }
+    let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+    if hc.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty() && rv != current_rv) {
+        return Err(ApiError::stale(gr, HIERARCHY_SINGLETON));
+    }
+    let desired = HierarchyState {
+        parent: hc.spec.parent.clone().filter(|p| !p.is_empty()),
+        allow_cascading_deletion: hc.spec.allow_cascading_deletion,
+        managed_labels: hc.spec.labels.clone(),
+        managed_annotations: hc.spec.annotations.clone(),
+        hierarchy_meta: ObjectLabels {
+            labels: hc.metadata.labels.clone().unwrap_or_default(),
+            annotations: hc.metadata.annotations.clone().unwrap_or_default(),
+        },
+        subnamespace_meta: current_state.subnamespace_meta.clone(),
+    };
+    authorize_and_validate(call, &current_state, &desired).await?;
+    apply(call, ns, &desired, opts.dry_run).await?;
+    let forest = call.state.cache.read();
+    let obj = value_of(&forest, ns).unwrap_or_default();
+    let code = if call.req.verb == "create" { 201 } else { 200 };
+    Ok(Reply {
+        code,
+        body: render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render),
+        warnings,
+    })
+}
+
+/// Checks the change against the hierarchy rules and HNC's permission rule for moves.
+async fn authorize_and_validate(
+    call: &Call<'_>,
+    current: &HierarchyState,
+    desired: &HierarchyState,
+) -> Result<(), ApiError> {
+    let ns = call.req.namespace.as_str();
+    let checks = {
+        let forest = call.state.cache.read();
+        rules::check_parent_change(&forest, &call.state.policy, ns, desired.parent.as_deref())
+            .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?
+    };
+    if (&current.managed_labels, &current.managed_annotations)
+        != (&desired.managed_labels, &desired.managed_annotations)
+    {
+        rules::check_managed(&call.state.policy, &desired.managed_labels, &desired.managed_annotations)
+            .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?;
+    }
+    for AuthzCheck { namespace, reason } in checks {
+        let attrs = ResourceAttributes {
+            verb: Some("update".into()),
+            group: Some(hns_api::GROUP.into()),
+            version: Some(hns_api::VERSION.into()),
+            resource: Some(PLURAL.into()),
+            namespace: Some(namespace.clone()),
+            name: Some(HIERARCHY_SINGLETON.into()),
+            ..Default::default()
+        };
+        if !call.state.authz.can(call.who, attrs).await? {
+            return Err(ApiError::forbidden(
+                DEF.group_resource(),
+                HIERARCHY_SINGLETON,
+                format!(
+                    "User \"{}\" is not authorized to modify the subtree of {namespace}, which is the {reason} (needs update on hierarchyconfigurations in {namespace})",
+                    call.who.user
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the new state: first marks the new parent as a hierarchy member, then patches the
+/// namespace in one write guarded by its resourceVersion.
+async fn apply(call: &Call<'_>, ns: &str, desired: &HierarchyState, dry_run: bool) -> Result<(), ApiError> {
+    let (mark, patch) = {
+        let forest = call.state.cache.read();
+        let node =
+            forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
+        let mark = desired
+            .parent
+            .as_deref()
+            .and_then(|p| forest.get(p))
+            .and_then(|p| plan::mark_member(p).map(|m| (p.name().to_string(), m)));
+        (mark, plan::hierarchy_patch(&forest, node, desired))
+    };
+    if dry_run {
+        if let Some(p) = patch {
+            call.state.writer.patch(ns, &p, true).await?;
+        }
+        return Ok(());
+    }
+    if let Some((parent, m)) = mark {
+        let updated = call.state.writer.patch(&parent, &m, false).await?;
+        call.state.cache.observe(updated);
+    }
+    if let Some(p) = patch {
+        let updated = call.state.writer.patch(ns, &p, false).await?;
+        call.state.cache.observe(updated);
+    }
+    Ok(())
+}
+
+/// With `dryRun`, nothing was stored: show the configuration as it would be.
+fn dry_run_view(mut obj: Value, desired: &HierarchyState, dry_run: bool) -> Value {
+    if dry_run {
+        obj["spec"]["parent"] = desired.parent.clone().map_or(Value::Null, Value::String);
+        obj["spec"]["allowCascadingDeletion"] = desired.allow_cascading_deletion.into();
+    }
+    obj
 }
 
 /// How many children the Children column names before it abbreviates.
@@ -173,5 +321,12 @@ mod tests {
         assert_eq!(c[1], "");
         assert_eq!(c[2], "a,b,c + 1 more");
         assert_eq!(c.len(), DEF.columns.len());
+    }
+
+    #[test]
+    fn only_unconfigured_namespaces_take_a_post() {
+        let f = forest("a b:a");
+        assert!(is_pristine(f.get("a").unwrap()));
+        assert!(!is_pristine(f.get("b").unwrap()));
     }
 }

@@ -2,15 +2,22 @@
 //! read these definitions, so a resource is never listed somewhere it is not served.
 
 pub mod hierarchyconfigurations;
+pub mod subnamespaces;
+
+use std::collections::HashMap;
 
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use serde_json::Value;
 
+use crate::authn::Identity;
 use crate::negotiation::{negotiate, IncludeObject};
 use crate::render::{Column, RenderOptions};
-use crate::request_info::{query_params, RequestInfo};
-use crate::server::AppState;
+use crate::request_info::{query_params, RequestInfo, ResourceRequest};
+use crate::rules::Refusal;
+use crate::server::{AppState, MAX_BODY_BYTES};
 use crate::status::{ApiError, GroupResource};
 
 /// How one resource is served.
@@ -52,17 +59,73 @@ impl ResourceDef {
 }
 
 /// Every resource served, in discovery order.
-pub const ALL: &[&ResourceDef] = &[&hierarchyconfigurations::DEF];
+pub const ALL: &[&ResourceDef] =
+    &[&hierarchyconfigurations::DEF, &subnamespaces::SUBNAMESPACES, &subnamespaces::ANCHORS];
 
 /// The definition of the resource with plural name `plural`.
 pub fn find(plural: &str) -> Option<&'static ResourceDef> {
     ALL.iter().copied().find(|d| d.plural == plural)
 }
 
+/// One API call, as the resource modules see it.
+pub struct Call<'a> {
+    /// Shared state.
+    pub state: &'a AppState,
+    /// The caller.
+    pub who: &'a Identity,
+    /// What is asked.
+    pub req: &'a ResourceRequest,
+    /// The resource asked for.
+    pub def: &'static ResourceDef,
+    /// Query parameters.
+    pub query: &'a HashMap<String, String>,
+    /// How to render objects.
+    pub render: &'a RenderOptions,
+    /// The request body (empty for reads).
+    pub body: &'a [u8],
+    /// Its `Content-Type`.
+    pub content_type: Option<&'a str>,
+}
+
+/// What a resource module answers.
+pub struct Reply {
+    /// HTTP status (200, 201).
+    pub code: u16,
+    /// The rendered body.
+    pub body: Value,
+    /// `Warning` headers (e.g. unknown fields).
+    pub warnings: Vec<String>,
+}
+
+impl Reply {
+    /// 200 with `body`.
+    pub fn ok(body: Value) -> Self {
+        Reply { code: 200, body, warnings: Vec::new() }
+    }
+}
+
+/// Reads the body up to [`MAX_BODY_BYTES`], answering 413 beyond.
+async fn read_body(mut payload: web::Payload) -> Result<Vec<u8>, ApiError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::too_large(MAX_BODY_BYTES));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// Serves a resource request under `/apis/<group>/<version>/`: finds the resource, checks the
 /// verb is served, negotiates the representation and hands over to the resource's module.
-pub async fn dispatch(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn dispatch(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
     let info = req.extensions().get::<RequestInfo>().cloned();
+    let who = req.extensions().get::<Identity>().cloned().ok_or_else(ApiError::unauthorized)?;
     let Some(RequestInfo::Resource(r)) = info else {
         return Err(ApiError::path_not_found(req.path()));
     };
@@ -73,15 +136,112 @@ pub async fn dispatch(req: HttpRequest, state: web::Data<AppState>) -> Result<Ht
         return Err(ApiError::method_not_allowed(def.group_resource(), r.verb));
     }
     let query = query_params(req.query_string());
-    let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let header_str = |h| req.headers().get(h).and_then(|v| v.to_str().ok());
     let render = RenderOptions {
-        representation: negotiate(accept)?,
+        representation: negotiate(header_str(header::ACCEPT))?,
         include: IncludeObject::parse(query.get("includeObject").map(String::as_str))?,
         now: jiff::Timestamp::now(),
     };
-    let body = match def.plural {
-        hierarchyconfigurations::PLURAL => hierarchyconfigurations::serve(&state, &r, &query, &render)?,
-        _ => return Err(ApiError::path_not_found(req.path())),
+    if r.verb == "watch" {
+        return crate::watch::serve(&state, def, &r, &query, &render);
+    }
+    let body = read_body(payload).await?;
+    let call = Call {
+        state: &state,
+        who: &who,
+        req: &r,
+        def,
+        query: &query,
+        render: &render,
+        body: &body,
+        content_type: header_str(header::CONTENT_TYPE),
     };
-    Ok(HttpResponse::Ok().json(body))
+    let reply = match def.plural {
+        hierarchyconfigurations::PLURAL => hierarchyconfigurations::serve(&call).await?,
+        _ => subnamespaces::serve(&call).await?,
+    };
+    let mut resp = HttpResponse::build(actix_web::http::StatusCode::from_u16(reply.code).unwrap_or_default());
+    for w in reply.warnings {
+        resp.append_header((header::WARNING, format!("299 - {}", serde_json::Value::String(w))));
+    }
+    Ok(resp.json(reply.body))
+}
+
+/// The objects of `def` in `namespace` (all namespaces when empty), for a watch's initial events.
+pub fn current_objects(
+    state: &AppState,
+    forest: &crate::forest::Forest,
+    def: &ResourceDef,
+    namespace: &str,
+) -> Vec<Value> {
+    let in_scope = |n: &&crate::forest::Node| namespace.is_empty() || n.name() == namespace;
+    if def.plural == hierarchyconfigurations::PLURAL {
+        forest
+            .iter()
+            .filter(in_scope)
+            .filter_map(|n| hierarchyconfigurations::value_of(forest, n.name()))
+            .collect()
+    } else {
+        forest
+            .iter()
+            .filter(|n| n.is_subnamespace && (namespace.is_empty() || n.parent.as_deref() == Some(namespace)))
+            .map(|n| subnamespaces::value_of(&state.policy, n, def.kind))
+            .collect()
+    }
+}
+
+/// A refusal from [`crate::rules`] as the `Status` for object `name` of `def`.
+pub fn refused(def: &ResourceDef, name: &str, refusal: Refusal) -> ApiError {
+    let gr = def.group_resource();
+    match refusal {
+        Refusal::Invalid(causes) => ApiError::invalid(
+            gr,
+            name,
+            causes
+                .into_iter()
+                .map(|(field, message)| StatusCause {
+                    field: Some(field),
+                    message: Some(message),
+                    reason: Some("FieldValueInvalid".into()),
+                })
+                .collect(),
+        ),
+        Refusal::Forbidden(m) => ApiError::forbidden(gr, name, m),
+        Refusal::AlreadyExists => ApiError::already_exists(gr, name),
+        Refusal::Conflict(m) => ApiError::conflict(gr, name, m),
+        Refusal::NamespaceNotFound(ns) => {
+            ApiError::not_found(GroupResource { group: "", resource: "namespaces" }, &ns)
+        }
+        Refusal::NotSynced(m) => ApiError::service_unavailable(m),
+    }
+}
+
+/// The name in a written object must be the one in the URL (when the URL has one).
+pub fn check_name(def: &ResourceDef, url_name: &str, body_name: Option<&str>) -> Result<String, ApiError> {
+    match (url_name, body_name.filter(|n| !n.is_empty())) {
+        ("", None) => Err(ApiError::invalid(
+            def.group_resource(),
+            "",
+            vec![StatusCause {
+                field: Some("metadata.name".into()),
+                message: Some("Required value: name is required".into()),
+                reason: Some("FieldValueRequired".into()),
+            }],
+        )),
+        ("", Some(n)) => Ok(n.to_string()),
+        (u, Some(n)) if u != n => Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({u})"
+        ))),
+        (u, _) => Ok(u.to_string()),
+    }
+}
+
+/// The namespace in a written object, if given, must be the one in the URL.
+pub fn check_namespace(url_ns: &str, body_ns: Option<&str>) -> Result<(), ApiError> {
+    match body_ns.filter(|n| !n.is_empty()) {
+        Some(n) if n != url_ns => Err(ApiError::bad_request(format!(
+            "the namespace of the provided object ({n}) does not match the namespace sent on the request ({url_ns})"
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -1,0 +1,66 @@
+//! The validating admission webhook for Namespace objects.
+//!
+//! Hierarchy state lives on namespaces, so direct edits must not corrupt it: only hns may
+//! write tree labels, the membership label and hns's annotations; a subnamespace is deleted
+//! through its parent; a namespace with subnamespaces is deleted only where cascading deletion
+//! is allowed. Decisions come from the forest and [`crate::rules`]; this module only decodes
+//! and answers.
+//!
+//! Two webhook entries point here (see `config/base/webhook.yaml`): a fail-closed one for
+//! namespaces labelled as hierarchy members, and a fail-open one for all others. Both run the
+//! same checks; only what happens when hns is down differs.
+
+use actix_web::{web, HttpResponse};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+
+use crate::rules::{self, Refusal};
+use crate::server::AppState;
+
+/// `POST /validate-namespaces`.
+pub async fn validate_namespaces(
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<Namespace>>,
+) -> HttpResponse {
+    let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
+        Ok(r) => r,
+        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
+    };
+    let response = match decide(&state, &request) {
+        Ok(()) => AdmissionResponse::from(&request),
+        Err(refusal) => {
+            tracing::info!(namespace = %request.name, user = ?request.user_info.username, operation = ?request.operation, "denied");
+            let mut denied = AdmissionResponse::from(&request).deny(message(&request.name, refusal));
+            denied.result.code = 403;
+            denied.result.reason = "Forbidden".into();
+            denied
+        }
+    };
+    HttpResponse::Ok().json(response.into_review())
+}
+
+fn decide(state: &AppState, req: &AdmissionRequest<Namespace>) -> Result<(), Refusal> {
+    if req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str()) {
+        return Ok(()); // hns's own writes keep the hierarchy consistent by construction
+    }
+    match req.operation {
+        Operation::Create | Operation::Update => match &req.object {
+            Some(new) => rules::check_namespace_edit(&req.name, req.old_object.as_ref(), new),
+            None => Ok(()),
+        },
+        Operation::Delete => rules::check_namespace_delete(&state.cache.read(), &req.name),
+        Operation::Connect => Ok(()),
+    }
+}
+
+fn message(ns: &str, refusal: Refusal) -> String {
+    let why = match refusal {
+        Refusal::Invalid(causes) => {
+            causes.into_iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; ")
+        }
+        Refusal::Forbidden(m) | Refusal::Conflict(m) | Refusal::NotSynced(m) => m,
+        Refusal::AlreadyExists => "already exists".into(),
+        Refusal::NamespaceNotFound(n) => format!("namespace \"{n}\" not found"),
+    };
+    format!("namespaces \"{ns}\" is forbidden: {why}")
+}

@@ -1,0 +1,419 @@
+//! `subnamespaces` and `subnamespaceanchors`: two kinds over one fact, the child namespace's
+//! `hnc.x-k8s.io/subnamespace-of` annotation. Creating one creates the namespace with hns's
+//! credentials (the caller only needs `create subnamespaces` in the parent); deleting one deletes
+//! the namespace.
+
+use hns_api::{Subnamespace, SubnamespaceSpec, SubnamespaceState, SubnamespaceStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{check_name, check_namespace, refused, Call, Reply, ResourceDef};
+use crate::body::{self, WriteOptions};
+use crate::forest::{Forest, Node, ObjectLabels};
+use crate::list::{paginate, ListOptions};
+use crate::plan::{self, HierarchyState};
+use crate::policy::Policy;
+use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
+use crate::rules;
+use crate::status::ApiError;
+
+const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+const COLUMNS: &[Column] = &[
+    NAME_COLUMN,
+    Column {
+        name: "Status",
+        kind: "string",
+        format: "",
+        description: "Ok, Missing, Conflict or Forbidden.",
+        priority: 0,
+    },
+    AGE_COLUMN,
+    Column {
+        name: "Labels",
+        kind: "string",
+        format: "",
+        description: "Managed labels (spec.labels).",
+        priority: 1,
+    },
+];
+
+/// `subnamespaces` (short `subns`), kind `Subnamespace`.
+pub const SUBNAMESPACES: ResourceDef = ResourceDef {
+    plural: "subnamespaces",
+    singular: "subnamespace",
+    kind: "Subnamespace",
+    list_kind: "SubnamespaceList",
+    namespaced: true,
+    verbs: VERBS,
+    short_names: &["subns"],
+    columns: COLUMNS,
+    cells,
+    description:
+        "A namespace created under the namespace this object lives in. Its name is the new namespace's \
+                  name; deleting it deletes that namespace.",
+    schemas: |g| (g.subschema_for::<SubnamespaceSpec>(), Some(g.subschema_for::<SubnamespaceStatus>())),
+};
+
+/// `subnamespaceanchors`, kind `SubnamespaceAnchor`: HNC's name for the same objects.
+pub const ANCHORS: ResourceDef = ResourceDef {
+    plural: "subnamespaceanchors",
+    singular: "subnamespaceanchor",
+    kind: "SubnamespaceAnchor",
+    list_kind: "SubnamespaceAnchorList",
+    namespaced: true,
+    verbs: VERBS,
+    short_names: &[],
+    columns: COLUMNS,
+    cells,
+    description: "HNC's name for a Subnamespace: the anchor of a subnamespace in its parent namespace.",
+    schemas: |g| {
+        (g.subschema_for::<hns_api::SubnamespaceAnchorSpec>(), Some(g.subschema_for::<SubnamespaceStatus>()))
+    },
+};
+
+/// The object for subnamespace `node`, as kind `kind`.
+pub fn value_of(policy: &Policy, node: &Node, kind: &str) -> Value {
+    let ns = &node.object.metadata;
+    let parent = node.parent.clone().unwrap_or_default();
+    let nonempty = |m: &std::collections::BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
+    let state =
+        if policy.is_excluded(&parent) { SubnamespaceState::Forbidden } else { SubnamespaceState::Ok };
+    let obj = Subnamespace {
+        metadata: ObjectMeta {
+            name: ns.name.clone(),
+            namespace: Some(parent),
+            uid: ns.uid.clone(),
+            resource_version: ns.resource_version.clone(),
+            creation_timestamp: ns.creation_timestamp.clone(),
+            deletion_timestamp: ns.deletion_timestamp.clone(),
+            labels: nonempty(&node.subnamespace_meta.labels),
+            annotations: nonempty(&node.subnamespace_meta.annotations),
+            generation: Some(1),
+            ..Default::default()
+        },
+        spec: SubnamespaceSpec {
+            labels: node.managed_labels.clone(),
+            annotations: node.managed_annotations.clone(),
+        },
+        status: Some(SubnamespaceStatus { state: Some(state) }),
+    };
+    let mut v = serde_json::to_value(obj).unwrap_or_default();
+    v["kind"] = kind.into();
+    v
+}
+
+fn subnamespace<'f>(forest: &'f Forest, parent: &str, name: &str) -> Option<&'f Node> {
+    forest.get(name).filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(parent))
+}
+
+/// Serves every verb but watch, for either kind.
+pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
+    match call.req.verb {
+        "get" => get(call),
+        "list" => list(call),
+        "create" => create(call).await,
+        "update" | "patch" => update(call).await,
+        "delete" => delete(call).await,
+        "deletecollection" => delete_collection(call).await,
+        verb => Err(ApiError::method_not_allowed(call.def.group_resource(), verb)),
+    }
+}
+
+fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let forest = call.state.cache.read();
+    let node = subnamespace(&forest, &call.req.namespace, &call.req.name)
+        .ok_or_else(|| ApiError::not_found(call.def.group_resource(), &call.req.name))?;
+    Ok(Reply::ok(render::object(call.def, value_of(&call.state.policy, node, call.def.kind), call.render)))
+}
+
+/// The subnamespaces a list or deletecollection addresses, as objects, in key order.
+fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
+    let policy = &call.state.policy;
+    let mut items: Vec<Value> = if call.req.namespace.is_empty() {
+        forest.iter().filter(|n| n.is_subnamespace).map(|n| value_of(policy, n, call.def.kind)).collect()
+    } else {
+        forest.subnamespaces(&call.req.namespace).map(|n| value_of(policy, n, call.def.kind)).collect()
+    };
+    // Key order is (namespace, name): the parent, then the child.
+    items.sort_by(|a, b| {
+        let key = |v: &Value| {
+            (
+                v["metadata"]["namespace"].as_str().map(str::to_string),
+                v["metadata"]["name"].as_str().map(str::to_string),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    items
+}
+
+fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let forest = call.state.cache.read();
+    let rv = forest.resource_version();
+    let page = paginate(selected(call, &forest), &opts, &rv);
+    Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))
+}
+
+/// The parts of a written Subnamespace or SubnamespaceAnchor that hns stores.
+#[derive(Deserialize)]
+struct Written {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: SubnamespaceSpec,
+}
+
+async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = WriteOptions::from_query(call.query)?;
+    let value = body::parse_json(call.body, call.content_type)?;
+    let (obj, warnings): (Written, _) = body::decode(value, call.def.kind, opts.field_validation)?;
+    let parent = call.req.namespace.as_str();
+    let name = check_name(call.def, &call.req.name, obj.metadata.name.as_deref())?;
+    check_namespace(parent, obj.metadata.namespace.as_deref())?;
+    let state = HierarchyState {
+        parent: Some(parent.to_string()),
+        managed_labels: obj.spec.labels.clone(),
+        managed_annotations: obj.spec.annotations.clone(),
+        subnamespace_meta: object_labels(&obj.metadata),
+        ..Default::default()
+    };
+    let (namespace, mark) = {
+        let forest = call.state.cache.read();
+        let policy = &call.state.policy;
+        rules::check_new_subnamespace(&forest, policy, parent, &name)
+            .map_err(|r| refused(call.def, &name, r))?;
+        rules::check_managed(policy, &state.managed_labels, &state.managed_annotations)
+            .map_err(|r| refused(call.def, &name, r))?;
+        let mark = forest.get(parent).and_then(plan::mark_member);
+        (plan::new_subnamespace(&forest, parent, &name, &state), mark)
+    };
+    if let (Some(m), false) = (mark, opts.dry_run) {
+        let updated = call.state.writer.patch(parent, &m, false).await?;
+        call.state.cache.observe(updated);
+    }
+    let created = call
+        .state
+        .writer
+        .create(&namespace, opts.dry_run)
+        .await
+        .map_err(|e| already_there(call, &name, e))?;
+    let node = Node::from_namespace(created.clone());
+    if !opts.dry_run {
+        call.state.cache.observe(created);
+    }
+    let body = render::object(call.def, value_of(&call.state.policy, &node, call.def.kind), call.render);
+    Ok(Reply { code: 201, body, warnings })
+}
+
+/// A namespace made by someone else between our check and our create is the same conflict.
+fn already_there(call: &Call<'_>, name: &str, e: ApiError) -> ApiError {
+    if e.reason == "AlreadyExists" {
+        refused(
+            call.def,
+            name,
+            rules::Refusal::Conflict("cannot create a subnamespace using an existing namespace".into()),
+        )
+    } else {
+        e
+    }
+}
+
+fn object_labels(meta: &ObjectMeta) -> ObjectLabels {
+    ObjectLabels {
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+    }
+}
+
+async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = WriteOptions::from_query(call.query)?;
+    let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
+    let gr = call.def.group_resource();
+    let (current, current_state) = {
+        let forest = call.state.cache.read();
+        let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
+        (value_of(&call.state.policy, node, call.def.kind), HierarchyState::of(node))
+    };
+    let desired = match call.req.verb {
+        "patch" => body::apply_patch(&current, call.body, call.content_type)?,
+        _ => body::parse_json(call.body, call.content_type)?,
+    };
+    let (obj, warnings): (Written, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
+    check_name(call.def, name, obj.metadata.name.as_deref())?;
+    check_namespace(parent, obj.metadata.namespace.as_deref())?;
+    let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+    if obj.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty() && rv != current_rv) {
+        return Err(ApiError::stale(gr, name));
+    }
+    let desired = HierarchyState {
+        managed_labels: obj.spec.labels.clone(),
+        managed_annotations: obj.spec.annotations.clone(),
+        subnamespace_meta: object_labels(&obj.metadata),
+        ..current_state.clone()
+    };
+    if (&desired.managed_labels, &desired.managed_annotations)
+        != (&current_state.managed_labels, &current_state.managed_annotations)
+    {
+        rules::check_managed(&call.state.policy, &desired.managed_labels, &desired.managed_annotations)
+            .map_err(|r| refused(call.def, name, r))?;
+    }
+    let patch = {
+        let forest = call.state.cache.read();
+        forest.get(name).and_then(|node| plan::hierarchy_patch(&forest, node, &desired))
+    };
+    let mut node = None;
+    if let Some(p) = patch {
+        let updated = call.state.writer.patch(name, &p, opts.dry_run).await?;
+        node = Some(Node::from_namespace(updated.clone()));
+        if !opts.dry_run {
+            call.state.cache.observe(updated);
+        }
+    }
+    let obj = match node {
+        Some(n) => value_of(&call.state.policy, &n, call.def.kind),
+        None => current,
+    };
+    Ok(Reply { code: 200, body: render::object(call.def, obj, call.render), warnings })
+}
+
+/// `DeleteOptions` fields hns honours.
+#[derive(Deserialize, Default)]
+struct DeleteOptions {
+    #[serde(default)]
+    preconditions: Option<Preconditions>,
+    #[serde(default, rename = "dryRun")]
+    dry_run: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Preconditions {
+    uid: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+fn delete_options(call: &Call<'_>) -> Result<(DeleteOptions, bool), ApiError> {
+    let opts = WriteOptions::from_query(call.query)?;
+    let parsed: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        serde_json::from_slice(call.body)
+            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid: {e}")))?
+    };
+    let dry_run = opts.dry_run || parsed.dry_run.iter().any(|d| d == "All");
+    Ok((parsed, dry_run))
+}
+
+/// Deletes one subnamespace after the checks; returns its object as it stands.
+async fn delete_one(
+    call: &Call<'_>,
+    name: &str,
+    uid: Option<String>,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let remaining = call.state.writer.delete(name, uid, dry_run).await?;
+    let forest = call.state.cache.read();
+    let shown = match remaining {
+        Some(ns) => value_of(&call.state.policy, &Node::from_namespace(ns), call.def.kind),
+        None => forest.get(name).map(|n| value_of(&call.state.policy, n, call.def.kind)).unwrap_or_default(),
+    };
+    Ok(shown)
+}
+
+async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
+    let gr = call.def.group_resource();
+    let (options, dry_run) = delete_options(call)?;
+    let uid = {
+        let forest = call.state.cache.read();
+        let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
+        let pre = options.preconditions.unwrap_or_default();
+        if pre.uid.as_ref().is_some_and(|u| Some(u) != node.object.metadata.uid.as_ref()) {
+            return Err(ApiError::conflict(
+                gr,
+                name,
+                "Precondition failed: UID in precondition does not match the UID of the object",
+            ));
+        }
+        if pre
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| Some(rv) != node.object.metadata.resource_version.as_ref())
+        {
+            return Err(ApiError::stale(gr, name));
+        }
+        rules::check_delete_subnamespace(&forest, name).map_err(|r| refused(call.def, name, r))?;
+        node.object.metadata.uid.clone()
+    };
+    let obj = delete_one(call, name, uid, dry_run).await?;
+    Ok(Reply::ok(render::object(call.def, obj, call.render)))
+}
+
+/// Deletes every selected subnamespace, or none: all are checked before the first is deleted.
+async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let (_, dry_run) = delete_options(call)?;
+    let targets: Vec<(String, Option<String>)> = {
+        let forest = call.state.cache.read();
+        let items =
+            paginate(selected(call, &forest), &ListOptions { limit: None, after: None, ..opts }, "").items;
+        let mut targets = Vec::new();
+        for item in items {
+            let name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            rules::check_delete_subnamespace(&forest, &name).map_err(|r| refused(call.def, &name, r))?;
+            targets.push((name, item["metadata"]["uid"].as_str().map(str::to_string)));
+        }
+        targets
+    };
+    let mut deleted = Vec::new();
+    for (name, uid) in targets {
+        deleted.push(delete_one(call, &name, uid, dry_run).await?);
+    }
+    let rv = call.state.cache.read().resource_version();
+    let page = crate::list::Page { items: deleted, ..Default::default() };
+    Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))
+}
+
+fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let labels: Vec<String> = obj["spec"]["labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|kv| format!("{}={}", kv["key"].as_str().unwrap_or(""), kv["value"].as_str().unwrap_or("")))
+        .collect();
+    vec![
+        obj["metadata"]["name"].clone(),
+        obj["status"]["status"].clone(),
+        age(obj, now),
+        labels.join(",").into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::testing::forest;
+    use crate::policy::testing::policy;
+
+    #[test]
+    fn a_subnamespace_lives_in_its_parent() {
+        let f = forest("team-a dev:~team-a");
+        let v = value_of(&policy(), f.get("dev").unwrap(), "SubnamespaceAnchor");
+        assert_eq!(v["kind"], "SubnamespaceAnchor");
+        assert_eq!(v["metadata"]["namespace"], "team-a");
+        assert_eq!(v["metadata"]["name"], "dev");
+        assert_eq!(v["status"]["status"], "Ok");
+        assert_eq!(cells(&v, jiff::Timestamp::now())[1], "Ok");
+        assert!(subnamespace(&f, "team-a", "dev").is_some());
+        assert!(subnamespace(&f, "other", "dev").is_none());
+    }
+
+    #[test]
+    fn a_subnamespace_of_an_excluded_parent_is_forbidden() {
+        let f = forest("kube-system x:~kube-system");
+        assert_eq!(value_of(&policy(), f.get("x").unwrap(), "Subnamespace")["status"]["status"], "Forbidden");
+    }
+}

@@ -1,0 +1,484 @@
+//! Watch: change events of the derived objects, with resume by resourceVersion.
+//!
+//! Every namespace event changes a few derived objects (its hierarchy configuration, its
+//! parents' configurations, its Subnamespace). The cache diffs them before and after the change
+//! and publishes the differences here, under the forest's write lock, so a watcher that
+//! snapshots under the read lock and then subscribes sees every change exactly once. A bounded
+//! history serves `resourceVersion` resumes; older versions get `410 Expired`, as from
+//! kube-apiserver, and the client relists.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::HttpResponse;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use crate::forest::Forest;
+use crate::list::ListOptions;
+use crate::negotiation::Representation;
+use crate::policy::Policy;
+use crate::render::{self, RenderOptions};
+use crate::request_info::ResourceRequest;
+use crate::resources::{hierarchyconfigurations, subnamespaces, ResourceDef};
+use crate::server::AppState;
+use crate::status::ApiError;
+
+/// Events kept for resumes.
+const HISTORY: usize = 20_000;
+/// Events buffered per watcher before it is cut off as too slow (it then relists).
+const CHANNEL: usize = 4_096;
+/// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).
+const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How often a watcher that allows bookmarks gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// Which derived family an event belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// HierarchyConfigurations.
+    Hierarchy,
+    /// Subnamespaces (served as both kinds).
+    Subnamespace,
+}
+
+impl Family {
+    fn of(def: &ResourceDef) -> Family {
+        if def.plural == hierarchyconfigurations::PLURAL {
+            Family::Hierarchy
+        } else {
+            Family::Subnamespace
+        }
+    }
+}
+
+/// One change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: &'static str,
+    /// The family of the object.
+    pub family: Family,
+    /// The object after the change (before it, for `DELETED`), with the event's resourceVersion.
+    pub object: Value,
+    /// The resourceVersion of the namespace event behind it.
+    pub rv: u64,
+}
+
+/// What watchers receive.
+#[derive(Debug, Clone)]
+enum Message {
+    Event(Arc<Event>),
+    /// The cache re-listed and may have missed changes: every watcher must start over.
+    Reset,
+}
+
+/// A derived object: its family, namespace and name.
+pub type Key = (Family, String, String);
+
+/// Derived objects by key, as they stand at one moment.
+pub type Snapshot = BTreeMap<Key, Value>;
+
+/// The derived objects a change of namespace `ns` can touch: its own configuration, the
+/// configurations of its parent before and after, and its Subnamespace in either parent.
+pub fn keys_for(forest: &Forest, ns: &str, new_parent: Option<&str>, new_is_sub: bool) -> Vec<Key> {
+    let hierarchy = |n: &str| (Family::Hierarchy, n.to_string(), "hierarchy".to_string());
+    let sub = |p: &str| (Family::Subnamespace, p.to_string(), ns.to_string());
+    let mut keys = vec![hierarchy(ns)];
+    if let Some(old) = forest.get(ns) {
+        keys.extend(old.parent.as_deref().map(hierarchy));
+        if old.is_subnamespace {
+            keys.extend(old.parent.as_deref().map(sub));
+        }
+    }
+    keys.extend(new_parent.map(hierarchy));
+    if new_is_sub {
+        keys.extend(new_parent.map(sub));
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The objects at `keys` as they stand in `forest` (absent ones are left out).
+pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
+    let mut snap = Snapshot::new();
+    for key in keys {
+        let (family, ns, name) = key;
+        let value = match family {
+            Family::Hierarchy => hierarchyconfigurations::value_of(forest, ns),
+            Family::Subnamespace => forest
+                .get(name)
+                .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))
+                .map(|n| subnamespaces::value_of(policy, n, "Subnamespace")),
+        };
+        if let Some(v) = value {
+            snap.insert(key.clone(), v);
+        }
+    }
+    snap
+}
+
+/// The events that take `before` to `after` at resourceVersion `rv`.
+pub fn diff(before: &Snapshot, after: &Snapshot, rv: u64) -> Vec<Event> {
+    let mut events = Vec::new();
+    let stamped = |v: &Value| {
+        let mut v = v.clone();
+        v["metadata"]["resourceVersion"] = rv.to_string().into();
+        v
+    };
+    for (key, new) in after {
+        let kind = match before.get(key) {
+            None => "ADDED",
+            Some(old) if old != new => "MODIFIED",
+            Some(_) => continue,
+        };
+        events.push(Event { kind, family: key.0, object: stamped(new), rv });
+    }
+    for (key, old) in before.iter().filter(|(k, _)| !after.contains_key(*k)) {
+        events.push(Event { kind: "DELETED", family: key.0, object: stamped(old), rv });
+    }
+    events
+}
+
+/// The event history and the watchers' channel.
+pub struct Hub {
+    history: Mutex<History>,
+    tx: broadcast::Sender<Message>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hub")
+    }
+}
+
+struct History {
+    events: VecDeque<Arc<Event>>,
+    /// Every event after this resourceVersion is in `events`.
+    complete_after: u64,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        let (tx, _) = broadcast::channel(CHANNEL);
+        Hub { history: Mutex::new(History { events: VecDeque::new(), complete_after: 0 }), tx }
+    }
+}
+
+impl Hub {
+    /// Publishes events. Called under the forest's write lock.
+    pub fn publish(&self, events: Vec<Event>) {
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        for e in events {
+            let e = Arc::new(e);
+            if h.events.len() == HISTORY {
+                if let Some(old) = h.events.pop_front() {
+                    h.complete_after = old.rv;
+                }
+            }
+            h.events.push_back(e.clone());
+            let _ = self.tx.send(Message::Event(e));
+        }
+    }
+
+    /// Forgets the history after a re-list at `rv` and cuts every watcher off.
+    pub fn reset(&self, rv: u64) {
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        h.events.clear();
+        h.complete_after = rv;
+        let _ = self.tx.send(Message::Reset);
+    }
+
+    /// Events after `rv`, or `None` when the history no longer reaches back that far.
+    fn since(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        (rv >= h.complete_after).then(|| h.events.iter().filter(|e| e.rv > rv).cloned().collect())
+    }
+}
+
+/// Where a watch starts.
+enum Start {
+    /// Synthetic ADDED events for the current state first.
+    Current { initial_events_end: bool },
+    /// Changes after this resourceVersion.
+    After(u64),
+}
+
+fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
+    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
+    if send_initial {
+        let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+        let not_older = query.get("resourceVersionMatch").map(String::as_str) == Some("NotOlderThan");
+        if !bookmarks || !not_older {
+            return Err(ApiError::invalid_watch(
+                "sendInitialEvents=true needs allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
+            ));
+        }
+        return Ok(Start::Current { initial_events_end: true });
+    }
+    match rv {
+        "" | "0" => Ok(Start::Current { initial_events_end: false }),
+        rv => rv.parse().map(Start::After).map_err(|_| {
+            ApiError::bad_request(format!("resourceVersion: invalid value \"{rv}\": not a resource version"))
+        }),
+    }
+}
+
+/// How a watch begins.
+enum Begin {
+    /// These lines, then changes (and the end-of-initial-events bookmark first, if asked).
+    Lines { lines: Vec<bytes::Bytes>, initial_events_end: bool },
+    /// The requested resourceVersion is too old: one ERROR line and the end.
+    Expired(bytes::Bytes),
+}
+
+/// Filters events for one watcher and renders them.
+struct Watcher {
+    def: &'static ResourceDef,
+    family: Family,
+    namespace: String,
+    opts: ListOptions,
+    render: RenderOptions,
+}
+
+impl Watcher {
+    fn wants(&self, e: &Event) -> bool {
+        e.family == self.family
+            && (self.namespace.is_empty()
+                || e.object["metadata"]["namespace"].as_str() == Some(&self.namespace))
+            && self.opts.selects(&e.object)
+    }
+
+    fn line(&self, kind: &str, object: &Value) -> bytes::Bytes {
+        let mut object = object.clone();
+        if self.family == Family::Subnamespace {
+            object["kind"] = self.def.kind.into();
+        }
+        // Ages are computed when the event is sent, not when the watch began.
+        let render = RenderOptions { now: jiff::Timestamp::now(), ..self.render };
+        let object = render::object(self.def, object, &render);
+        let mut line = json!({"type": kind, "object": object}).to_string();
+        line.push('\n');
+        bytes::Bytes::from(line)
+    }
+
+    fn bookmark(&self, rv: u64, initial_events_end: bool) -> bytes::Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_events_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = match self.render.representation {
+            Representation::Object => {
+                json!({"kind": self.def.kind, "apiVersion": hns_api::API_VERSION, "metadata": meta})
+            }
+            _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}),
+        };
+        bytes::Bytes::from(format!("{}\n", json!({"type": "BOOKMARK", "object": object})))
+    }
+
+    fn expired(&self, why: &str) -> bytes::Bytes {
+        let status = ApiError::expired(why).to_status_value();
+        bytes::Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
+    }
+}
+
+/// Serves a watch request as a stream of JSON lines.
+pub fn serve(
+    state: &AppState,
+    def: &'static ResourceDef,
+    req: &ResourceRequest,
+    query: &HashMap<String, String>,
+    render: &RenderOptions,
+) -> Result<HttpResponse, ApiError> {
+    let start = start_of(query)?;
+    let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .map_or(MAX_TIMEOUT, |t| t.min(MAX_TIMEOUT));
+    let watcher = Watcher {
+        def,
+        family: Family::of(def),
+        namespace: req.namespace.clone(),
+        opts: ListOptions { limit: None, after: None, ..ListOptions::from_query(query)? },
+        render: *render,
+    };
+    // Snapshot and subscribe under one read lock: every later change reaches the channel, and
+    // none before it does.
+    let (begin, mut rx, mut last_rv) = {
+        let forest = state.cache.read();
+        let rx = state.cache.hub.tx.subscribe();
+        let now_rv: u64 = forest.resource_version().parse().unwrap_or(0);
+        let begin = match start {
+            Start::Current { initial_events_end } => {
+                let objects = crate::resources::current_objects(state, &forest, def, &req.namespace);
+                let lines = objects
+                    .iter()
+                    .filter(|o| watcher.opts.selects(o))
+                    .map(|o| watcher.line("ADDED", o))
+                    .collect();
+                Begin::Lines { lines, initial_events_end }
+            }
+            Start::After(rv) => match state.cache.hub.since(rv) {
+                Some(events) => Begin::Lines {
+                    lines: events
+                        .iter()
+                        .filter(|e| watcher.wants(e))
+                        .map(|e| watcher.line(e.kind, &e.object))
+                        .collect(),
+                    initial_events_end: false,
+                },
+                None => {
+                    Begin::Expired(watcher.expired(&format!("too old resource version: {rv} ({now_rv})")))
+                }
+            },
+        };
+        (begin, rx, now_rv)
+    };
+    let stream = async_stream::stream! {
+        let initial_events_end = match begin {
+            Begin::Expired(line) => {
+                yield Ok::<_, actix_web::Error>(line);
+                return;
+            }
+            Begin::Lines { lines, initial_events_end } => {
+                for line in lines {
+                    yield Ok(line);
+                }
+                initial_events_end
+            }
+        };
+        if initial_events_end {
+            yield Ok(watcher.bookmark(last_rv, true));
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => return,
+                _ = ticker.tick(), if bookmarks => yield Ok(watcher.bookmark(last_rv, false)),
+                msg = rx.recv() => match msg {
+                    Ok(Message::Event(e)) => {
+                        last_rv = last_rv.max(e.rv);
+                        if watcher.wants(&e) {
+                            yield Ok(watcher.line(e.kind, &e.object));
+                        }
+                    }
+                    Ok(Message::Reset) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        yield Ok(watcher.expired("the watch fell behind or the cache re-listed; list again"));
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }
+    };
+    Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::testing::{forest, namespace};
+    use crate::policy::testing::policy;
+
+    fn change(f: &mut Forest, ns: k8s_openapi::api::core::v1::Namespace, delete: bool) -> Vec<Event> {
+        let p = policy();
+        let node = crate::forest::Node::from_namespace(ns.clone());
+        let keys = keys_for(
+            f,
+            node.name(),
+            node.parent.as_deref().filter(|_| !delete),
+            node.is_subnamespace && !delete,
+        );
+        let before = snapshot(f, &p, &keys);
+        if delete {
+            f.remove(&ns);
+        } else {
+            f.upsert(ns);
+        }
+        diff(&before, &snapshot(f, &p, &keys), 7)
+    }
+
+    fn summary(events: &[Event]) -> Vec<(&'static str, Family, String)> {
+        events
+            .iter()
+            .map(|e| (e.kind, e.family, e.object["metadata"]["namespace"].as_str().unwrap_or("").to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_subnamespace_adds_objects_and_modifies_its_parent() {
+        let mut f = forest("team-a");
+        let events = change(&mut f, namespace("dev", Some("team-a"), true), false);
+        assert_eq!(
+            summary(&events),
+            [
+                ("ADDED", Family::Hierarchy, "dev".into()),
+                ("MODIFIED", Family::Hierarchy, "team-a".into()),
+                ("ADDED", Family::Subnamespace, "team-a".into())
+            ]
+        );
+        assert!(events.iter().all(|e| e.object["metadata"]["resourceVersion"] == "7"));
+    }
+
+    #[test]
+    fn deleting_a_namespace_deletes_its_objects() {
+        let mut f = forest("team-a dev:~team-a");
+        let events = change(&mut f, namespace("dev", Some("team-a"), true), true);
+        assert_eq!(
+            summary(&events),
+            [
+                ("MODIFIED", Family::Hierarchy, "team-a".into()),
+                ("DELETED", Family::Hierarchy, "dev".into()),
+                ("DELETED", Family::Subnamespace, "team-a".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_move_modifies_both_parents() {
+        let mut f = forest("a b c:a");
+        let events = change(&mut f, namespace("c", Some("b"), false), false);
+        assert_eq!(
+            summary(&events),
+            [
+                ("MODIFIED", Family::Hierarchy, "a".into()),
+                ("MODIFIED", Family::Hierarchy, "b".into()),
+                ("MODIFIED", Family::Hierarchy, "c".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn history_serves_resumes_and_expires() {
+        let hub = Hub::default();
+        let ev = |rv| Event { kind: "ADDED", family: Family::Hierarchy, object: json!({}), rv };
+        hub.reset(10);
+        hub.publish(vec![ev(11), ev(12)]);
+        assert_eq!(hub.since(11).unwrap().len(), 1);
+        assert_eq!(hub.since(10).unwrap().len(), 2);
+        assert!(hub.since(9).is_none(), "before the history starts: 410");
+    }
+
+    #[test]
+    fn watch_list_is_all_or_nothing() {
+        let q = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(matches!(
+            start_of(&q(&[
+                ("sendInitialEvents", "true"),
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersionMatch", "NotOlderThan")
+            ])),
+            Ok(Start::Current { initial_events_end: true })
+        ));
+        assert_eq!(start_of(&q(&[("sendInitialEvents", "true")])).err().unwrap().code, 422);
+        assert_eq!(start_of(&q(&[("resourceVersion", "abc")])).err().unwrap().code, 400);
+        assert!(matches!(start_of(&q(&[("resourceVersion", "42")])), Ok(Start::After(42))));
+    }
+}
