@@ -65,17 +65,19 @@ pub struct SubnamespaceStatus {
     pub state: Option<SubnamespaceState>,
 }
 
-/// States of a subnamespace (HNC's anchor states).
+/// States of a subnamespace (HNC's anchor states): `Ok`, the namespace exists and is this
+/// object's subnamespace; `Missing`, it does not exist (yet); `Conflict`, a namespace of that name
+/// exists but is not this object's subnamespace; `Forbidden`, the parent may not have
+/// subnamespaces (it is excluded from hierarchies).
+// No doc comments on the variants: schemars would describe each in a `oneOf`, which OpenAPI v2
+// (and so kube-apiserver's merged document) cannot hold; a plain string enum is what it needs.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceState")]
+#[allow(missing_docs)]
 pub enum SubnamespaceState {
-    /// The namespace exists and is this object's subnamespace.
     Ok,
-    /// The namespace does not exist (yet).
     Missing,
-    /// A namespace of that name exists but is not this object's subnamespace.
     Conflict,
-    /// The parent may not have subnamespaces (it is excluded from hierarchies).
     Forbidden,
 }
 

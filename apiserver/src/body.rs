@@ -49,9 +49,11 @@ impl WriteOptions {
             None | Some("") | Some("Warn") => FieldValidation::Warn,
             Some("Ignore") => FieldValidation::Ignore,
             Some("Strict") => FieldValidation::Strict,
-            Some(other) => return Err(ApiError::bad_request(format!(
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
                 "fieldValidation: unsupported value \"{other}\": supported values are Ignore, Warn, Strict"
-            ))),
+            )))
+            }
         };
         Ok(WriteOptions { dry_run, field_validation })
     }

@@ -317,11 +317,29 @@ fn build_v2() -> Value {
     doc
 }
 
-/// Rewrites references to `#/definitions/` and drops `nullable`, recursively.
+/// Rewrites references to `#/definitions/`, drops `nullable`, and turns schemars'
+/// `anyOf: [X, null]` (optional fields) and `allOf: [X]` (a `$ref` with a description) into
+/// plain `X`: Swagger 2.0 has neither, and kube-apiserver refuses a document that uses them.
 fn to_v2_schemas(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.remove("nullable");
+            for combinator in ["anyOf", "allOf", "oneOf"] {
+                let Some(Value::Array(options)) = m.get(combinator) else { continue };
+                let is_null = |o: &&Value| {
+                    o.get("type") == Some(&json!("null")) || o.get("enum") == Some(&json!([null]))
+                };
+                let real: Vec<&Value> = options.iter().filter(|o| !is_null(o)).collect();
+                if let [only] = real.as_slice() {
+                    let only = (*only).clone();
+                    m.remove(combinator);
+                    if let Value::Object(inner) = only {
+                        for (k, val) in inner {
+                            m.entry(k).or_insert(val);
+                        }
+                    }
+                }
+            }
             if let Some(Value::String(r)) = m.get_mut("$ref") {
                 *r = r.replace("#/components/schemas/", "#/definitions/");
             }
@@ -386,6 +404,31 @@ mod tests {
         assert!(spec["properties"]["parent"].is_object(), "{spec}");
         assert!(spec["properties"]["allowCascadingDeletion"].is_object());
         assert!(!doc.to_string().contains("nullable"));
+    }
+
+    fn keys_in(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                out.extend(m.keys().cloned());
+                m.values().for_each(|x| keys_in(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| keys_in(x, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn v2_uses_only_swagger_2_keywords() {
+        for (name, def) in build_v2()["definitions"].as_object().unwrap() {
+            let mut keys = Vec::new();
+            keys_in(def, &mut keys);
+            for bad in ["anyOf", "oneOf", "allOf", "not", "nullable", "const"] {
+                assert!(
+                    !keys.iter().any(|k| k == bad),
+                    "{bad} in {name} is not Swagger 2.0; kube-apiserver refuses it: {def}"
+                );
+            }
+        }
     }
 
     #[test]

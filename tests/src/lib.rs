@@ -247,14 +247,35 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Creates a namespace with `annotations`, and returns its name.
-pub async fn create_namespace(client: &Client, name: &str, annotations: &[(&str, &str)]) -> String {
+/// Creates a namespace with `labels`, and returns its name.
+pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) -> String {
     let api: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();
     ns.metadata.name = Some(name.to_string());
-    ns.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    ns.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     api.create(&PostParams::default(), &ns).await.unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
     name.to_string()
+}
+
+/// Sets (or, with `None`, clears) the parent of `ns` through the hierarchy API.
+pub async fn set_parent(
+    client: &Client,
+    ns: &str,
+    parent: Option<&str>,
+) -> Result<hns_api::HierarchyConfiguration, kube::Error> {
+    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"spec": {"parent": parent}});
+    api.patch("hierarchy", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(patch)).await
+}
+
+/// Creates subnamespace `name` of `parent` through the hierarchy API.
+pub async fn create_subns(
+    client: &Client,
+    parent: &str,
+    name: &str,
+) -> Result<hns_api::Subnamespace, kube::Error> {
+    let api: Api<hns_api::Subnamespace> = Api::namespaced(client.clone(), parent);
+    api.create(&PostParams::default(), &hns_api::Subnamespace::new(name, Default::default())).await
 }
 
 /// Deletes namespaces, ignoring ones already gone.

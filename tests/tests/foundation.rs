@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hns_api::{keys, HierarchyConfiguration};
+use hns_api::HierarchyConfiguration;
 use hns_e2e::*;
 use kube::api::ListParams;
 use kube::Api;
@@ -32,7 +32,7 @@ async fn kubectl_discovers_the_group() {
     let row =
         out.lines().find(|l| l.starts_with("hierarchyconfigurations")).unwrap_or_else(|| panic!("{out}"));
     assert!(row.contains("HierarchyConfiguration"), "{row}");
-    assert!(row.contains(" get,list "), "only the verbs really served: {row}");
+    assert!(row.contains(" create,get,list,patch,update,watch "), "only the verbs really served: {row}");
     let raw = ok(env.kubectl(&["get", "--raw", "/apis/hnc.x-k8s.io/v1alpha2"]));
     let list: Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(list["kind"], "APIResourceList");
@@ -44,7 +44,8 @@ async fn get_all_prints_one_row_per_namespace() {
     let env = Env::get();
     let client = env.admin().await;
     let root = create_namespace(&client, &unique("acme"), &[]).await;
-    let child = create_namespace(&client, &unique("team"), &[(keys::PARENT, &root)]).await;
+    let child = create_namespace(&client, &unique("team"), &[]).await;
+    set_parent(&client, &child, Some(&root)).await.unwrap();
 
     let rows = eventually("both namespaces in the table", WAIT, || async {
         let out = ok(env.kubectl(&["get", "hierarchyconfigurations", "-A", "--no-headers"]));
@@ -82,7 +83,8 @@ async fn get_returns_the_derived_object_and_404_otherwise() {
     let env = Env::get();
     let client = env.admin().await;
     let root = create_namespace(&client, &unique("root"), &[]).await;
-    let child = create_namespace(&client, &unique("sub"), &[(keys::SUBNAMESPACE_OF, &root)]).await;
+    let child = unique("sub");
+    create_subns(&client, &root, &child).await.unwrap();
 
     let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
     let hc = eventually("the child in the parent's status", WAIT, || async {
@@ -113,7 +115,11 @@ async fn get_returns_the_derived_object_and_404_otherwise() {
             other => panic!("expected a 404 Status, got {other}"),
         }
     }
-    delete_namespaces(&client, &[&child, &root]).await;
+    set_parent(&client, &root, None).await.ok();
+    let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
+    let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
+    api.patch("hierarchy", &Default::default(), &kube::api::Patch::Merge(cascade)).await.unwrap();
+    delete_namespaces(&client, &[&root]).await;
 }
 
 #[tokio::test]
@@ -166,9 +172,16 @@ async fn unsupported_verbs_are_405() {
 #[tokio::test]
 async fn openapi_is_merged_so_explain_works() {
     let env = Env::get();
-    let out = ok(env.kubectl(&["explain", "hierarchyconfigurations.spec"]));
+    // kube-apiserver's OpenAPI aggregator polls with back-off; it may still be fetching.
+    let out = eventually("kube-apiserver to merge hns's OpenAPI", Duration::from_secs(180), || async {
+        let out = env.kubectl(&["explain", "hierarchyconfigurations.spec"]);
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+    .await;
     assert!(out.contains("allowCascadingDeletion"), "{out}");
     assert!(out.contains("parent"), "{out}");
+    let out = ok(env.kubectl(&["explain", "subnamespaces.status"]));
+    assert!(out.contains("Ok"), "{out}");
 }
 
 #[tokio::test]

@@ -1,0 +1,424 @@
+//! The hierarchy API end to end: subnamespaces made by users without cluster rights, every
+//! hierarchy rule refused with its code and message (and nothing changed), the namespace
+//! webhook, cascading deletion through the real namespace controller, and watch.
+
+use std::time::Duration;
+
+use hns_api::{keys, HierarchyConfiguration, Subnamespace};
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Binds ClusterRole `role` to `user` in `namespace`.
+fn grant(env: &Env, user: &str, role: &str, namespace: &str) {
+    let name = format!("{user}-{role}");
+    ok(env.kubectl(&[
+        "create",
+        "rolebinding",
+        &name,
+        "-n",
+        namespace,
+        &format!("--clusterrole={role}"),
+        &format!("--user={user}"),
+    ]));
+}
+
+/// The namespace's labels and annotations, to show a refused request changed nothing.
+async fn state_of(client: &Client, ns: &str) -> (Value, Value) {
+    let n: Namespace = Api::all(client.clone()).get(ns).await.unwrap();
+    (json!(n.metadata.labels), json!(n.metadata.annotations))
+}
+
+fn status(err: kube::Error) -> kube::core::Status {
+    match err {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected a Status from the server, got {other}"),
+    }
+}
+
+/// Deletes a tree of namespaces: allows cascading deletion on `root`, then deletes it.
+async fn delete_tree(client: &Client, root: &str) {
+    let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), root);
+    let _ = api
+        .patch(
+            "hierarchy",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
+        )
+        .await;
+    let _ = Api::<Namespace>::all(client.clone()).delete(root, &DeleteParams::default()).await;
+}
+
+#[tokio::test]
+async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("team-a"), &[]).await;
+    let alice = unique("alice");
+    let bob = unique("bob");
+    grant(&env, &alice, "hns-subnamespace-creator", &team);
+
+    let (anchor, subns) = (format!("{team}-dev"), format!("{team}-test"));
+    let manifests = format!(
+        "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: SubnamespaceAnchor\nmetadata:\n  name: {anchor}\n  namespace: {team}\n---\n\
+         apiVersion: hnc.x-k8s.io/v1alpha2\nkind: Subnamespace\nmetadata:\n  name: {subns}\n  namespace: {team}\n"
+    );
+    let file = std::env::temp_dir().join(format!("{team}.yaml"));
+    std::fs::write(&file, &manifests).unwrap();
+    let file = file.to_str().unwrap();
+    // The SubjectAccessReview cache may hold "no" from before the grant for up to 10 s.
+    eventually("alice's grant to take effect", WAIT, || async {
+        env.kubectl_as(&alice, &[], &["auth", "can-i", "create", "subnamespaces.hnc.x-k8s.io", "-n", &team])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let out = ok(env.kubectl_as(&alice, &[], &["apply", "-f", file]));
+    assert!(out.contains(&format!("subnamespaceanchor.hnc.x-k8s.io/{anchor} created")), "{out}");
+    assert!(out.contains(&format!("subnamespace.hnc.x-k8s.io/{subns} created")), "{out}");
+    let again = ok(env.kubectl_as(&alice, &[], &["apply", "-f", file]));
+    assert!(again.contains("unchanged"), "applying twice changes nothing: {again}");
+
+    for child in [&anchor, &subns] {
+        let ns: Namespace = Api::all(client.clone()).get(child).await.unwrap();
+        let labels = ns.metadata.labels.unwrap();
+        assert_eq!(labels[&keys::tree_label(&team)], "1", "{labels:?}");
+        assert_eq!(labels[&keys::tree_label(child)], "0");
+        assert_eq!(ns.metadata.annotations.unwrap()[keys::SUBNAMESPACE_OF], team);
+    }
+    let table = ok(env.kubectl_as(&alice, &[], &["get", "subns", "-n", &team]));
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "STATUS", "AGE"]);
+    assert_eq!(rows[1][..2], [anchor.as_str(), "Ok"]);
+    assert_eq!(rows[2][..2], [subns.as_str(), "Ok"]);
+
+    let err = fails(env.kubectl_as(&bob, &[], &["apply", "-f", file]));
+    assert!(err.contains("forbidden") && err.contains(&bob), "{err}");
+    let err = fails(env.kubectl_as(&bob, &[], &["create", "ns", &format!("{team}-bob")]));
+    assert!(err.contains("forbidden"), "bob has no other way either: {err}");
+    delete_tree(&client, &team).await;
+}
+
+#[tokio::test]
+async fn hierarchy_rules_refuse_and_change_nothing() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let a = create_namespace(&client, &unique("a"), &[]).await;
+    let b = create_namespace(&client, &unique("b"), &[]).await;
+    set_parent(&client, &b, Some(&a)).await.unwrap();
+    let sub = format!("{a}-sub");
+    create_subns(&client, &a, &sub).await.unwrap();
+    let other = create_namespace(&client, &unique("other"), &[]).await;
+    let before: Vec<(Value, Value)> = futures_states(&client, &[&a, &b, &sub, &other]).await;
+
+    let cases: Vec<(&str, Result<HierarchyConfiguration, kube::Error>, u16, String)> = vec![
+        (
+            "cycle",
+            set_parent(&client, &a, Some(&b)).await,
+            422,
+            format!("illegal parent: cycle when making \"{b}\" the parent of \"{a}\": current ancestry is {a} <- {b}"),
+        ),
+        ("self", set_parent(&client, &a, Some(&a)).await, 422, format!("cycle when making \"{a}\" the parent of \"{a}\"")),
+        ("missing parent", set_parent(&client, &b, Some("no-such-ns")).await, 422, "requested parent \"no-such-ns\" does not exist".into()),
+        (
+            "subnamespace moved",
+            set_parent(&client, &sub, Some(&other)).await,
+            422,
+            format!("Cannot set the parent of \"{sub}\" to \"{other}\" because it's a subnamespace of \"{a}\""),
+        ),
+        ("excluded parent", set_parent(&client, &other, Some("kube-system")).await, 422, "\"kube-system\" is not managed by hns".into()),
+        ("excluded child", set_parent(&client, "kube-public", Some(&a)).await, 422, "\"kube-public\" is not managed by hns".into()),
+    ];
+    for (what, result, code, message) in cases {
+        let s = status(result.expect_err(what));
+        assert_eq!(s.code, code, "{what}: {}", s.message);
+        assert!(s.message.contains(&message), "{what}: {}", s.message);
+    }
+    let s = status(create_subns(&client, &a, &other).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
+    assert!(s.message.contains("cannot create a subnamespace using an existing namespace"), "{}", s.message);
+    let s = status(create_subns(&client, "kube-system", &unique("x")).await.unwrap_err());
+    assert_eq!(s.code, 403, "{}", s.message);
+    let s = status(create_subns(&client, &a, "Not_A_Name").await.unwrap_err());
+    assert_eq!(s.code, 422, "{}", s.message);
+    let s = status(create_subns(&client, &a, &sub).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists"));
+
+    assert_eq!(futures_states(&client, &[&a, &b, &sub, &other]).await, before, "refusals changed nothing");
+    delete_tree(&client, &a).await;
+    delete_namespaces(&client, &[&b, &other]).await;
+}
+
+async fn futures_states(client: &Client, names: &[&str]) -> Vec<(Value, Value)> {
+    let mut v = Vec::new();
+    for n in names {
+        v.push(state_of(client, n).await);
+    }
+    v
+}
+
+#[tokio::test]
+async fn moves_need_rights_on_the_trees_they_touch() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let org = create_namespace(&client, &unique("org"), &[]).await;
+    let t1 = create_namespace(&client, &unique("t1"), &[]).await;
+    let t2 = create_namespace(&client, &unique("t2"), &[]).await;
+    let x = create_namespace(&client, &unique("x"), &[]).await;
+    for (child, parent) in [(&t1, &org), (&t2, &org), (&x, &t1)] {
+        set_parent(&client, child, Some(parent)).await.unwrap();
+    }
+    let carol = unique("carol");
+    // Admin of x and t1, but not of their common ancestor org.
+    for ns in [&x, &t1, &t2] {
+        grant(&env, &carol, "admin", ns);
+    }
+    let move_x = |to: &str| {
+        let patch = format!("{{\"spec\":{{\"parent\":\"{to}\"}}}}");
+        env.kubectl_as(
+            &carol,
+            &[],
+            &["patch", "hierarchyconfiguration", "hierarchy", "-n", &x, "--type=merge", "-p", &patch],
+        )
+    };
+    let err = eventually("carol's admin rights to reach hns", WAIT, || async {
+        let err = fails(move_x(&t2));
+        err.contains("not authorized to modify the subtree").then_some(err)
+    })
+    .await;
+    assert!(
+        err.contains(&format!("modify the subtree of {org}, which is the most recent common ancestor")),
+        "{err}"
+    );
+    assert_eq!(state_of(&client, &x).await.1[keys::PARENT], t1.as_str(), "nothing moved");
+
+    grant(&env, &carol, "admin", &org);
+    eventually("the move to be allowed", WAIT, || async { move_x(&t2).status.success().then_some(()) }).await;
+    let moved = eventually("the move in the cache", WAIT, || async {
+        let hc: HierarchyConfiguration = Api::namespaced(client.clone(), &t2).get("hierarchy").await.ok()?;
+        hc.status.is_some_and(|s| s.children.contains(&x)).then_some(())
+    });
+    moved.await;
+    let labels = state_of(&client, &x).await.0;
+    assert_eq!(labels[keys::tree_label(&t2)], "1");
+    assert_eq!(labels[keys::tree_label(&org)], "2");
+    assert!(labels.get(keys::tree_label(&t1)).is_none(), "old tree label removed: {labels}");
+    for ns in [&x, &t2, &t1, &org] {
+        set_parent(&client, ns, None).await.unwrap();
+    }
+    delete_namespaces(&client, &[&x, &t1, &t2, &org]).await;
+}
+
+#[tokio::test]
+async fn the_webhook_guards_hierarchy_state_and_cascading_deletion_works() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("root"), &[]).await;
+    let mid = format!("{root}-mid");
+    let leaf = format!("{root}-leaf");
+    create_subns(&client, &root, &mid).await.unwrap();
+    create_subns(&client, &mid, &leaf).await.unwrap();
+    eventually("the subtree in the cache", WAIT, || async {
+        Api::<Subnamespace>::namespaced(client.clone(), &mid).get(&leaf).await.ok().map(|_| ())
+    })
+    .await;
+
+    let denied = |out| {
+        let err = fails(out);
+        assert!(err.contains("denied the request"), "{err}");
+        err
+    };
+    let err = denied(env.kubectl(&[
+        "label",
+        "ns",
+        &leaf,
+        &format!("{}=7", keys::tree_label(&root)),
+        "--overwrite",
+    ]));
+    assert!(err.contains("can only be managed by hns"), "{err}");
+    let err = denied(env.kubectl(&["annotate", "ns", &root, &format!("{}=elsewhere", keys::PARENT)]));
+    assert!(err.contains(keys::PARENT), "{err}");
+    let err = denied(env.kubectl(&["delete", "ns", &leaf]));
+    assert!(
+        err.contains(&format!(
+            "is a subnamespace. Please delete the subnamespace from the parent namespace {mid}"
+        )),
+        "{err}"
+    );
+    let err = denied(env.kubectl(&["delete", "ns", &root]));
+    assert!(err.contains("contains subnamespaces"), "{err}");
+    let err = fails(env.kubectl(&["delete", "subns", &mid, "-n", &root]));
+    assert!(
+        err.contains(&format!("subnamespace {mid} is not a leaf and doesn't allow cascading deletion")),
+        "{err}"
+    );
+    for ns in [&root, &mid, &leaf] {
+        assert!(
+            Api::<Namespace>::all(client.clone())
+                .get(ns)
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_none(),
+            "{ns} intact"
+        );
+    }
+    // Tampering with a namespace outside any hierarchy is refused too (fail-open webhook).
+    let outside = create_namespace(&client, &unique("outside"), &[]).await;
+    denied(env.kubectl(&["label", "ns", &outside, "hnc.x-k8s.io/hierarchy-member=true"]));
+    ok(env.kubectl(&["label", "ns", &outside, "team=x"]));
+
+    // With cascading deletion allowed, deleting the root takes the subtree with it.
+    let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
+    api.patch(
+        "hierarchy",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
+    )
+    .await
+    .unwrap();
+    ok(env.kubectl(&["delete", "ns", &root, "--wait=false"]));
+    eventually("the whole subtree to finish terminating", Duration::from_secs(90), || async {
+        let api = Api::<Namespace>::all(client.clone());
+        for ns in [&root, &mid, &leaf] {
+            if api.get_opt(ns).await.ok()?.is_some() {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    delete_namespaces(&client, &[&outside]).await;
+}
+
+#[tokio::test]
+async fn deleting_a_leaf_subnamespace_deletes_its_namespace() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let parent = create_namespace(&client, &unique("parent"), &[]).await;
+    let child = format!("{parent}-child");
+    create_subns(&client, &parent, &child).await.unwrap();
+    ok(env.kubectl(&["delete", "subns", &child, "-n", &parent, "--wait=false"]));
+    eventually("the child namespace gone", Duration::from_secs(60), || async {
+        Api::<Namespace>::all(client.clone()).get_opt(&child).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let list: Vec<Subnamespace> =
+        Api::namespaced(client.clone(), &parent).list(&ListParams::default()).await.unwrap().items;
+    assert!(list.is_empty());
+    delete_namespaces(&client, &[&parent]).await;
+}
+
+#[tokio::test]
+async fn kubectl_get_watch_shows_create_and_delete() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let parent = create_namespace(&client, &unique("watched"), &[]).await;
+    let child = format!("{parent}-w");
+    let watch = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", &env.kubeconfig)
+        .args(["get", "subns", "-n", &parent, "-w", "--output-watch-events", "--request-timeout=40s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    create_subns(&client, &parent, &child).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ok(env.kubectl(&["delete", "subns", &child, "-n", &parent, "--wait=false"]));
+    eventually("the namespace gone", Duration::from_secs(60), || async {
+        Api::<Namespace>::all(client.clone()).get_opt(&child).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    unsafe_kill(&watch);
+    let out = String::from_utf8_lossy(&watch.wait_with_output().unwrap().stdout).into_owned();
+    let events: Vec<&str> =
+        out.lines().filter(|l| l.contains(&child)).map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(events.first(), Some(&"ADDED"), "{out}");
+    assert_eq!(events.last(), Some(&"DELETED"), "{out}");
+    delete_namespaces(&client, &[&parent]).await;
+}
+
+/// Ends a child process (kubectl -w never exits by itself).
+fn unsafe_kill(child: &std::process::Child) {
+    let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+}
+
+#[tokio::test]
+async fn api_conventions_for_writes() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let ns = create_namespace(&client, &unique("conv"), &[]).await;
+    let parent = create_namespace(&client, &unique("conv-p"), &[]).await;
+    let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &ns);
+    let hc =
+        eventually("the namespace in the cache", WAIT, || async { api.get("hierarchy").await.ok() }).await;
+
+    // dryRun changes nothing.
+    let before = state_of(&client, &ns).await;
+    let dry = PatchParams { dry_run: true, ..Default::default() };
+    let shown =
+        api.patch("hierarchy", &dry, &Patch::Merge(json!({"spec": {"parent": parent}}))).await.unwrap();
+    assert_eq!(shown.spec.parent.as_deref(), Some(parent.as_str()));
+    assert_eq!(state_of(&client, &ns).await, before);
+    let sub = format!("{ns}-dry");
+    let pp = PostParams { dry_run: true, ..Default::default() };
+    Api::<Subnamespace>::namespaced(client.clone(), &ns)
+        .create(&pp, &Subnamespace::new(&sub, Default::default()))
+        .await
+        .unwrap();
+    assert!(
+        Api::<Namespace>::all(client.clone()).get_opt(&sub).await.unwrap().is_none(),
+        "dry-run created nothing"
+    );
+
+    // A stale resourceVersion is a conflict.
+    let mut stale = hc.clone();
+    api.patch(
+        "hierarchy",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
+    )
+    .await
+    .unwrap();
+    stale.spec.parent = Some(parent.clone());
+    let s = status(api.replace("hierarchy", &PostParams::default(), &stale).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{}", s.message);
+
+    // JSON patch works; strict field validation refuses unknown fields.
+    let jp = format!("[{{\"op\":\"add\",\"path\":\"/spec/parent\",\"value\":\"{parent}\"}}]");
+    ok(env.kubectl(&["patch", "hierarchyconfiguration", "hierarchy", "-n", &ns, "--type=json", "-p", &jp]));
+    assert_eq!(api.get("hierarchy").await.unwrap().spec.parent.as_deref(), Some(parent.as_str()));
+    let strict =
+        PatchParams { field_validation: Some(kube::api::ValidationDirective::Strict), ..Default::default() };
+    let s = status(
+        api.patch("hierarchy", &strict, &Patch::Merge(json!({"spec": {"parnet": "x"}}))).await.unwrap_err(),
+    );
+    assert_eq!(s.code, 400);
+    assert!(s.message.contains("spec.parnet"), "{}", s.message);
+
+    // Strategic merge patch and server-side apply are refused with 415 (clients then fall back
+    // to merge patch), and an oversized body with 413; all as Status objects.
+    let path = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{ns}/hierarchyconfigurations/hierarchy");
+    for (content_type, body, code) in [
+        ("application/strategic-merge-patch+json", b"{}".to_vec(), 415),
+        ("application/apply-patch+yaml", b"{}".to_vec(), 415),
+        ("application/merge-patch+json", vec![b' '; 4 * 1024 * 1024], 413),
+    ] {
+        let req = http::Request::patch(&path).header("Content-Type", content_type).body(body).unwrap();
+        let s = status(client.request::<Value>(req).await.unwrap_err());
+        assert_eq!(s.code, code, "{content_type}: {}", s.message);
+    }
+    assert_eq!(
+        api.get("hierarchy").await.unwrap().spec.parent.as_deref(),
+        Some(parent.as_str()),
+        "unchanged by refusals"
+    );
+    delete_namespaces(&client, &[&ns, &parent]).await;
+}
