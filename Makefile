@@ -4,7 +4,7 @@
 #   make test       unit tests + end-to-end tests against a real control plane
 #   make lint       cargo fmt --check and clippy -D warnings
 
-.PHONY: build dev-up dev-down dev-clean test test-unit e2e lint fmt
+.PHONY: build dev-up dev-down dev-clean test test-unit e2e lint fmt manifests verify-manifests
 
 build:
 	cargo build --workspace
@@ -26,9 +26,20 @@ test-unit:
 e2e:
 	hack/e2e.sh
 
-lint:
+lint: verify-manifests
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# deploy/hns.yaml is rendered from config/default; CI checks it is current.
+manifests:
+	kubectl kustomize config/default > deploy/hns.yaml
+	kubectl kustomize config/cert-manager > deploy/hns-cert-manager.yaml
+
+verify-manifests:
+	@kubectl kustomize config/default | diff -u deploy/hns.yaml - \
+	  || { echo "deploy/hns.yaml is stale: run make manifests"; exit 1; }
+	@kubectl kustomize config/cert-manager | diff -u deploy/hns-cert-manager.yaml - \
+	  || { echo "deploy/hns-cert-manager.yaml is stale: run make manifests"; exit 1; }
 
 fmt:
 	cargo fmt --all

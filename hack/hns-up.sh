@@ -24,19 +24,15 @@ BIN="${HNS_APISERVER_BIN:-$ROOT/target/debug/hns-apiserver}"
 [ -x "$BIN" ] || die "$BIN not found: build it first (cargo build -p hns-apiserver)"
 export KUBECONFIG="$DIR/kubeconfig"
 
-# Serving certificate from hns's own CA, named as kube-apiserver dials it; and a client
-# certificate that authenticates as hns's ServiceAccount, so RBAC applies exactly as in-cluster.
-new_ca hns-ca "hns-apiserver-ca"
-new_cert hns-serving hns-ca "/CN=hns-apiserver" serverAuth \
-  "DNS:hns-apiserver.hns-system.svc,DNS:hns-apiserver.hns-system.svc.cluster.local,DNS:localhost,IP:127.0.0.1"
+# A client certificate that authenticates as hns's ServiceAccount, so RBAC applies exactly as
+# in-cluster. The serving certificate is hns's own business (--self-managed-certs), as in-cluster.
 new_cert hns-apiserver-client ca \
   "/O=system:serviceaccounts/O=system:serviceaccounts:hns-system/CN=system:serviceaccount:hns-system:hns-apiserver" clientAuth
 kubeconfig_for "$DIR/hns-apiserver.kubeconfig" hns-apiserver-client
 
 HNS_PORT="${HNS_PORT:-$(free_port)}"
-CA_BUNDLE="$(base64 -w0 < "$PKI/hns-ca.crt")"
-log "applying config/dev (APIService → localhost:$HNS_PORT)"
-kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_CA_BUNDLE|$CA_BUNDLE|" -e "s|HNS_PORT|$HNS_PORT|" \
+log "applying config/dev (APIService and webhook → localhost:$HNS_PORT)"
+kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|$HNS_PORT|" \
   | kubectl apply -f - >/dev/null || die "applying config/dev failed"
 
 stop hns-apiserver
@@ -44,8 +40,8 @@ log "starting hns-apiserver on 127.0.0.1:$HNS_PORT"
 RUST_LOG="${RUST_LOG:-info}" start hns-apiserver "$BIN" \
   --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$HNS_PORT" \
-  --tls-cert-file "$PKI/hns-serving.crt" --tls-private-key-file "$PKI/hns-serving.key"
-wait_for 60 curl -sf --cacert "$PKI/hns-ca.crt" "https://127.0.0.1:$HNS_PORT/readyz" || {
+  --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1
+wait_for 60 curl -sfk "https://127.0.0.1:$HNS_PORT/readyz" || {
   tail -30 "$LOGS/hns-apiserver.log" >&2
   die "hns-apiserver did not become ready (log: $LOGS/hns-apiserver.log)"
 }
@@ -53,6 +49,8 @@ kubectl wait --for=condition=Available --timeout=60s apiservice/v1alpha2.hnc.x-k
   kubectl get apiservice v1alpha2.hnc.x-k8s.io -o yaml >&2
   die "APIService v1alpha2.hnc.x-k8s.io did not become Available"
 }
+# The CA hns made for itself, for clients that talk to it directly (the e2e tests).
+kubectl -n hns-system get secret hns-serving-cert -o jsonpath='{.data.ca\.crt}' | base64 -d > "$PKI/hns-ca.crt"
 grep -v '^HNS_PORT=' "$DIR/env" > "$DIR/env.new" || true
 echo "HNS_PORT=$HNS_PORT" >> "$DIR/env.new"
 mv "$DIR/env.new" "$DIR/env"

@@ -15,6 +15,7 @@ pub mod authn;
 pub mod authz;
 pub mod body;
 pub mod cache;
+pub mod certs;
 pub mod discovery;
 pub mod forest;
 pub mod health;

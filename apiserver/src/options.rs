@@ -12,6 +12,7 @@ use kube::Client;
 use crate::authn::{self, AuthnState};
 use crate::authz::Authorizer;
 use crate::cache::{self, Cache};
+use crate::certs::{self, SelfManaged, ServingCert, Source};
 use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::server::{self, AppState};
 use crate::tls;
@@ -34,14 +35,42 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
 
-    /// Serving certificate (PEM, may include intermediates). A self-signed one is generated
-    /// when neither this nor --tls-private-key-file is given.
-    #[arg(long)]
+    /// Serving certificate (PEM, may include intermediates), re-read when it changes (e.g.
+    /// mounted from a cert-manager Secret).
+    #[arg(long, requires = "tls_private_key_file", conflicts_with = "self_managed_certs")]
     pub tls_cert_file: Option<PathBuf>,
 
     /// Private key of --tls-cert-file (PEM).
-    #[arg(long)]
+    #[arg(long, requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
+
+    /// Let hns manage its serving certificate: a CA and certificate in Secret
+    /// --cert-secret-name of --namespace, renewed before expiry, with the caBundle of the
+    /// APIService and the webhook kept equal to the CA. Without this or --tls-cert-file, a
+    /// throw-away self-signed certificate is served (development only).
+    #[arg(long)]
+    pub self_managed_certs: bool,
+
+    /// Namespace hns runs in (its certificate Secret lives there).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "hns-system")]
+    pub namespace: String,
+
+    /// Secret holding the self-managed certificates.
+    #[arg(long, default_value = "hns-serving-cert")]
+    pub cert_secret_name: String,
+
+    /// Extra DNS names or IP addresses for the self-managed serving certificate (repeatable);
+    /// hns-apiserver.<namespace>.svc is always included.
+    #[arg(long = "cert-dns-name", value_name = "NAME")]
+    pub cert_names: Vec<String>,
+
+    /// APIService whose caBundle hns keeps current with self-managed certificates.
+    #[arg(long, default_value = "v1alpha2.hnc.x-k8s.io")]
+    pub apiservice_name: String,
+
+    /// ValidatingWebhookConfiguration whose caBundles hns keeps current.
+    #[arg(long, default_value = "hns")]
+    pub webhook_name: String,
 
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
@@ -105,10 +134,31 @@ impl Args {
         Ok(Client::try_from(config)?)
     }
 
+    fn cert_source(&self) -> Source {
+        if let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_private_key_file) {
+            return Source::Files { cert: cert.clone(), key: key.clone() };
+        }
+        if !self.self_managed_certs {
+            return Source::Generated;
+        }
+        let service = format!("hns-apiserver.{}.svc", self.namespace);
+        let mut names = vec![service.clone(), format!("{service}.cluster.local")];
+        names.extend(self.cert_names.iter().cloned());
+        Source::SelfManaged(SelfManaged {
+            namespace: self.namespace.clone(),
+            secret: self.cert_secret_name.clone(),
+            names,
+            apiservice: self.apiservice_name.clone(),
+            webhook: self.webhook_name.clone(),
+        })
+    }
+
     /// Starts the caches and serves until SIGTERM or SIGINT, then drains in-flight requests.
     pub async fn run(self) -> anyhow::Result<()> {
         let client = self.client().await?;
-        let tls = tls::acceptor(self.tls_cert_file.as_deref(), self.tls_private_key_file.as_deref())?;
+        let serving = ServingCert::empty();
+        tokio::spawn(certs::run(client.clone(), self.cert_source(), serving.clone()));
+        let tls = tls::acceptor(serving.clone())?;
         let excluded = if self.excluded_namespaces.is_empty() {
             DEFAULT_EXCLUDED.iter().map(|s| s.to_string()).collect()
         } else {
@@ -129,6 +179,7 @@ impl Args {
             authz: Authorizer::new(client.clone()),
             policy,
             writer: Writer::new(client),
+            serving,
         });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);

@@ -6,9 +6,7 @@ use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;
 use openssl::nid::Nid;
 use openssl::pkey::{PKey, Private};
-#[cfg(test)]
-use openssl::x509::extension::BasicConstraints;
-use openssl::x509::extension::{ExtendedKeyUsage, KeyUsage, SubjectAlternativeName};
+use openssl::x509::extension::{BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName};
 use openssl::x509::{X509Builder, X509NameBuilder, X509};
 
 /// A certificate and its private key.
@@ -53,17 +51,56 @@ fn now_unix() -> i64 {
 
 /// A self-signed serving certificate for `dns_names` (and 127.0.0.1), valid for a year.
 pub fn self_signed_serving(cn: &str, dns_names: &[&str]) -> Result<KeyPair, openssl::error::ErrorStack> {
+    let mut names = dns_names.to_vec();
+    names.push("127.0.0.1");
     let key = new_key()?;
-    let mut b = builder(cn, &key, 365)?;
+    let mut b = serving_builder(cn, &names, &key, 365)?;
+    b.sign(&key, MessageDigest::sha256())?;
+    Ok(KeyPair { cert: b.build(), key })
+}
+
+/// A serving certificate for `names` (DNS names or IP addresses) signed by `ca`.
+pub fn signed_serving(
+    cn: &str,
+    names: &[&str],
+    ca: &KeyPair,
+    days: u32,
+) -> Result<KeyPair, openssl::error::ErrorStack> {
+    let key = new_key()?;
+    let mut b = serving_builder(cn, names, &key, days)?;
+    b.set_issuer_name(ca.cert.subject_name())?;
+    b.sign(&ca.key, MessageDigest::sha256())?;
+    Ok(KeyPair { cert: b.build(), key })
+}
+
+fn serving_builder(
+    cn: &str,
+    names: &[&str],
+    key: &PKey<Private>,
+    days: u32,
+) -> Result<X509Builder, openssl::error::ErrorStack> {
+    let mut b = builder(cn, key, days)?;
     let mut san = SubjectAlternativeName::new();
-    for d in dns_names {
-        san.dns(d);
+    for n in names {
+        if n.parse::<std::net::IpAddr>().is_ok() {
+            san.ip(n);
+        } else {
+            san.dns(n);
+        }
     }
-    san.ip("127.0.0.1");
     let san = san.build(&b.x509v3_context(None, None))?;
     b.append_extension(san)?;
     b.append_extension(KeyUsage::new().critical().digital_signature().key_encipherment().build()?)?;
     b.append_extension(ExtendedKeyUsage::new().server_auth().build()?)?;
+    Ok(b)
+}
+
+/// A CA certificate named `cn`, valid for `days`.
+pub fn ca(cn: &str, days: u32) -> Result<KeyPair, openssl::error::ErrorStack> {
+    let key = new_key()?;
+    let mut b = builder(cn, &key, days)?;
+    b.append_extension(BasicConstraints::new().critical().ca().build()?)?;
+    b.append_extension(KeyUsage::new().critical().key_cert_sign().crl_sign().build()?)?;
     b.sign(&key, MessageDigest::sha256())?;
     Ok(KeyPair { cert: b.build(), key })
 }
@@ -75,12 +112,8 @@ pub(crate) mod testing {
 
     /// A CA certificate named `cn` and its key.
     pub fn ca(cn: &str) -> (X509, PKey<Private>) {
-        let key = new_key().unwrap();
-        let mut b = builder(cn, &key, 1).unwrap();
-        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap()).unwrap();
-        b.append_extension(KeyUsage::new().critical().key_cert_sign().build().unwrap()).unwrap();
-        b.sign(&key, MessageDigest::sha256()).unwrap();
-        (b.build(), key)
+        let kp = super::ca(cn, 1).unwrap();
+        (kp.cert, kp.key)
     }
 
     /// A client certificate with CN `cn` and O `orgs`, signed by `ca`.

@@ -33,6 +33,8 @@ pub struct AppState {
     pub policy: crate::policy::Policy,
     /// hns's own writes to Namespace objects.
     pub writer: crate::writer::Writer,
+    /// The serving certificate.
+    pub serving: std::sync::Arc<crate::certs::ServingCert>,
 }
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's

@@ -1,45 +1,42 @@
 //! The HTTPS listener's TLS settings (openssl).
 
-use std::path::Path;
+use std::sync::Arc;
 
-use openssl::ssl::{SslAcceptor, SslAcceptorBuilder, SslFiletype, SslMethod, SslVerifyMode};
+use openssl::ssl::{
+    select_next_proto, AlpnError, SniError, SslAcceptor, SslAcceptorBuilder, SslContextBuilder, SslMethod,
+    SslVerifyMode,
+};
 
 use crate::authn::PeerCertificates;
-use crate::pki;
+use crate::certs::ServingCert;
 
-/// DNS names of the generated serving certificate: the in-cluster Service that kube-apiserver
-/// dials (it checks `<service>.<namespace>.svc`) and loopback for local use.
-const SELF_SIGNED_NAMES: &[&str] =
-    &["hns-apiserver.hns-system.svc", "hns-apiserver.hns-system.svc.cluster.local", "localhost"];
-
-/// Serving certificate from files, or a generated self-signed one when no files are given.
+/// Settings every TLS context of the listener shares, including the per-certificate contexts a
+/// handshake switches to.
 ///
 /// The client certificate is **requested, not required**: probes and direct clients connect
 /// without one. Any certificate is accepted during the handshake because the CAs it must chain
 /// to come from a ConfigMap that can change at any time; [`crate::authn`] verifies the chain on
 /// every request against the current ones.
-pub fn acceptor(cert_file: Option<&Path>, key_file: Option<&Path>) -> anyhow::Result<SslAcceptorBuilder> {
-    let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server())?;
-    match (cert_file, key_file) {
-        (Some(cert), Some(key)) => {
-            b.set_certificate_chain_file(cert)
-                .map_err(|e| anyhow::anyhow!("--tls-cert-file {}: {e}", cert.display()))?;
-            b.set_private_key_file(key, SslFiletype::PEM)
-                .map_err(|e| anyhow::anyhow!("--tls-private-key-file {}: {e}", key.display()))?;
-        }
-        (None, None) => {
-            tracing::warn!(names = ?SELF_SIGNED_NAMES, "no --tls-cert-file given; serving a generated self-signed certificate");
-            let kp = pki::self_signed_serving("hns-apiserver", SELF_SIGNED_NAMES)?;
-            b.set_certificate(&kp.cert)?;
-            b.set_private_key(&kp.key)?;
-        }
-        _ => anyhow::bail!("--tls-cert-file and --tls-private-key-file must be given together"),
-    }
-    b.check_private_key()
-        .map_err(|e| anyhow::anyhow!("the serving key does not match the certificate: {e}"))?;
+pub fn configure(b: &mut SslContextBuilder) -> Result<(), openssl::error::ErrorStack> {
     b.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
     // Needed for session resumption once client certificates are requested.
     b.set_session_id_context(b"hns-apiserver")?;
+    // HTTP/2 when offered: kube-apiserver multiplexes many requests and watches over it.
+    b.set_alpn_select_callback(|_, offered| {
+        select_next_proto(b"\x02h2\x08http/1.1", offered).ok_or(AlpnError::NOACK)
+    });
+    Ok(())
+}
+
+/// The listener's TLS settings: every handshake is served with the certificate `serving`
+/// holds at that moment, so renewals take effect without a restart.
+pub fn acceptor(serving: Arc<ServingCert>) -> anyhow::Result<SslAcceptorBuilder> {
+    let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server())?;
+    configure(&mut b)?;
+    b.set_servername_callback(move |ssl, _alert| {
+        let ctx = serving.context().ok_or(SniError::ALERT_FATAL)?;
+        ssl.set_ssl_context(&ctx).map_err(|_| SniError::ALERT_FATAL)
+    });
     Ok(b)
 }
 

@@ -180,8 +180,12 @@ async fn openapi_is_merged_so_explain_works() {
     .await;
     assert!(out.contains("allowCascadingDeletion"), "{out}");
     assert!(out.contains("parent"), "{out}");
-    let out = ok(env.kubectl(&["explain", "subnamespaces.status"]));
-    assert!(out.contains("Ok"), "{out}");
+    let out = eventually("the new OpenAPI merged", Duration::from_secs(180), || async {
+        let out = ok(env.kubectl(&["explain", "subnamespaces.status"]));
+        out.contains("Ok, Missing, Conflict or Forbidden").then_some(out)
+    })
+    .await;
+    assert!(out.contains("status"), "{out}");
 }
 
 #[tokio::test]
@@ -336,4 +340,59 @@ async fn discovery_negotiates_like_kube_apiserver_expects() {
     assert!(body["gitVersion"].as_str().unwrap().starts_with('v'));
     let (code, body) = status_of(get("/no/such/path", "application/json").await.unwrap()).await;
     assert_eq!((code, body["kind"].as_str()), (404, Some("Status")));
+}
+
+#[tokio::test]
+async fn self_managed_certificates_are_injected_as_ca_bundles() {
+    let env = Env::get();
+    let ca = ok(env.kubectl(&[
+        "get",
+        "secret",
+        "-n",
+        "hns-system",
+        "hns-serving-cert",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]));
+    assert!(!ca.trim().is_empty(), "hns wrote its CA into the Secret");
+    let apiservice =
+        ok(env.kubectl(&["get", "apiservice", "v1alpha2.hnc.x-k8s.io", "-o", "jsonpath={.spec.caBundle}"]));
+    assert_eq!(apiservice.trim(), ca.trim(), "APIService caBundle is hns's CA");
+    let webhooks = ok(env.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "hns",
+        "-o",
+        "jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{\"\\n\"}{end}",
+    ]));
+    let bundles: Vec<&str> = webhooks.lines().collect();
+    assert_eq!(bundles.len(), 2);
+    assert!(bundles.iter().all(|b| b.trim() == ca.trim()), "every webhook trusts hns's CA");
+}
+
+#[tokio::test]
+async fn the_install_manifest_is_accepted_by_the_api_server() {
+    let env = Env::get();
+    let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/hns.yaml");
+    let out = env.kubectl(&["apply", "--dry-run=server", "-f", manifest]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for kind in [
+        "namespace/hns-system",
+        "serviceaccount/hns-apiserver",
+        "clusterrole.rbac.authorization.k8s.io/hns-apiserver",
+        "service/hns-apiserver",
+        "apiservice.apiregistration.k8s.io/v1alpha2.hnc.x-k8s.io",
+        "deployment.apps/hns-apiserver",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/hns",
+    ] {
+        assert!(stdout.contains(kind), "{kind} not accepted:\n{stdout}\n{stderr}");
+    }
+    // policy/v1 PodDisruptionBudget is GA from Kubernetes 1.21; the local control plane is 1.20.
+    for line in stderr.lines().filter(|l| l.to_lowercase().starts_with("error")) {
+        assert!(
+            line.contains("PodDisruptionBudget") && line.contains("policy/v1"),
+            "unexpected error: {line}"
+        );
+    }
 }
