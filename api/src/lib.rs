@@ -7,10 +7,14 @@
 //! Every type implements [`k8s_openapi::Resource`], so `kube::Api<HierarchyConfiguration>`
 //! works like it does for built-in kinds.
 
+pub mod config;
 pub mod hierarchy;
 pub mod keys;
 pub mod subnamespace;
 
+pub use config::{
+    HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus, ResourceSpec, ResourceStatus,
+};
 pub use hierarchy::{
     HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp,
 };

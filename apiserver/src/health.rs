@@ -28,9 +28,10 @@ fn report(endpoint: &str, checks: &[Check], req: &HttpRequest) -> HttpResponse {
     resp.content_type("text/plain; charset=utf-8").body(body)
 }
 
-fn readiness(state: &AppState) -> [Check; 4] {
+fn readiness(state: &AppState) -> [Check; 5] {
     [
         ("ping", true),
+        ("configuration", state.config.is_synced()),
         ("serving-certificate", state.serving.is_loaded()),
         ("authentication-config", state.authn.is_loaded()),
         ("namespace-cache", state.cache.is_synced()),

@@ -16,6 +16,7 @@ pub mod authz;
 pub mod body;
 pub mod cache;
 pub mod certs;
+pub mod config_store;
 pub mod discovery;
 pub mod forest;
 pub mod health;

@@ -13,6 +13,7 @@ use crate::authn::{self, AuthnState};
 use crate::authz::Authorizer;
 use crate::cache::{self, Cache};
 use crate::certs::{self, SelfManaged, ServingCert, Source};
+use crate::config_store::{self, ConfigStore};
 use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::server::{self, AppState};
 use crate::tls;
@@ -173,12 +174,22 @@ impl Args {
         let authn_state = Arc::new(AuthnState::default());
         tokio::spawn(cache::run(client.clone(), cache.clone()));
         tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
+        let config = Arc::new(ConfigStore::default());
+        tokio::spawn(config_store::run(
+            client.clone(),
+            self.namespace.clone(),
+            config.clone(),
+            cache.clone(),
+        ));
         let state = web::Data::new(AppState {
             cache,
             authn: authn_state,
             authz: Authorizer::new(client.clone()),
             policy,
-            writer: Writer::new(client),
+            writer: Writer::new(client.clone()),
+            config,
+            client,
+            namespace: self.namespace.clone(),
             serving,
         });
 

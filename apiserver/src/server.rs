@@ -33,6 +33,12 @@ pub struct AppState {
     pub policy: crate::policy::Policy,
     /// hns's own writes to Namespace objects.
     pub writer: crate::writer::Writer,
+    /// The HNC configuration.
+    pub config: std::sync::Arc<crate::config_store::ConfigStore>,
+    /// The kube client, for discovery during configuration changes.
+    pub client: kube::Client,
+    /// hns's own namespace.
+    pub namespace: String,
     /// The serving certificate.
     pub serving: std::sync::Arc<crate::certs::ServingCert>,
 }

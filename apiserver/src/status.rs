@@ -142,15 +142,17 @@ impl ApiError {
         Self::new(422, "Invalid", format!("the patch could not be applied: {why}"))
     }
 
-    /// 422 with field causes.
-    pub fn invalid(gr: GroupResource<'_>, name: &str, causes: Vec<StatusCause>) -> Self {
+    /// 422 with field causes. Named by kind, as kube-apiserver names invalid objects
+    /// (`The HierarchyConfiguration "hierarchy" is invalid: …` in kubectl).
+    pub fn invalid(gr: GroupResource<'_>, kind: &str, name: &str, causes: Vec<StatusCause>) -> Self {
         let summary = causes
             .iter()
             .map(|c| format!("{}: {}", c.field.as_deref().unwrap_or(""), c.message.as_deref().unwrap_or("")))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut err = Self::new(422, "Invalid", format!("{gr} \"{name}\" is invalid: {summary}"))
-            .with_details(gr, name);
+        let qualified = GroupResource { group: gr.group, resource: kind };
+        let mut err = Self::new(422, "Invalid", format!("{qualified} \"{name}\" is invalid: {summary}"))
+            .with_details(qualified, name);
         if let Some(d) = err.details.as_mut() {
             d.causes = Some(causes);
         }

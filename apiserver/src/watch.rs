@@ -21,7 +21,7 @@ use crate::negotiation::Representation;
 use crate::policy::Policy;
 use crate::render::{self, RenderOptions};
 use crate::request_info::ResourceRequest;
-use crate::resources::{hierarchyconfigurations, subnamespaces, ResourceDef};
+use crate::resources::{hierarchyconfigurations, hncconfigurations, subnamespaces, ResourceDef};
 use crate::server::AppState;
 use crate::status::ApiError;
 
@@ -41,14 +41,16 @@ pub enum Family {
     Hierarchy,
     /// Subnamespaces (served as both kinds).
     Subnamespace,
+    /// The HNC configuration.
+    Config,
 }
 
 impl Family {
     fn of(def: &ResourceDef) -> Family {
-        if def.plural == hierarchyconfigurations::PLURAL {
-            Family::Hierarchy
-        } else {
-            Family::Subnamespace
+        match def.plural {
+            hierarchyconfigurations::PLURAL => Family::Hierarchy,
+            hncconfigurations::PLURAL => Family::Config,
+            _ => Family::Subnamespace,
         }
     }
 }
@@ -108,6 +110,7 @@ pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
         let (family, ns, name) = key;
         let value = match family {
             Family::Hierarchy => hierarchyconfigurations::value_of(forest, ns),
+            Family::Config => None,
             Family::Subnamespace => forest
                 .get(name)
                 .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))

@@ -422,3 +422,82 @@ async fn api_conventions_for_writes() {
     );
     delete_namespaces(&client, &[&ns, &parent]).await;
 }
+
+#[tokio::test]
+async fn the_hnc_configuration_is_validated_and_stored() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let api: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
+    let before = api.get("config").await.unwrap();
+    let bad = json!({"spec": {"resources": [
+        {"group": "rbac.authorization.k8s.io", "resource": "rolebindings"},
+        {"resource": "nodes"},
+        {"resource": "no-such-things"},
+    ]}});
+    let s = status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    assert!(s.message.contains("always uses the 'Propagate' mode and cannot be configured"), "{}", s.message);
+    let bad = json!({"spec": {"resources": [{"resource": "nodes"}, {"resource": "no-such-things"}, {"resource": "secrets", "mode": "Often"}]}});
+    let s = status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
+    assert!(s.message.contains("Unsupported value: \"Often\""), "{}", s.message);
+    let bad = json!({"spec": {"resources": [{"resource": "nodes"}, {"resource": "no-such-things"}]}});
+    let s = status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
+    assert!(s.message.contains("\"nodes\" in group \"\" is cluster-scoped"), "{}", s.message);
+    assert!(s.message.contains("\"no-such-things\" in group \"\" is not found"), "{}", s.message);
+    assert_eq!(api.get("config").await.unwrap().spec, before.spec, "refusals changed nothing");
+    let s = status(api.get("other").await.unwrap_err());
+    assert_eq!(s.code, 404);
+    let err = fails(env.kubectl(&["delete", "hncconfiguration", "config"]));
+    assert!(err.contains("MethodNotAllowed") || err.contains("not supported"), "{err}");
+}
+
+#[tokio::test]
+async fn watch_resumes_expires_and_lists() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let parent = create_namespace(&client, &unique("wl"), &[]).await;
+    let child = format!("{parent}-c");
+    create_subns(&client, &parent, &child).await.unwrap();
+    let base = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{parent}/subnamespaces");
+    let get = |q: String| {
+        let req = http::Request::get(format!("{base}?{q}")).body(Vec::new()).unwrap();
+        let client = client.clone();
+        async move { client.request_text(req).await }
+    };
+    // WatchList: the current state, then a bookmark marking the end of the initial events.
+    let out = get("watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=2".into())
+        .await
+        .unwrap();
+    let events: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["metadata"]["name"], child.as_str());
+    let end = events.iter().find(|e| e["type"] == "BOOKMARK").expect("an end-of-initial-events bookmark");
+    assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    // Half-asked WatchList is refused rather than left hanging.
+    let s = status(get("watch=true&sendInitialEvents=true".into()).await.unwrap_err());
+    assert_eq!(s.code, 422);
+    // A garbage resourceVersion is a 400; one older than the history is a 410 in the stream.
+    let s = status(get("watch=true&resourceVersion=yesterday".into()).await.unwrap_err());
+    assert_eq!(s.code, 400);
+    let out = get("watch=true&resourceVersion=1&timeoutSeconds=2".into()).await.unwrap();
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "ERROR", "{out}");
+    assert_eq!(first["object"]["code"], 410);
+    // A resume from the list's resourceVersion sees only later changes.
+    let list =
+        Api::<Subnamespace>::namespaced(client.clone(), &parent).list(&ListParams::default()).await.unwrap();
+    let rv = list.metadata.resource_version.unwrap();
+    let second = format!("{parent}-d");
+    let watcher = tokio::spawn(get(format!("watch=true&resourceVersion={rv}&timeoutSeconds=4")));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    create_subns(&client, &parent, &second).await.unwrap();
+    let out = watcher.await.unwrap().unwrap();
+    let names: Vec<String> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "ADDED")
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, [second.clone()], "{out}");
+    delete_tree(&client, &parent).await;
+}

@@ -2,6 +2,7 @@
 //! read these definitions, so a resource is never listed somewhere it is not served.
 
 pub mod hierarchyconfigurations;
+pub mod hncconfigurations;
 pub mod subnamespaces;
 
 use std::collections::HashMap;
@@ -59,8 +60,12 @@ impl ResourceDef {
 }
 
 /// Every resource served, in discovery order.
-pub const ALL: &[&ResourceDef] =
-    &[&hierarchyconfigurations::DEF, &subnamespaces::SUBNAMESPACES, &subnamespaces::ANCHORS];
+pub const ALL: &[&ResourceDef] = &[
+    &hierarchyconfigurations::DEF,
+    &hncconfigurations::DEF,
+    &subnamespaces::SUBNAMESPACES,
+    &subnamespaces::ANCHORS,
+];
 
 /// The definition of the resource with plural name `plural`.
 pub fn find(plural: &str) -> Option<&'static ResourceDef> {
@@ -158,6 +163,7 @@ pub async fn dispatch(
     };
     let reply = match def.plural {
         hierarchyconfigurations::PLURAL => hierarchyconfigurations::serve(&call).await?,
+        hncconfigurations::PLURAL => hncconfigurations::serve(&call).await?,
         _ => subnamespaces::serve(&call).await?,
     };
     let mut resp = HttpResponse::build(actix_web::http::StatusCode::from_u16(reply.code).unwrap_or_default());
@@ -175,6 +181,9 @@ pub fn current_objects(
     namespace: &str,
 ) -> Vec<Value> {
     let in_scope = |n: &&crate::forest::Node| namespace.is_empty() || n.name() == namespace;
+    if def.plural == hncconfigurations::PLURAL {
+        return vec![crate::config_store::value(&state.config)];
+    }
     if def.plural == hierarchyconfigurations::PLURAL {
         forest
             .iter()
@@ -196,6 +205,7 @@ pub fn refused(def: &ResourceDef, name: &str, refusal: Refusal) -> ApiError {
     match refusal {
         Refusal::Invalid(causes) => ApiError::invalid(
             gr,
+            def.kind,
             name,
             causes
                 .into_iter()
@@ -221,6 +231,7 @@ pub fn check_name(def: &ResourceDef, url_name: &str, body_name: Option<&str>) ->
     match (url_name, body_name.filter(|n| !n.is_empty())) {
         ("", None) => Err(ApiError::invalid(
             def.group_resource(),
+            def.kind,
             "",
             vec![StatusCause {
                 field: Some("metadata.name".into()),

@@ -1,0 +1,144 @@
+//! The HNC configuration's storage: one ConfigMap in hns's namespace, cached by a watch.
+//!
+//! Like the hierarchy on Namespace objects, the configuration lives in the cluster and every
+//! replica serves it from a cache; its resourceVersion is the ConfigMap's, so a stale update is
+//! a conflict.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::{StreamExt, TryStreamExt};
+use hns_api::config::CONFIG_SINGLETON;
+use hns_api::{HNCConfiguration, HNCConfigurationSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::status::ApiError;
+use crate::watch::{Event, Family, Hub};
+
+/// Name of the ConfigMap.
+pub const CONFIGMAP: &str = "hns-config";
+/// Key holding `spec` as JSON.
+const SPEC_KEY: &str = "spec.json";
+
+/// The cached ConfigMap.
+#[derive(Default)]
+pub struct ConfigStore {
+    current: RwLock<Option<ConfigMap>>,
+    synced: AtomicBool,
+}
+
+impl ConfigStore {
+    fn get(&self) -> Option<ConfigMap> {
+        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the first read finished (a readiness check).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// The configuration: the stored spec, or the default when nothing is stored.
+    pub fn object(&self) -> HNCConfiguration {
+        to_object(self.get().as_ref())
+    }
+
+    fn set(&self, cm: Option<ConfigMap>, hub: &Hub) {
+        let before = serde_json::to_value(self.object()).unwrap_or_default();
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = cm.clone();
+        let after = serde_json::to_value(self.object()).unwrap_or_default();
+        let rv = cm.and_then(|c| c.metadata.resource_version).and_then(|rv| rv.parse().ok()).unwrap_or(0);
+        if before != after {
+            hub.publish(vec![Event { kind: "MODIFIED", family: Family::Config, object: after, rv }]);
+        }
+    }
+
+    /// Writes `spec` over the stored configuration, guarded by the stored resourceVersion.
+    pub async fn write(
+        &self,
+        client: &Client,
+        namespace: &str,
+        spec: &HNCConfigurationSpec,
+        dry_run: bool,
+    ) -> Result<HNCConfiguration, ApiError> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+        let json = serde_json::to_string(spec).map_err(ApiError::internal)?;
+        let pp = PostParams { dry_run, field_manager: Some(crate::writer::FIELD_MANAGER.into()) };
+        let stored = self.get();
+        let mut cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(CONFIGMAP.into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(SPEC_KEY.to_string(), json)])),
+            ..Default::default()
+        };
+        let written = match stored {
+            None => api.create(&pp, &cm).await,
+            Some(old) => {
+                cm.metadata.resource_version = old.metadata.resource_version;
+                api.replace(CONFIGMAP, &pp, &cm).await
+            }
+        }
+        .map_err(ApiError::from_kube)?;
+        Ok(to_object(Some(&written)))
+    }
+}
+
+fn to_object(cm: Option<&ConfigMap>) -> HNCConfiguration {
+    let spec = cm
+        .and_then(|c| c.data.as_ref())
+        .and_then(|d| d.get(SPEC_KEY))
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    let mut obj = HNCConfiguration::new(CONFIG_SINGLETON, spec);
+    if let Some(cm) = cm {
+        obj.metadata.uid = cm.metadata.uid.clone();
+        obj.metadata.resource_version = cm.metadata.resource_version.clone();
+        obj.metadata.creation_timestamp = cm.metadata.creation_timestamp.clone();
+    }
+    obj.metadata.generation = Some(1);
+    obj
+}
+
+/// The configuration as JSON.
+pub fn value(store: &ConfigStore) -> Value {
+    serde_json::to_value(store.object()).unwrap_or_default()
+}
+
+/// Follows the ConfigMap into `store` until shutdown.
+pub async fn run(client: Client, namespace: String, store: Arc<ConfigStore>, hub: Arc<crate::cache::Cache>) {
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
+    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut listed = false;
+    loop {
+        match stream.try_next().await {
+            Ok(Some(watcher::Event::InitApply(cm))) => {
+                listed = true;
+                store.set(Some(cm), &hub.hub);
+            }
+            Ok(Some(watcher::Event::Apply(cm))) => store.set(Some(cm), &hub.hub),
+            Ok(Some(watcher::Event::Delete(_))) => store.set(None, &hub.hub),
+            Ok(Some(watcher::Event::Init)) => listed = false,
+            Ok(Some(watcher::Event::InitDone)) => {
+                if !listed {
+                    store.set(None, &hub.hub); // deleted while we were not watching
+                }
+                if !store.is_synced() {
+                    tracing::info!(configmap = CONFIGMAP, "configuration loaded");
+                }
+                store.synced.store(true, Ordering::Release);
+            }
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, configmap = CONFIGMAP, "configuration watch failed; retrying")
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! `hncconfigurations`: the cluster-wide singleton `config`, stored in a ConfigMap.
+
+use std::collections::BTreeSet;
+
+use hns_api::config::{CONFIG_SINGLETON, MODES};
+use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
+use kube::Client;
+use serde_json::Value;
+
+use super::{check_name, refused, Call, Reply, ResourceDef};
+use crate::body::{self, WriteOptions};
+use crate::config_store;
+use crate::list::{paginate, ListOptions};
+use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
+use crate::rules::Refusal;
+use crate::status::ApiError;
+
+/// The resource's plural name.
+pub const PLURAL: &str = "hncconfigurations";
+
+/// Kinds that always propagate and cannot be configured (HNC's "enforced" types).
+pub const ENFORCED: &[(&str, &str)] =
+    &[("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings")];
+
+/// How `hncconfigurations` are served.
+pub const DEF: ResourceDef = ResourceDef {
+    plural: PLURAL,
+    singular: "hncconfiguration",
+    kind: "HNCConfiguration",
+    list_kind: "HNCConfigurationList",
+    namespaced: false,
+    verbs: &["get", "list", "patch", "update", "watch"],
+    short_names: &[],
+    columns: &[
+        NAME_COLUMN,
+        Column { name: "Resources", kind: "string", format: "", description: "Configured kinds and their modes.", priority: 0 },
+        AGE_COLUMN,
+    ],
+    cells,
+    description: "The cluster-wide configuration of hns: which kinds propagate down the hierarchy. One object, named `config`.",
+    schemas: |g| (g.subschema_for::<HNCConfigurationSpec>(), Some(g.subschema_for::<HNCConfigurationStatus>())),
+};
+
+/// Serves every verb but watch.
+pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let obj = config_store::value(&call.state.config);
+    match call.req.verb {
+        "get" if call.req.name == CONFIG_SINGLETON => Ok(Reply::ok(render::object(&DEF, obj, call.render))),
+        "get" => Err(ApiError::not_found(DEF.group_resource(), &call.req.name)),
+        "list" => {
+            let opts = ListOptions::from_query(call.query)?;
+            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
+            Ok(Reply::ok(render::list(&DEF, paginate(vec![obj], &opts, &rv), &rv, call.render)))
+        }
+        "update" | "patch" => write(call, obj).await,
+        verb => Err(ApiError::method_not_allowed(DEF.group_resource(), verb)),
+    }
+}
+
+async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
+    let opts = WriteOptions::from_query(call.query)?;
+    let desired = match call.req.verb {
+        "patch" => body::apply_patch(&current, call.body, call.content_type)?,
+        _ => body::parse_json(call.body, call.content_type)?,
+    };
+    let (obj, warnings): (HNCConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
+    let name = check_name(&DEF, &call.req.name, obj.metadata.name.as_deref())?;
+    if name != CONFIG_SINGLETON {
+        return Err(refused(
+            &DEF,
+            &name,
+            Refusal::Invalid(vec![(
+                "metadata.name".into(),
+                format!("Invalid value: \"{name}\": the HNCConfiguration must be named \"config\""),
+            )]),
+        ));
+    }
+    let current_rv = current["metadata"]["resourceVersion"].as_str();
+    if obj.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty() && Some(rv) != current_rv) {
+        return Err(ApiError::stale(DEF.group_resource(), CONFIG_SINGLETON));
+    }
+    check_spec(&call.state.client, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
+    let written =
+        call.state.config.write(&call.state.client, &call.state.namespace, &obj.spec, opts.dry_run).await?;
+    let body = serde_json::to_value(written).map_err(ApiError::internal)?;
+    Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
+}
+
+/// HNC's rules for the configuration: known modes, no enforced kinds, no duplicates, and only
+/// namespaced kinds the cluster serves.
+async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), Refusal> {
+    let mut causes = check_static(spec);
+    if causes.is_empty() {
+        for (i, r) in spec.resources.iter().enumerate() {
+            match lookup(client, &r.group, &r.resource).await {
+                Ok(Some(true)) => {}
+                Ok(Some(false)) => causes.push((
+                    format!("spec.resources[{i}]"),
+                    format!("resource \"{}\" in group \"{}\" is cluster-scoped; only namespaced kinds can propagate", r.resource, r.group),
+                )),
+                Ok(None) => causes.push((
+                    format!("spec.resources[{i}]"),
+                    format!("resource \"{}\" in group \"{}\" is not found in the cluster", r.resource, r.group),
+                )),
+                Err(e) => return Err(Refusal::NotSynced(format!("cannot check the cluster's resources: {e}"))),
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::Invalid(causes))
+    }
+}
+
+/// The checks that need no cluster.
+fn check_static(spec: &HNCConfigurationSpec) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, r) in spec.resources.iter().enumerate() {
+        let field = format!("spec.resources[{i}]");
+        if ENFORCED.contains(&(r.group.as_str(), r.resource.as_str())) {
+            causes.push((
+                field.clone(),
+                format!(
+                    "{}.{} always uses the 'Propagate' mode and cannot be configured",
+                    r.resource, r.group
+                ),
+            ));
+        }
+        if !seen.insert((r.group.clone(), r.resource.clone())) {
+            causes.push((
+                field.clone(),
+                format!(
+                    "Duplicate value: the resource \"{}\" in group \"{}\" is configured more than once",
+                    r.resource, r.group
+                ),
+            ));
+        }
+        if let Some(mode) = r.mode.as_deref().filter(|m| !m.is_empty() && !MODES.contains(m)) {
+            causes.push((
+                format!("{field}.mode"),
+                format!("Unsupported value: \"{mode}\": supported values: \"Propagate\", \"Remove\", \"Ignore\", \"AllowPropagate\""),
+            ));
+        }
+    }
+    causes
+}
+
+/// Whether the cluster serves `resource` in `group`, and if so whether it is namespaced.
+async fn lookup(client: &Client, group: &str, resource: &str) -> Result<Option<bool>, kube::Error> {
+    let list = if group.is_empty() {
+        client.list_core_api_resources("v1").await?
+    } else {
+        let groups = client.list_api_groups().await?;
+        let Some(preferred) = groups
+            .groups
+            .iter()
+            .find(|g| g.name == group)
+            .and_then(|g| g.preferred_version.as_ref().or(g.versions.first()))
+        else {
+            return Ok(None);
+        };
+        client.list_api_group_resources(&preferred.group_version).await?
+    };
+    Ok(list.resources.iter().find(|r| r.name == resource).map(|r| r.namespaced))
+}
+
+fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let resources: Vec<String> = obj["spec"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!("{}:{}", r["resource"].as_str().unwrap_or(""), r["mode"].as_str().unwrap_or("Propagate"))
+        })
+        .collect();
+    vec![obj["metadata"]["name"].clone(), resources.join(",").into(), age(obj, now)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hns_api::ResourceSpec;
+
+    fn spec(items: &[(&str, &str, Option<&str>)]) -> HNCConfigurationSpec {
+        HNCConfigurationSpec {
+            resources: items
+                .iter()
+                .map(|(g, r, m)| ResourceSpec {
+                    group: g.to_string(),
+                    resource: r.to_string(),
+                    mode: m.map(str::to_string),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn static_rules() {
+        assert!(
+            check_static(&spec(&[("", "secrets", Some("Propagate")), ("", "configmaps", None)])).is_empty()
+        );
+        let causes = check_static(&spec(&[
+            ("rbac.authorization.k8s.io", "roles", None),
+            ("", "secrets", Some("Sometimes")),
+            ("", "secrets", None),
+        ]));
+        let fields: Vec<&str> = causes.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["spec.resources[0]", "spec.resources[1].mode", "spec.resources[2]"]);
+        assert!(causes[0].1.contains("always uses the 'Propagate' mode"));
+    }
+}
