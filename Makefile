@@ -4,7 +4,7 @@
 #   make test       unit tests + end-to-end tests against a real control plane
 #   make lint       cargo fmt --check and clippy -D warnings
 
-.PHONY: build dev-up dev-down dev-clean test test-unit e2e lint fmt manifests verify-manifests
+.PHONY: bench build dev-up dev-down dev-clean test test-unit e2e lint fmt manifests verify-manifests
 
 build:
 	cargo build --workspace
@@ -25,6 +25,10 @@ test-unit:
 
 e2e:
 	hack/e2e.sh
+
+# Benchmarks print figures and ratios against a baseline measured in the same run.
+bench:
+	hack/bench.sh
 
 lint: verify-manifests
 	cargo fmt --all -- --check

@@ -38,8 +38,13 @@ pub const HIERARCHY_OBJECT_META: &str = "hnc.x-k8s.io/hierarchy-object-meta";
 /// of this namespace, as JSON.
 pub const SUBNAMESPACE_OBJECT_META: &str = "hnc.x-k8s.io/subnamespace-object-meta";
 
+/// Annotation holding the namespace's conditions (JSON list of `metav1.Condition`), recorded by
+/// hns's controller and shown in its HierarchyConfiguration's status.
+pub const CONDITIONS: &str = "hnc.x-k8s.io/conditions";
+
 /// Every annotation only hns may write.
 pub const HNS_ANNOTATIONS: &[&str] = &[
+    CONDITIONS,
     SUBNAMESPACE_OF,
     PARENT,
     ALLOW_CASCADING_DELETION,

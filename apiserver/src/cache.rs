@@ -17,19 +17,37 @@ use crate::forest::{Forest, Node};
 use crate::policy::Policy;
 use crate::watch::{self, Hub};
 
-/// The forest, whether it has been filled, and the watch events it produces.
+/// Which namespaces changed, for the controller.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// These namespaces changed (or were deleted).
+    Namespaces(Vec<String>),
+    /// Everything may have changed (a re-list).
+    All,
+}
+
+/// The forest, whether it has been filled, and the events it produces.
 pub struct Cache {
     forest: RwLock<Forest>,
     synced: AtomicBool,
     policy: Policy,
     /// Change events of the derived objects, for watchers.
     pub hub: Hub,
+    /// Names of changed namespaces, for the controller.
+    pub changes: tokio::sync::broadcast::Sender<Change>,
 }
 
 impl Cache {
     /// An empty cache; `policy` decides how derived objects look (e.g. Forbidden subnamespaces).
     pub fn new(policy: Policy) -> Self {
-        Cache { forest: RwLock::default(), synced: AtomicBool::new(false), policy, hub: Hub::default() }
+        let (changes, _) = tokio::sync::broadcast::channel(4_096);
+        Cache {
+            forest: RwLock::default(),
+            synced: AtomicBool::new(false),
+            policy,
+            hub: Hub::default(),
+            changes,
+        }
     }
 
     /// Read access to the forest. Hold it briefly and never across an `.await`.
@@ -70,6 +88,7 @@ impl Cache {
             node.is_subnamespace && !delete,
         );
         let before = watch::snapshot(&forest, &self.policy, &keys);
+        let old_parent = forest.get(node.name()).and_then(|n| n.parent.clone());
         if delete {
             forest.remove(&ns);
         } else {
@@ -77,6 +96,10 @@ impl Cache {
         }
         let after = watch::snapshot(&forest, &self.policy, &keys);
         self.hub.publish(watch::diff(&before, &after, node.resource_version()));
+        let mut names = vec![node.name().to_string()];
+        names.extend(old_parent);
+        names.extend(node.parent.clone());
+        let _ = self.changes.send(Change::Namespaces(names));
     }
 
     /// Applies one watch event.
@@ -89,6 +112,7 @@ impl Cache {
                 forest.replace_all(relist.drain(..));
                 // Changes during the outage are unknown: watchers must start over.
                 self.hub.reset(forest.resource_version().parse().unwrap_or(0));
+                let _ = self.changes.send(Change::All);
                 self.synced.store(true, Ordering::Release);
                 tracing::info!(namespaces = forest.len(), "namespace cache synced");
             }

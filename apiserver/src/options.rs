@@ -14,6 +14,8 @@ use crate::authz::Authorizer;
 use crate::cache::{self, Cache};
 use crate::certs::{self, SelfManaged, ServingCert, Source};
 use crate::config_store::{self, ConfigStore};
+use crate::controller::Controller;
+use crate::leader;
 use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::server::{self, AppState};
 use crate::tls;
@@ -181,6 +183,21 @@ impl Args {
             config.clone(),
             cache.clone(),
         ));
+        let identity = format!(
+            "{}_{}",
+            std::env::var("POD_NAME")
+                .or_else(|_| std::env::var("HOSTNAME"))
+                .unwrap_or_else(|_| "hns-apiserver".into()),
+            std::process::id()
+        );
+        let leading = leader::run(client.clone(), &self.namespace, "hns-controller", identity);
+        let controller = Arc::new(Controller {
+            cache: cache.clone(),
+            policy: policy.clone(),
+            writer: Writer::new(client.clone()),
+            queue: Arc::default(),
+        });
+        tokio::spawn(controller.run(leading));
         let state = web::Data::new(AppState {
             cache,
             authn: authn_state,

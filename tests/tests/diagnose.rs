@@ -8,7 +8,7 @@
 //! runs this file apart from the others). They need no hns: diagnose works on any cluster.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -43,11 +43,16 @@ fn plugin_dir() -> PathBuf {
 /// Runs `kubectl hns ARGS` through kubectl's plugin dispatch, without colour and without a
 /// terminal on stdin.
 fn hns(env: &Env, args: &[&str]) -> Output {
+    hns_with(&env.kubeconfig, args)
+}
+
+/// [`hns`] with another kubeconfig (another user).
+fn hns_with(kubeconfig: &Path, args: &[&str]) -> Output {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![plugin_dir()];
     dirs.extend(std::env::split_paths(&path));
     Command::new("kubectl")
-        .env("KUBECONFIG", &env.kubeconfig)
+        .env("KUBECONFIG", kubeconfig)
         .env("PATH", std::env::join_paths(dirs).unwrap())
         .env("NO_COLOR", "1")
         .arg("hns")
@@ -159,6 +164,7 @@ struct Cleanup {
     finalized: Vec<(String, String)>,
     namespaces: Vec<String>,
     crds: Vec<String>,
+    cluster_rbac: Vec<String>,
 }
 
 impl Cleanup {
@@ -170,6 +176,7 @@ impl Cleanup {
             finalized: Vec::new(),
             namespaces: Vec::new(),
             crds: Vec::new(),
+            cluster_rbac: Vec::new(),
         }
     }
 
@@ -205,13 +212,17 @@ impl Drop for Cleanup {
             // spec.finalizers can only be changed through the finalize subresource.
             drop_foreign_spec_finalizers(&self.kubeconfig, ns);
         }
+        for name in &self.cluster_rbac {
+            self.run(&["delete", "clusterrolebinding", name, "--ignore-not-found"]);
+            self.run(&["delete", "clusterrole", name, "--ignore-not-found"]);
+        }
         for crd in &self.crds {
             self.run(&["delete", "crd", crd, "--ignore-not-found", "--timeout=60s"]);
         }
     }
 }
 
-fn drop_foreign_spec_finalizers(kubeconfig: &std::path::Path, ns: &str) {
+fn drop_foreign_spec_finalizers(kubeconfig: &Path, ns: &str) {
     let out = kubectl_with(kubeconfig, &["get", "namespace", ns, "-o", "json"]);
     let Ok(mut obj) = serde_json::from_slice::<Value>(&out.stdout) else { return };
     let keep: Vec<Value> = obj["spec"]["finalizers"]
@@ -603,4 +614,83 @@ async fn diagnose_two_causes_at_once() {
         narration.find(&format!("done: PATCH /apis/{group}/v1/namespaces/{ns}/widgets/w")).expect(&narration);
     assert!(first < second, "fixed in order:\n{narration}");
     witness.assert_untouched(&env);
+}
+
+#[tokio::test]
+async fn diagnose_stale_remedies_change_nothing() {
+    use kubectl_hns::diagnose::{diagnose, scan, CauseKind, Error, Target};
+
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let ns = unique("diag-stale");
+    cleanup.namespace(&ns);
+    apply(
+        &env,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\nspec: {{finalizers: [openshift.com/origin]}}\n"
+        ),
+    );
+    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    let client = env.admin().await;
+    let evidence = scan(&client, &Target::Named(vec![ns.clone()]), &()).await.unwrap();
+    let diagnosis = diagnose(&evidence);
+    let causes = &diagnosis.namespaces[0].causes;
+    let remedy = |kind| {
+        causes
+            .iter()
+            .find(|c| c.kind == kind)
+            .and_then(|c| c.remedy.clone())
+            .unwrap_or_else(|| panic!("{causes:?}"))
+    };
+    let patch = remedy(CauseKind::NamespaceFinalizer);
+    let finalize = remedy(CauseKind::ForeignSpecFinalizer);
+
+    // Someone else writes to the namespace after the diagnosis.
+    ok(env.kubectl(&["label", "namespace", &ns, "touched=yes"]));
+    let before = version(&env, &["namespace", &ns]);
+    for action in patch.actions.iter().chain(&finalize.actions) {
+        let result = action.apply(&client).await;
+        assert!(matches!(result, Err(Error::Changed { .. })), "{}: {result:?}", action.describe());
+    }
+    assert_eq!(version(&env, &["namespace", &ns]), before, "nothing was written");
+    let finalizers = get(&env, &["namespace", &ns], "{.metadata.finalizers} {.spec.finalizers}").unwrap();
+    assert!(
+        finalizers.contains("example.com/hold") && finalizers.contains("openshift.com/origin"),
+        "{finalizers}"
+    );
+}
+
+#[tokio::test]
+async fn diagnose_with_read_rights_only() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("diagnose_with_read_rights_only") else { return };
+    let mut cleanup = Cleanup::new(&env);
+    let reader = unique("diag-reader");
+    cleanup.cluster_rbac.push(reader.clone());
+    ok(env.kubectl(&["create", "clusterrole", &reader, "--verb=get,list", "--resource=*.*"]));
+    ok(env.kubectl(&["create", "clusterrolebinding", &reader, "--clusterrole", &reader, "--user", &reader]));
+    let kubeconfig = local.user_kubeconfig(&reader, &[]);
+    let ns = unique("diag-read");
+    cleanup.namespace(&ns);
+    apply(
+        &env,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\n"
+        ),
+    );
+    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+
+    let out = hns_with(&kubeconfig, &["diagnose", &ns]);
+    assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));
+    let report = stdout(&out);
+    assert!(report.contains("the namespace carries the finalizer example.com/hold"), "{report}");
+    assert!(report.contains("you lack the rights to: patch namespaces"), "{report}");
+
+    let before = version(&env, &["namespace", &ns]);
+    let out = hns_with(&kubeconfig, &["diagnose", &ns, "--fix", "--yes"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(stderr(&out).contains("you lack the rights to patch namespaces"), "{}", stderr(&out));
+    assert_eq!(version(&env, &["namespace", &ns]), before, "nothing was written");
 }

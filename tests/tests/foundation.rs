@@ -67,7 +67,7 @@ async fn get_all_prints_one_row_per_namespace() {
     let header = ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &child]));
     let mut lines = header.lines();
     let columns: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(columns, ["NAME", "PARENT", "CHILDREN", "AGE"]);
+    assert_eq!(columns, ["NAME", "PARENT", "CHILDREN", "CONDITIONS", "AGE"]);
     let cells: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(&cells[..2], ["hierarchy", root.as_str()]);
 

@@ -498,6 +498,6 @@ async fn watch_resumes_expires_and_lists() {
         .filter(|e| e["type"] == "ADDED")
         .map(|e| e["object"]["metadata"]["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, [second.clone()], "{out}");
+    assert_eq!(names, std::slice::from_ref(&second), "{out}");
     delete_tree(&client, &parent).await;
 }

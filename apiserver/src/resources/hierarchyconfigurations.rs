@@ -44,6 +44,13 @@ pub const DEF: ResourceDef = ResourceDef {
             description: "The child namespaces.",
             priority: 0,
         },
+        Column {
+            name: "Conditions",
+            kind: "string",
+            format: "",
+            description: "Problems with the namespace's place in the hierarchy, as Type(Reason).",
+            priority: 0,
+        },
         AGE_COLUMN,
         Column {
             name: "Cascading-Deletion",
@@ -92,7 +99,7 @@ pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
         },
         status: Some(HierarchyConfigurationStatus {
             children: forest.children(node.name()).map(str::to_string).collect(),
-            conditions: Vec::new(),
+            conditions: crate::conditions::recorded(ns.annotations.as_ref()),
         }),
     }
 }
@@ -286,10 +293,17 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
     if children.len() > CHILDREN_SHOWN {
         shown.push_str(&format!(" + {} more", children.len() - CHILDREN_SHOWN));
     }
+    let conditions: Vec<String> = obj["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{}({})", c["type"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or("")))
+        .collect();
     vec![
         obj["metadata"]["name"].clone(),
         obj["spec"]["parent"].as_str().unwrap_or("").into(),
         shown.into(),
+        conditions.join(",").into(),
         age(obj, now),
         obj["spec"]["allowCascadingDeletion"].as_bool().unwrap_or(false).into(),
     ]

@@ -1,0 +1,177 @@
+//! The hierarchy controller: makes every namespace's metadata match the hierarchy (tree labels,
+//! membership, managed labels and annotations, recorded conditions).
+//!
+//! Reconciling is an idempotent function of the forest ([`namespaces::patch`]): the controller
+//! only decides *which* namespaces to look at. Every namespace change enqueues the namespace,
+//! its parent and its descendants; a re-list enqueues everything. Only the leader writes; the
+//! other replicas keep their queues empty and take over from scratch if they become leader, so
+//! a restart or a leader change converges without any state carried across.
+
+pub mod namespaces;
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch, Notify};
+
+use crate::cache::{Cache, Change};
+use crate::policy::Policy;
+use crate::writer::Writer;
+
+/// Concurrent namespace writes.
+const WORKERS: usize = 4;
+
+/// A set-like FIFO of namespace names: a name queued twice is reconciled once.
+#[derive(Default)]
+pub struct Queue {
+    items: Mutex<(VecDeque<String>, HashSet<String>)>,
+    ready: Notify,
+}
+
+impl Queue {
+    /// Queues `names` not queued already.
+    pub fn push(&self, names: impl IntoIterator<Item = String>) {
+        let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        for n in names {
+            if q.1.insert(n.clone()) {
+                q.0.push_back(n);
+            }
+        }
+        drop(q);
+        self.ready.notify_waiters();
+    }
+
+    fn try_pop(&self) -> Option<String> {
+        let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let n = q.0.pop_front()?;
+        q.1.remove(&n);
+        Some(n)
+    }
+
+    /// The next name, waiting for one.
+    pub async fn pop(&self) -> String {
+        loop {
+            let notified = self.ready.notified();
+            if let Some(n) = self.try_pop() {
+                return n;
+            }
+            notified.await;
+        }
+    }
+
+    /// How many names wait.
+    pub fn len(&self) -> usize {
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).0.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The controller's parts.
+pub struct Controller {
+    /// The forest.
+    pub cache: Arc<Cache>,
+    /// The administrator's settings.
+    pub policy: Policy,
+    /// Namespace writes.
+    pub writer: Writer,
+    /// Work.
+    pub queue: Arc<Queue>,
+}
+
+impl Controller {
+    /// Runs until shutdown, writing only while `leader` says so.
+    pub async fn run(self: Arc<Self>, mut leader: watch::Receiver<bool>) {
+        let mut changes = self.cache.changes.subscribe();
+        for _ in 0..WORKERS {
+            let me = self.clone();
+            let leader = leader.clone();
+            tokio::spawn(async move { me.work(leader).await });
+        }
+        loop {
+            tokio::select! {
+                change = changes.recv() => match change {
+                    Ok(Change::Namespaces(names)) => self.enqueue_around(&names),
+                    Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => self.enqueue_all(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                res = leader.changed() => {
+                    if res.is_err() { return; }
+                    if *leader.borrow() {
+                        tracing::info!("became leader; reconciling every namespace");
+                        self.enqueue_all();
+                    }
+                }
+            }
+        }
+    }
+
+    fn enqueue_all(&self) {
+        let names: Vec<String> = self.cache.read().iter().map(|n| n.name().to_string()).collect();
+        self.queue.push(names);
+    }
+
+    /// The changed namespaces, their parents and all their descendants: a move changes the tree
+    /// labels of a whole subtree, and a parent's membership depends on its children.
+    fn enqueue_around(&self, names: &[String]) {
+        let forest = self.cache.read();
+        let mut all = Vec::new();
+        for n in names {
+            all.push(n.clone());
+            all.extend(forest.get(n).and_then(|node| node.parent.clone()));
+            all.extend(forest.descendant_names(n));
+        }
+        drop(forest);
+        self.queue.push(all);
+    }
+
+    async fn work(&self, leader: watch::Receiver<bool>) {
+        loop {
+            let ns = self.queue.pop().await;
+            if !*leader.borrow() {
+                continue; // a follower drops work; it re-lists everything when it leads
+            }
+            let patch = {
+                let forest = self.cache.read();
+                namespaces::patch(&forest, &self.policy, &ns, jiff::Timestamp::now())
+            };
+            let Some(patch) = patch else { continue };
+            match self.writer.patch(&ns, &patch, false).await {
+                Ok(updated) => self.cache.observe(updated),
+                Err(e) if e.code == 404 => {}
+                Err(e) => {
+                    // A conflict means our copy was stale: the watch brings the new version and
+                    // with it another pass. Anything else is retried after a pause.
+                    tracing::debug!(namespace = %ns, error = %e, "namespace update failed; retrying");
+                    let queue = self.queue.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(if e.code == 409 { 100 } else { 2_000 }))
+                            .await;
+                        queue.push([ns]);
+                    });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_queue_deduplicates_and_keeps_order() {
+        let q = Queue::default();
+        q.push(["a".to_string(), "b".to_string(), "a".to_string()]);
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.pop().await, "a");
+        q.push(["a".to_string()]);
+        assert_eq!(q.pop().await, "b");
+        assert_eq!(q.pop().await, "a");
+        assert!(q.is_empty());
+    }
+}

@@ -1,0 +1,217 @@
+//! What hns's controller keeps on each namespace: tree labels, the membership label, managed
+//! labels and annotations inherited down the tree, and recorded conditions. A pure function of
+//! the forest: the desired metadata, as a merge patch against what the namespace has.
+
+use std::collections::BTreeMap;
+
+use hns_api::keys;
+use serde_json::{json, Map, Value};
+
+use crate::conditions;
+use crate::forest::Forest;
+use crate::plan;
+use crate::policy::Policy;
+
+/// The labels hns wants on `ns`, and the keys it owns there (wanted or not).
+fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String, String> {
+    let Some(node) = forest.get(ns) else { return BTreeMap::new() };
+    let member = node.parent.is_some() || forest.children(ns).next().is_some();
+    let mut labels = BTreeMap::new();
+    if member {
+        // In or below a cycle the ancestry has no root: only the namespace's own label is
+        // certain, and tree labels must never express a cycle.
+        let tangled = forest.ancestry_names(ns).iter().any(|a| forest.cycle_names(a).is_some());
+        labels = if tangled {
+            plan::tree_labels(forest, ns, None)
+        } else {
+            plan::tree_labels(forest, ns, node.parent.as_deref())
+        };
+        labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    }
+    for kv in inherited(forest, ns, |n| &n.managed_labels) {
+        if policy.is_managed_label(&kv.0) {
+            labels.insert(kv.0, kv.1);
+        }
+    }
+    labels
+}
+
+/// Managed key/values from the namespace's ancestry, root first so nearer ones win.
+fn inherited(
+    forest: &Forest,
+    ns: &str,
+    pick: impl Fn(&crate::forest::Node) -> &Vec<hns_api::MetaKvp>,
+) -> Vec<(String, String)> {
+    forest
+        .ancestry_names(ns)
+        .iter()
+        .filter_map(|a| forest.get(a))
+        .flat_map(|n| pick(n).iter().map(|kv| (kv.key.clone(), kv.value.clone())))
+        .collect()
+}
+
+/// A merge patch bringing `ns` to what the hierarchy wants, or `None` if it already is. It is
+/// guarded by the namespace's resourceVersion.
+pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -> Option<Value> {
+    let node = forest.get(ns)?;
+    let meta = &node.object.metadata;
+    let current_labels = meta.labels.clone().unwrap_or_default();
+    let current_annotations = meta.annotations.clone().unwrap_or_default();
+
+    let want = desired_labels(forest, policy, ns);
+    let mut labels = Map::new();
+    for (k, v) in &want {
+        if current_labels.get(k) != Some(v) {
+            labels.insert(k.clone(), v.clone().into());
+        }
+    }
+    let owned = |k: &String| keys::is_hns_label(k) || policy.is_managed_label(k);
+    for k in current_labels.keys().filter(|k| owned(k) && !want.contains_key(*k)) {
+        labels.insert(k.clone(), Value::Null);
+    }
+
+    let mut annotations = Map::new();
+    let recorded = conditions::recorded(meta.annotations.as_ref());
+    let record = conditions::to_record(&conditions::conditions(forest, policy, ns), &recorded, now);
+    if record != recorded {
+        let value = if record.is_empty() {
+            Value::Null
+        } else {
+            serde_json::to_string(&record).unwrap_or_default().into()
+        };
+        annotations.insert(keys::CONDITIONS.to_string(), value);
+    }
+    let want_annotations: BTreeMap<String, String> = inherited(forest, ns, |n| &n.managed_annotations)
+        .into_iter()
+        .filter(|(k, _)| policy.is_managed_annotation(k) && !keys::HNS_ANNOTATIONS.contains(&k.as_str()))
+        .collect();
+    for (k, v) in &want_annotations {
+        if current_annotations.get(k) != Some(v) {
+            annotations.insert(k.clone(), v.clone().into());
+        }
+    }
+    for k in current_annotations
+        .keys()
+        .filter(|k| policy.is_managed_annotation(k) && !want_annotations.contains_key(*k))
+    {
+        if !keys::HNS_ANNOTATIONS.contains(&k.as_str()) {
+            annotations.insert(k.clone(), Value::Null);
+        }
+    }
+
+    if labels.is_empty() && annotations.is_empty() {
+        return None;
+    }
+    Some(
+        json!({"metadata": {"resourceVersion": meta.resource_version, "labels": labels, "annotations": annotations}}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::testing::{forest, namespace};
+    use crate::policy::testing::policy;
+    use hns_api::MetaKvp;
+
+    fn now() -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
+    /// Applies a patch's label changes to the forest's copy, as the API server would.
+    fn apply(f: &mut Forest, ns: &str, patch: &Value) {
+        let mut obj = (*f.get(ns).unwrap().object).clone();
+        let mut v = serde_json::to_value(&obj).unwrap();
+        let mut p = patch.clone();
+        p["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        json_patch::merge(&mut v, &p);
+        obj = serde_json::from_value(v).unwrap();
+        f.upsert(obj);
+    }
+
+    #[test]
+    fn descendants_get_tree_labels_and_converge() {
+        let mut f = forest("acme team-a:acme svc:team-a");
+        for ns in ["acme", "team-a", "svc"] {
+            let p = patch(&f, &policy(), ns, now()).expect("unlabelled namespaces need labels");
+            apply(&mut f, ns, &p);
+            assert!(patch(&f, &policy(), ns, now()).is_none(), "{ns}: a second pass changes nothing");
+        }
+        let labels = f.get("svc").unwrap().object.metadata.labels.clone().unwrap();
+        assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], "2");
+        assert_eq!(labels["team-a.tree.hnc.x-k8s.io/depth"], "1");
+        assert_eq!(labels[keys::HIERARCHY_MEMBER], "true");
+    }
+
+    #[test]
+    fn tampered_and_stale_labels_are_repaired() {
+        let mut f = forest("acme team-a:acme");
+        let mut ns = namespace("team-a", Some("acme"), false);
+        ns.metadata.labels = Some(
+            [
+                ("acme.tree.hnc.x-k8s.io/depth".to_string(), "7".to_string()),
+                ("old.tree.hnc.x-k8s.io/depth".to_string(), "1".to_string()),
+            ]
+            .into(),
+        );
+        f.upsert(ns);
+        let p = patch(&f, &policy(), "team-a", now()).unwrap();
+        assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "1");
+        assert_eq!(p["metadata"]["labels"]["old.tree.hnc.x-k8s.io/depth"], Value::Null);
+    }
+
+    #[test]
+    fn cycles_get_only_their_own_label_and_a_condition() {
+        let f = forest("a:b b:a");
+        let p = patch(&f, &policy(), "a", now()).unwrap();
+        let labels = p["metadata"]["labels"].as_object().unwrap();
+        assert_eq!(labels["a.tree.hnc.x-k8s.io/depth"], "0");
+        assert!(!labels.contains_key("b.tree.hnc.x-k8s.io/depth"), "no label may express the cycle");
+        let conds: Vec<Value> =
+            serde_json::from_str(p["metadata"]["annotations"][keys::CONDITIONS].as_str().unwrap()).unwrap();
+        assert_eq!(conds[0]["reason"], "InCycle");
+    }
+
+    #[test]
+    fn managed_labels_flow_down_and_nearer_wins() {
+        let mut f = forest("org team:org");
+        let mut org = namespace("org", None, false);
+        let kvs = vec![
+            MetaKvp { key: "team.example.com/owner".into(), value: "platform".into() },
+            MetaKvp { key: "team.example.com/tier".into(), value: "gold".into() },
+        ];
+        org.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(keys::MANAGED_LABELS.into(), serde_json::to_string(&kvs).unwrap());
+        f.upsert(org);
+        let mut team = namespace("team", Some("org"), false);
+        let mine = vec![MetaKvp { key: "team.example.com/owner".into(), value: "alice".into() }];
+        team.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(keys::MANAGED_LABELS.into(), serde_json::to_string(&mine).unwrap());
+        f.upsert(team);
+        let p = patch(&f, &policy(), "team", now()).unwrap();
+        assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "alice");
+        assert_eq!(p["metadata"]["labels"]["team.example.com/tier"], "gold");
+    }
+
+    #[test]
+    fn a_namespace_that_leaves_every_hierarchy_loses_its_labels() {
+        let mut f = Forest::default();
+        let mut ns = namespace("alone", None, false);
+        ns.metadata.labels = Some(
+            [
+                ("alone.tree.hnc.x-k8s.io/depth".to_string(), "0".to_string()),
+                (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
+            ]
+            .into(),
+        );
+        f.upsert(ns);
+        let p = patch(&f, &policy(), "alone", now()).unwrap();
+        assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], Value::Null);
+    }
+}
