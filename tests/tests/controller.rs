@@ -1,0 +1,137 @@
+//! The hierarchy controller end to end: tree labels follow moves across a whole subtree,
+//! membership follows children, and broken hierarchies (cycles, missing parents) are reported as
+//! conditions and recover when fixed.
+
+use std::time::Duration;
+
+use hns_api::{keys, HierarchyConfiguration};
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{Api, Client};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn labels(client: &Client, ns: &str) -> std::collections::BTreeMap<String, String> {
+    Api::<Namespace>::all(client.clone()).get(ns).await.unwrap().metadata.labels.unwrap_or_default()
+}
+
+async fn reasons(client: &Client, ns: &str) -> Vec<String> {
+    let hc: HierarchyConfiguration = Api::namespaced(client.clone(), ns).get("hierarchy").await.unwrap();
+    hc.status.unwrap_or_default().conditions.into_iter().map(|c| c.reason).collect()
+}
+
+#[tokio::test]
+async fn tree_labels_follow_a_moved_subtree() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let [a, b, mid, leaf] = ["ctl-a", "ctl-b", "ctl-mid", "ctl-leaf"].map(unique);
+    for n in [&a, &b, &mid, &leaf] {
+        create_namespace(&client, n, &[]).await;
+    }
+    set_parent(&client, &mid, Some(&a)).await.unwrap();
+    set_parent(&client, &leaf, Some(&mid)).await.unwrap();
+    eventually("leaf labelled under a", WAIT, || async {
+        (labels(&client, &leaf).await.get(&keys::tree_label(&a)).map(String::as_str) == Some("2"))
+            .then_some(())
+    })
+    .await;
+
+    set_parent(&client, &mid, Some(&b)).await.unwrap();
+    let l = eventually("leaf relabelled under b", WAIT, || async {
+        let l = labels(&client, &leaf).await;
+        (l.get(&keys::tree_label(&b)).map(String::as_str) == Some("2")
+            && !l.contains_key(&keys::tree_label(&a)))
+        .then_some(l)
+    })
+    .await;
+    assert_eq!(l[&keys::tree_label(&mid)], "1");
+    eventually("a, childless now, leaves the hierarchy", WAIT, || async {
+        (!labels(&client, &a).await.contains_key(keys::HIERARCHY_MEMBER)).then_some(())
+    })
+    .await;
+    for n in [&leaf, &mid, &a, &b] {
+        set_parent(&client, n, None).await.unwrap();
+        delete_namespaces(&client, &[n]).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cycle_made_by_two_users_at_once_is_reported_and_recovers() {
+    let env = Env::get();
+    let client = env.admin().await;
+    // Two namespaces already in hierarchies (each with a child), so that making each the
+    // other's parent touches only the namespace being moved: a true race.
+    let (x, y) = (unique("cyc-x"), unique("cyc-y"));
+    for n in [&x, &y] {
+        create_namespace(&client, n, &[]).await;
+        create_subns(&client, n, &format!("{n}-kid")).await.unwrap();
+    }
+    let mut made = false;
+    for _attempt in 0..20 {
+        let (r1, r2) = tokio::join!(set_parent(&client, &x, Some(&y)), set_parent(&client, &y, Some(&x)));
+        if r1.is_ok() && r2.is_ok() {
+            made = true;
+            break;
+        }
+        // One of them saw the other and refused the cycle: undo and race again.
+        set_parent(&client, &x, None).await.unwrap();
+        set_parent(&client, &y, None).await.unwrap();
+    }
+    assert!(made, "could not make both moves race past validation in 20 attempts");
+    for n in [&x, &y] {
+        eventually("InCycle reported", WAIT, || async {
+            reasons(&client, n).await.contains(&"InCycle".to_string()).then_some(())
+        })
+        .await;
+    }
+    let kid = format!("{x}-kid");
+    eventually("the cycle's descendants report their halted ancestor", WAIT, || async {
+        reasons(&client, &kid).await.contains(&"AncestorHaltActivities".to_string()).then_some(())
+    })
+    .await;
+    let l = labels(&client, &x).await;
+    assert!(!l.contains_key(&keys::tree_label(&y)), "tree labels never express the cycle: {l:?}");
+    let table = ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &x, "--no-headers"]));
+    assert!(table.contains("ActivitiesHalted(InCycle)"), "{table}");
+
+    // Breaking the cycle clears the conditions.
+    set_parent(&client, &x, None).await.unwrap();
+    for n in [&x, &y, &kid] {
+        eventually("conditions cleared", WAIT, || async {
+            reasons(&client, n).await.is_empty().then_some(())
+        })
+        .await;
+    }
+    let hc: Value = serde_json::to_value(
+        Api::<HierarchyConfiguration>::namespaced(client.clone(), &y).get("hierarchy").await.unwrap(),
+    )
+    .unwrap();
+    assert_eq!(hc["spec"]["parent"], x.as_str());
+    set_parent(&client, &y, None).await.unwrap();
+    for n in [&x, &y] {
+        let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), n);
+        let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
+        api.patch("hierarchy", &Default::default(), &kube::api::Patch::Merge(cascade)).await.unwrap();
+        delete_namespaces(&client, &[n]).await;
+    }
+}
+
+#[tokio::test]
+async fn a_missing_parent_is_reported() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let (p, c) = (unique("mp-parent"), unique("mp-child"));
+    create_namespace(&client, &p, &[]).await;
+    create_namespace(&client, &c, &[]).await;
+    set_parent(&client, &c, Some(&p)).await.unwrap();
+    delete_namespaces(&client, &[&p]).await;
+    eventually("ParentMissing", Duration::from_secs(60), || async {
+        reasons(&client, &c).await.contains(&"ParentMissing".to_string()).then_some(())
+    })
+    .await;
+    set_parent(&client, &c, None).await.unwrap();
+    eventually("condition cleared", WAIT, || async { reasons(&client, &c).await.is_empty().then_some(()) })
+        .await;
+    delete_namespaces(&client, &[&c]).await;
+}
