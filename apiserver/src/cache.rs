@@ -24,6 +24,14 @@ pub enum Change {
     Namespaces(Vec<String>),
     /// Everything may have changed (a re-list).
     All,
+    /// A propagated object changed in `namespace`: a source (its descendants need a look) or a
+    /// copy (its own namespace does).
+    Objects {
+        /// Where.
+        namespace: String,
+        /// Whether it is a source rather than a copy.
+        source: bool,
+    },
 }
 
 /// The forest, whether it has been filled, and the events it produces.

@@ -26,10 +26,21 @@ pub const CONFIGMAP: &str = "hns-config";
 const SPEC_KEY: &str = "spec.json";
 
 /// The cached ConfigMap.
-#[derive(Default)]
 pub struct ConfigStore {
     current: RwLock<Option<ConfigMap>>,
     synced: AtomicBool,
+    /// The current spec, for the propagation syncers.
+    pub spec: tokio::sync::watch::Sender<HNCConfigurationSpec>,
+}
+
+impl Default for ConfigStore {
+    fn default() -> Self {
+        ConfigStore {
+            current: RwLock::default(),
+            synced: AtomicBool::new(false),
+            spec: tokio::sync::watch::channel(Default::default()).0,
+        }
+    }
 }
 
 impl ConfigStore {
@@ -50,7 +61,13 @@ impl ConfigStore {
     fn set(&self, cm: Option<ConfigMap>, hub: &Hub) {
         let before = serde_json::to_value(self.object()).unwrap_or_default();
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = cm.clone();
-        let after = serde_json::to_value(self.object()).unwrap_or_default();
+        let obj = self.object();
+        self.spec.send_if_modified(|s| {
+            let changed = *s != obj.spec;
+            *s = obj.spec.clone();
+            changed
+        });
+        let after = serde_json::to_value(obj).unwrap_or_default();
         let rv = cm.and_then(|c| c.metadata.resource_version).and_then(|rv| rv.parse().ok()).unwrap_or(0);
         if before != after {
             hub.publish(vec![Event { kind: "MODIFIED", family: Family::Config, object: after, rv }]);

@@ -30,6 +30,7 @@ pub mod options;
 pub mod pki;
 pub mod plan;
 pub mod policy;
+pub mod propagation;
 pub mod render;
 pub mod request_info;
 pub mod resources;

@@ -17,6 +17,7 @@ use crate::config_store::{self, ConfigStore};
 use crate::controller::Controller;
 use crate::leader;
 use crate::policy::{Policy, DEFAULT_EXCLUDED};
+use crate::propagation::Propagation;
 use crate::server::{self, AppState};
 use crate::tls;
 use crate::writer::Writer;
@@ -191,11 +192,15 @@ impl Args {
             std::process::id()
         );
         let leading = leader::run(client.clone(), &self.namespace, "hns-controller", identity);
+        let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
+        tokio::spawn(follow_config(propagation.clone(), config.spec.subscribe()));
         let controller = Arc::new(Controller {
             cache: cache.clone(),
             policy: policy.clone(),
             writer: Writer::new(client.clone()),
             queue: Arc::default(),
+            propagation: propagation.clone(),
+            client: client.clone(),
         });
         tokio::spawn(controller.run(leading));
         let state = web::Data::new(AppState {
@@ -208,6 +213,7 @@ impl Args {
             client,
             namespace: self.namespace.clone(),
             serving,
+            propagation,
         });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);
@@ -223,5 +229,19 @@ impl Args {
         http.run().await?;
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+/// Starts and stops propagation syncers as the HNCConfiguration changes.
+async fn follow_config(
+    propagation: Arc<Propagation>,
+    mut spec: tokio::sync::watch::Receiver<hns_api::HNCConfigurationSpec>,
+) {
+    loop {
+        let current = spec.borrow_and_update().clone();
+        propagation.configure(&current).await;
+        if spec.changed().await.is_err() {
+            return;
+        }
     }
 }

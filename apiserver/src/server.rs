@@ -41,6 +41,8 @@ pub struct AppState {
     pub namespace: String,
     /// The serving certificate.
     pub serving: std::sync::Arc<crate::certs::ServingCert>,
+    /// The propagated kinds.
+    pub propagation: std::sync::Arc<crate::propagation::Propagation>,
 }
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's

@@ -15,8 +15,11 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
+use kube::api::{DeleteParams, PostParams, Preconditions};
+
 use crate::cache::{Cache, Change};
 use crate::policy::Policy;
+use crate::propagation::{Action, Propagation, Syncer};
 use crate::writer::Writer;
 
 /// Concurrent namespace writes.
@@ -81,6 +84,10 @@ pub struct Controller {
     pub writer: Writer,
     /// Work.
     pub queue: Arc<Queue>,
+    /// The propagated kinds.
+    pub propagation: Arc<Propagation>,
+    /// For writing propagated objects.
+    pub client: kube::Client,
 }
 
 impl Controller {
@@ -96,6 +103,8 @@ impl Controller {
             tokio::select! {
                 change = changes.recv() => match change {
                     Ok(Change::Namespaces(names)) => self.enqueue_around(&names),
+                    Ok(Change::Objects { namespace, source: true }) => self.enqueue_around(&[namespace]),
+                    Ok(Change::Objects { namespace, source: false }) => self.queue.push([namespace]),
                     Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => self.enqueue_all(),
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
@@ -135,25 +144,93 @@ impl Controller {
             if !*leader.borrow() {
                 continue; // a follower drops work; it re-lists everything when it leads
             }
-            let patch = {
-                let forest = self.cache.read();
-                namespaces::patch(&forest, &self.policy, &ns, jiff::Timestamp::now())
-            };
-            let Some(patch) = patch else { continue };
-            match self.writer.patch(&ns, &patch, false).await {
+            if let Err(code) = self.reconcile(&ns).await {
+                // A conflict means our copy was stale: the watch brings the new version and with
+                // it another pass. Anything else is retried after a pause.
+                let queue = self.queue.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(if code == 409 { 100 } else { 2_000 })).await;
+                    queue.push([ns]);
+                });
+            }
+        }
+    }
+
+    /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.
+    async fn reconcile(&self, ns: &str) -> Result<(), u16> {
+        let patch = {
+            let forest = self.cache.read();
+            namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now())
+        };
+        if let Some(patch) = patch {
+            match self.writer.patch(ns, &patch, false).await {
                 Ok(updated) => self.cache.observe(updated),
-                Err(e) if e.code == 404 => {}
+                Err(e) if e.code == 404 => return Ok(()),
                 Err(e) => {
-                    // A conflict means our copy was stale: the watch brings the new version and
-                    // with it another pass. Anything else is retried after a pause.
                     tracing::debug!(namespace = %ns, error = %e, "namespace update failed; retrying");
-                    let queue = self.queue.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(Duration::from_millis(if e.code == 409 { 100 } else { 2_000 }))
-                            .await;
-                        queue.push([ns]);
-                    });
+                    return Err(e.code);
                 }
+            }
+        }
+        let mut result = Ok(());
+        for syncer in self.propagation.syncers().iter().filter(|s| s.is_synced()) {
+            let actions = {
+                let forest = self.cache.read();
+                let objects = syncer.objects();
+                crate::propagation::plan::actions(
+                    &forest,
+                    &self.policy,
+                    &objects,
+                    &syncer.resource.kind,
+                    syncer.mode(),
+                    ns,
+                )
+            };
+            for action in actions {
+                if let Err(code) = self.apply(syncer, ns, action).await {
+                    result = Err(code);
+                }
+            }
+        }
+        result
+    }
+
+    /// Makes one propagation write.
+    async fn apply(&self, syncer: &Syncer, ns: &str, action: Action) -> Result<(), u16> {
+        let api = syncer.api(&self.client, ns);
+        let kind = &syncer.resource.kind;
+        let outcome = match action {
+            Action::Create(obj) => api.create(&PostParams::default(), &obj).await.map(|o| syncer.observe(o)),
+            Action::Update(obj) => {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                api.replace(&name, &PostParams::default(), &obj).await.map(|o| syncer.observe(o))
+            }
+            Action::Delete { name, uid } => {
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions { uid, resource_version: None }),
+                    ..Default::default()
+                };
+                api.delete(&name, &dp).await.map(|_| ())
+            }
+            Action::Conflict { name, source_namespace } => {
+                tracing::warn!(%kind, namespace = %ns, %name, source = %source_namespace,
+                    "CannotPropagateObject: the namespace has its own object of that name; not overwritten");
+                return Ok(());
+            }
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            // Gone already, or made already: the watch tells us what is there.
+            Err(kube::Error::Api(s)) if s.code == 404 || (s.code == 409 && s.reason == "AlreadyExists") => {
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) => {
+                tracing::warn!(%kind, namespace = %ns, code = s.code, message = %s.message, "propagation write failed");
+                Err(s.code)
+            }
+            Err(e) => {
+                tracing::warn!(%kind, namespace = %ns, error = %e, "propagation write failed");
+                Err(500)
             }
         }
     }

@@ -43,7 +43,7 @@ pub const DEF: ResourceDef = ResourceDef {
 
 /// Serves every verb but watch.
 pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let obj = config_store::value(&call.state.config);
+    let obj = with_status(call, config_store::value(&call.state.config));
     match call.req.verb {
         "get" if call.req.name == CONFIG_SINGLETON => Ok(Reply::ok(render::object(&DEF, obj, call.render))),
         "get" => Err(ApiError::not_found(DEF.group_resource(), &call.req.name)),
@@ -82,8 +82,16 @@ async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
     check_spec(&call.state.client, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
     let written =
         call.state.config.write(&call.state.client, &call.state.namespace, &obj.spec, opts.dry_run).await?;
-    let body = serde_json::to_value(written).map_err(ApiError::internal)?;
+    let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
     Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
+}
+
+/// The configuration with its status: every propagated kind, its mode and counts.
+fn with_status(call: &Call<'_>, mut obj: Value) -> Value {
+    let status =
+        HNCConfigurationStatus { resources: call.state.propagation.status(), conditions: Vec::new() };
+    obj["status"] = serde_json::to_value(status).unwrap_or_default();
+    obj
 }
 
 /// HNC's rules for the configuration: known modes, no enforced kinds, no duplicates, and only

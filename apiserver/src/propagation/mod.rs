@@ -1,0 +1,257 @@
+//! Policy propagation: copies of objects flow from each namespace to its descendants.
+//!
+//! One [`Syncer`] per propagated kind (Roles and RoleBindings always, plus what the
+//! HNCConfiguration lists) watches every object of that kind into memory. The controller asks
+//! [`plan::actions`] what one namespace needs and writes it; the syncers tell it which
+//! namespaces to look at when objects change. A kind whose first list has not finished is never
+//! acted on, so a restart never deletes copies for want of having seen their sources.
+
+pub mod plan;
+pub mod rules;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::{StreamExt, TryStreamExt};
+use hns_api::{HNCConfigurationSpec, ResourceStatus};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use tokio::task::JoinHandle;
+
+use crate::cache::Change;
+pub use plan::{Action, Objects};
+use rules::Mode;
+
+/// A propagated kind: API group and plural resource name.
+pub type Kind = (String, String);
+
+/// Kinds that always propagate (HNC's enforced types).
+pub const ENFORCED: &[(&str, &str)] =
+    &[("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings")];
+
+/// Every object of one kind, kept current by a watch.
+pub struct Syncer {
+    /// The kind's API resource (group, version, kind, plural).
+    pub resource: ApiResource,
+    mode: AtomicU8,
+    objects: RwLock<Objects>,
+    synced: AtomicBool,
+    task: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Syncer {
+    /// The kind's current mode.
+    pub fn mode(&self) -> Mode {
+        match self.mode.load(Ordering::Relaxed) {
+            0 => Mode::Propagate,
+            1 => Mode::AllowPropagate,
+            2 => Mode::Remove,
+            _ => Mode::Ignore,
+        }
+    }
+
+    fn set_mode(&self, m: Mode) {
+        let v = match m {
+            Mode::Propagate => 0,
+            Mode::AllowPropagate => 1,
+            Mode::Remove => 2,
+            Mode::Ignore => 3,
+        };
+        self.mode.store(v, Ordering::Relaxed);
+    }
+
+    /// Whether the first full list has arrived.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Read access to the objects. Hold briefly, never across an `.await`.
+    pub fn objects(&self) -> std::sync::RwLockReadGuard<'_, Objects> {
+        self.objects.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a write's result before the watch brings it.
+    pub fn observe(&self, obj: DynamicObject) {
+        let key = (
+            obj.metadata.namespace.clone().unwrap_or_default(),
+            obj.metadata.name.clone().unwrap_or_default(),
+        );
+        self.objects.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(strip(obj)));
+    }
+
+    /// Counts of sources and copies (for the configuration's status).
+    pub fn counts(&self) -> (usize, usize) {
+        let objects = self.objects();
+        let copies = objects.values().filter(|o| rules::is_copy(o)).count();
+        (objects.len() - copies, copies)
+    }
+
+    /// The API for writing objects of this kind in `ns`.
+    pub fn api(&self, client: &Client, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(client.clone(), ns, &self.resource)
+    }
+}
+
+/// Keeps what the watch needs and drops what it does not (managed fields are most of the
+/// bytes of a small object).
+fn strip(mut obj: DynamicObject) -> DynamicObject {
+    obj.metadata.managed_fields = None;
+    obj
+}
+
+async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadcast::Sender<Change>) {
+    let api: Api<DynamicObject> = Api::all_with(client, &syncer.resource);
+    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut relist: Vec<DynamicObject> = Vec::new();
+    let key = |o: &DynamicObject| {
+        (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
+    };
+    let notify = |o: &DynamicObject| {
+        let _ = changes.send(Change::Objects { namespace: key(o).0, source: !rules::is_copy(o) });
+    };
+    loop {
+        match stream.try_next().await {
+            Ok(Some(Event::Init)) => relist.clear(),
+            Ok(Some(Event::InitApply(o))) => relist.push(strip(o)),
+            Ok(Some(Event::InitDone)) => {
+                let all: Objects = relist.drain(..).map(|o| (key(&o), Arc::new(o))).collect();
+                *syncer.objects.write().unwrap_or_else(|e| e.into_inner()) = all;
+                syncer.synced.store(true, Ordering::Release);
+                tracing::info!(kind = %syncer.resource.kind, objects = syncer.objects().len(), "objects synced");
+                let _ = changes.send(Change::All);
+            }
+            Ok(Some(Event::Apply(o))) => {
+                notify(&o);
+                syncer.objects.write().unwrap_or_else(|e| e.into_inner()).insert(key(&o), Arc::new(strip(o)));
+            }
+            Ok(Some(Event::Delete(o))) => {
+                notify(&o);
+                syncer.objects.write().unwrap_or_else(|e| e.into_inner()).remove(&key(&o));
+            }
+            Ok(None) => return,
+            Err(error) => {
+                tracing::warn!(%error, kind = %syncer.resource.kind, "object watch failed; retrying")
+            }
+        }
+    }
+}
+
+/// The propagated kinds and their syncers.
+pub struct Propagation {
+    client: Client,
+    syncers: RwLock<BTreeMap<Kind, Arc<Syncer>>>,
+    changes: tokio::sync::broadcast::Sender<Change>,
+}
+
+impl Propagation {
+    /// No kinds yet; [`Propagation::configure`] starts them.
+    pub fn new(client: Client, changes: tokio::sync::broadcast::Sender<Change>) -> Self {
+        Propagation { client, syncers: RwLock::default(), changes }
+    }
+
+    /// The syncers, in kind order.
+    pub fn syncers(&self) -> Vec<Arc<Syncer>> {
+        self.syncers.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
+    /// The kinds, modes and counts, for the configuration's status.
+    pub fn status(&self) -> Vec<ResourceStatus> {
+        self.syncers()
+            .iter()
+            .map(|s| {
+                let (sources, copies) = s.counts();
+                ResourceStatus {
+                    group: s.resource.group.clone(),
+                    version: s.resource.version.clone(),
+                    resource: s.resource.plural.clone(),
+                    mode: s.mode().as_str().to_string(),
+                    num_propagated_objects: Some(copies as i32),
+                    num_source_objects: Some(sources as i32),
+                }
+            })
+            .collect()
+    }
+
+    /// Follows `spec`: starts syncers for new kinds, stops those no longer listed, sets modes.
+    /// Kinds the cluster does not serve are skipped (the configuration was checked on write).
+    pub async fn configure(&self, spec: &HNCConfigurationSpec) {
+        let mut wanted: BTreeMap<Kind, Mode> =
+            ENFORCED.iter().map(|(g, r)| ((g.to_string(), r.to_string()), Mode::Propagate)).collect();
+        for r in &spec.resources {
+            wanted.entry((r.group.clone(), r.resource.clone())).or_insert(Mode::parse(r.mode.as_deref()));
+        }
+        let current: Vec<Kind> =
+            self.syncers.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        for kind in current.iter().filter(|k| !wanted.contains_key(*k)) {
+            if let Some(s) = self.syncers.write().unwrap_or_else(|e| e.into_inner()).remove(kind) {
+                if let Some(t) = s.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    t.abort();
+                }
+                tracing::info!(kind = %s.resource.kind, "stopped propagating");
+            }
+        }
+        for (kind, mode) in wanted {
+            let existing = self.syncers.read().unwrap_or_else(|e| e.into_inner()).get(&kind).cloned();
+            if let Some(s) = existing {
+                if s.mode() != mode {
+                    s.set_mode(mode);
+                    let _ = self.changes.send(Change::All);
+                }
+                continue;
+            }
+            match resolve(&self.client, &kind.0, &kind.1).await {
+                Ok(Some(resource)) => {
+                    let syncer = Arc::new(Syncer {
+                        resource,
+                        mode: AtomicU8::new(0),
+                        objects: RwLock::default(),
+                        synced: AtomicBool::new(false),
+                        task: std::sync::Mutex::new(None),
+                    });
+                    syncer.set_mode(mode);
+                    let task = tokio::spawn(watch(self.client.clone(), syncer.clone(), self.changes.clone()));
+                    *syncer.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+                    tracing::info!(kind = %syncer.resource.kind, mode = mode.as_str(), "propagating");
+                    self.syncers.write().unwrap_or_else(|e| e.into_inner()).insert(kind, syncer);
+                }
+                Ok(None) => {
+                    tracing::warn!(group = %kind.0, resource = %kind.1, "configured kind is not served by the cluster")
+                }
+                Err(error) => {
+                    tracing::warn!(%error, group = %kind.0, resource = %kind.1, "cannot resolve kind")
+                }
+            }
+        }
+    }
+}
+
+/// The API resource of `resource` in `group` at the group's preferred version.
+async fn resolve(client: &Client, group: &str, resource: &str) -> Result<Option<ApiResource>, kube::Error> {
+    let (group_version, list) = if group.is_empty() {
+        ("v1".to_string(), client.list_core_api_resources("v1").await?)
+    } else {
+        let groups = client.list_api_groups().await?;
+        let Some(gv) = groups
+            .groups
+            .iter()
+            .find(|g| g.name == group)
+            .and_then(|g| g.preferred_version.clone().or_else(|| g.versions.first().cloned()))
+        else {
+            return Ok(None);
+        };
+        let list = client.list_api_group_resources(&gv.group_version).await?;
+        (gv.group_version, list)
+    };
+    let Some(r) = list.resources.iter().find(|r| r.name == resource && r.namespaced) else { return Ok(None) };
+    let version = group_version.rsplit('/').next().unwrap_or("v1").to_string();
+    Ok(Some(ApiResource {
+        group: group.to_string(),
+        version,
+        api_version: group_version.clone(),
+        kind: r.kind.clone(),
+        plural: r.name.clone(),
+    }))
+}

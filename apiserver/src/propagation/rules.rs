@@ -1,0 +1,298 @@
+//! What propagates where (HNC's rules), and what a copy looks like. Pure functions.
+//!
+//! An object is a *source* unless it carries `hnc.x-k8s.io/inherited-from`, the label every
+//! copy gets. A source propagates to every descendant of its namespace unless a rule says
+//! otherwise: the kind's mode, the object's exception annotations, or HNC's never-propagate list
+//! (service-account tokens, `kube-root-ca.crt`, objects with finalizers, …).
+
+use std::collections::BTreeMap;
+
+use hns_api::keys;
+use kube::api::DynamicObject;
+use serde_json::{Map, Value};
+
+use crate::selector;
+
+/// Label on every copy: the namespace of its source (HNC's key).
+pub const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
+/// Annotation: propagate only to namespaces whose labels match this selector.
+pub const SELECT: &str = "propagate.hnc.x-k8s.io/select";
+/// Annotation: propagate only to these subtrees: `child` or `!a, !b` (HNC's tree selector).
+pub const TREE_SELECT: &str = "propagate.hnc.x-k8s.io/treeSelect";
+/// Annotation: `true` stops propagation of this object.
+pub const NONE: &str = "propagate.hnc.x-k8s.io/none";
+/// Annotation: `true` propagates this object in `AllowPropagate` mode.
+pub const ALL: &str = "propagate.hnc.x-k8s.io/all";
+
+/// How a kind propagates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Copy to every descendant.
+    Propagate,
+    /// Copy only objects that ask for it with an exception annotation.
+    AllowPropagate,
+    /// Delete existing copies; make none.
+    Remove,
+    /// Leave copies alone; make none.
+    Ignore,
+}
+
+impl Mode {
+    /// HNC's reading of a mode string: empty is Propagate, unknown is Ignore.
+    pub fn parse(s: Option<&str>) -> Mode {
+        match s.unwrap_or("") {
+            "" | "Propagate" => Mode::Propagate,
+            "AllowPropagate" => Mode::AllowPropagate,
+            "Remove" => Mode::Remove,
+            _ => Mode::Ignore,
+        }
+    }
+
+    /// The name HNC shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Propagate => "Propagate",
+            Mode::AllowPropagate => "AllowPropagate",
+            Mode::Remove => "Remove",
+            Mode::Ignore => "Ignore",
+        }
+    }
+}
+
+/// Whether `obj` is a copy made by hns.
+pub fn is_copy(obj: &DynamicObject) -> bool {
+    obj.metadata.labels.as_ref().is_some_and(|l| l.contains_key(INHERITED_FROM))
+}
+
+fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
+    obj.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
+}
+
+/// Why a source never propagates, whatever the target (HNC's list), if it does not.
+pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str> {
+    if obj.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
+        return Some("Objects with finalizers cannot be propagated");
+    }
+    if obj.metadata.deletion_timestamp.is_some() {
+        return Some("the object is being deleted");
+    }
+    let name = obj.metadata.name.as_deref().unwrap_or("");
+    match kind {
+        "Secret"
+            if matches!(
+                obj.data["type"].as_str(),
+                Some("kubernetes.io/service-account-token" | "helm.sh/release.v1")
+            ) =>
+        {
+            return Some("service-account tokens and Helm releases are never propagated")
+        }
+        "ConfigMap" if matches!(name, "kube-root-ca.crt" | "istio-ca-root-cert") => {
+            return Some("cluster CA bundles are never propagated")
+        }
+        _ => {}
+    }
+    if annotation(obj, "openshift.io/description").is_some() {
+        return Some("OpenShift-managed objects are never propagated");
+    }
+    if obj.metadata.labels.as_ref().and_then(|l| l.get("cattle.io/creator")).map(String::as_str)
+        == Some("norman")
+    {
+        return Some("Rancher-managed objects are never propagated");
+    }
+    None
+}
+
+/// Whether source `obj` goes to namespace `target` (with `target_labels`) in `mode`.
+pub fn selects(
+    obj: &DynamicObject,
+    mode: Mode,
+    target: &str,
+    target_labels: &BTreeMap<String, String>,
+) -> bool {
+    if annotation(obj, NONE) == Some("true") {
+        return false;
+    }
+    let select = annotation(obj, SELECT);
+    let tree = annotation(obj, TREE_SELECT);
+    let all = annotation(obj, ALL) == Some("true");
+    match mode {
+        Mode::Propagate => {}
+        Mode::AllowPropagate if all || select.is_some() || tree.is_some() => {}
+        _ => return false,
+    }
+    if let Some(s) = select {
+        match selector::parse_label_selector(s) {
+            Ok(sel) if selector::matches(&sel, Some(target_labels)) => {}
+            _ => return false,
+        }
+    }
+    if let Some(t) = tree {
+        if !tree_selects(t, target, target_labels) {
+            return false;
+        }
+    }
+    true
+}
+
+/// HNC's tree selector: `child` selects the subtree of `child`; `!a, !b` excludes subtrees.
+fn tree_selects(spec: &str, target: &str, labels: &BTreeMap<String, String>) -> bool {
+    let in_subtree = |root: &str| root == target || labels.contains_key(&keys::tree_label(root));
+    spec.split(',').map(str::trim).filter(|t| !t.is_empty()).all(|term| match term.strip_prefix('!') {
+        Some(excluded) => !in_subtree(excluded.trim()),
+        None => in_subtree(term),
+    })
+}
+
+/// The copy of `source` (in namespace `from`) for namespace `to`: the source's content, its
+/// labels plus `inherited-from`, its annotations without kubectl's last-applied record.
+pub fn copy_of(source: &DynamicObject, from: &str, to: &str) -> DynamicObject {
+    let mut labels = source.metadata.labels.clone().unwrap_or_default();
+    labels.insert(INHERITED_FROM.to_string(), from.to_string());
+    let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    let mut data = source.data.clone();
+    if let Some(m) = data.as_object_mut() {
+        m.remove("status");
+    }
+    DynamicObject {
+        types: source.types.clone(),
+        metadata: kube::api::ObjectMeta {
+            name: source.metadata.name.clone(),
+            namespace: Some(to.to_string()),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..Default::default()
+        },
+        data,
+    }
+}
+
+fn content(data: &Value) -> Map<String, Value> {
+    let mut m = data.as_object().cloned().unwrap_or_default();
+    m.remove("status");
+    m
+}
+
+/// Whether `actual` (a copy found in the cluster) already equals `wanted`.
+pub fn same_copy(actual: &DynamicObject, wanted: &DynamicObject) -> bool {
+    let norm = |m: &Option<BTreeMap<String, String>>| m.clone().unwrap_or_default();
+    norm(&actual.metadata.labels) == norm(&wanted.metadata.labels)
+        && norm(&actual.metadata.annotations) == norm(&wanted.metadata.annotations)
+        && content(&actual.data) == content(&wanted.data)
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// An object named `name` in `ns` with `labels`, `annotations` and `data`.
+    pub fn obj(
+        ns: &str,
+        name: &str,
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+        data: Value,
+    ) -> DynamicObject {
+        let map = |kv: &[(&str, &str)]| {
+            (!kv.is_empty()).then(|| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        };
+        DynamicObject {
+            types: None,
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                labels: map(labels),
+                annotations: map(annotations),
+                ..Default::default()
+            },
+            data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::obj;
+    use super::*;
+    use serde_json::json;
+
+    fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn never_propagated() {
+        let token = obj("a", "t", &[], &[], json!({"type": "kubernetes.io/service-account-token"}));
+        assert!(never_propagates(&token, "Secret").is_some());
+        assert!(never_propagates(&obj("a", "kube-root-ca.crt", &[], &[], json!({})), "ConfigMap").is_some());
+        let mut f = obj("a", "x", &[], &[], json!({}));
+        f.metadata.finalizers = Some(vec!["example.com/f".into()]);
+        assert_eq!(never_propagates(&f, "Role"), Some("Objects with finalizers cannot be propagated"));
+        assert!(never_propagates(&obj("a", "x", &[("cattle.io/creator", "norman")], &[], json!({})), "Role")
+            .is_some());
+        assert!(never_propagates(&obj("a", "ok", &[], &[], json!({"type": "Opaque"})), "Secret").is_none());
+    }
+
+    #[test]
+    fn modes_and_exceptions() {
+        let target = labels(&[("a.tree.hnc.x-k8s.io/depth", "1"), ("env", "prod")]);
+        let plain = obj("a", "x", &[], &[], json!({}));
+        assert!(selects(&plain, Mode::Propagate, "b", &target));
+        assert!(!selects(&plain, Mode::AllowPropagate, "b", &target));
+        assert!(!selects(&plain, Mode::Remove, "b", &target));
+        let opted_in = obj("a", "x", &[], &[(ALL, "true")], json!({}));
+        assert!(selects(&opted_in, Mode::AllowPropagate, "b", &target));
+        let none = obj("a", "x", &[], &[(NONE, "true")], json!({}));
+        assert!(!selects(&none, Mode::Propagate, "b", &target));
+        let select = obj("a", "x", &[], &[(SELECT, "env=dev")], json!({}));
+        assert!(!selects(&select, Mode::Propagate, "b", &target));
+        let select = obj("a", "x", &[], &[(SELECT, "env in (prod)")], json!({}));
+        assert!(selects(&select, Mode::AllowPropagate, "b", &target));
+    }
+
+    #[test]
+    fn tree_select() {
+        let under_t1 = labels(&[("org.tree.hnc.x-k8s.io/depth", "2"), ("t1.tree.hnc.x-k8s.io/depth", "1")]);
+        assert!(tree_selects("t1", "x", &under_t1));
+        assert!(tree_selects("t1", "t1", &BTreeMap::new()), "a subtree includes its root");
+        assert!(!tree_selects("t2", "x", &under_t1));
+        assert!(!tree_selects("!t1", "x", &under_t1));
+        assert!(tree_selects("!t2, !t3", "x", &under_t1));
+    }
+
+    #[test]
+    fn copies_carry_their_origin_and_compare_by_content() {
+        let mut src = obj(
+            "org",
+            "readers",
+            &[("team", "a")],
+            &[("kubectl.kubernetes.io/last-applied-configuration", "{}"), ("note", "n")],
+            json!({"rules": [{"verbs": ["get"]}]}),
+        );
+        src.metadata.uid = Some("u1".into());
+        src.metadata.resource_version = Some("5".into());
+        let c = copy_of(&src, "org", "team-a");
+        assert_eq!(c.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(c.metadata.labels.as_ref().unwrap()[INHERITED_FROM], "org");
+        assert!(c.metadata.uid.is_none() && c.metadata.resource_version.is_none());
+        assert!(!c
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration"));
+        assert!(is_copy(&c) && !is_copy(&src));
+        let mut found = c.clone();
+        found.metadata.resource_version = Some("9".into());
+        assert!(same_copy(&found, &c));
+        found.data["rules"][0]["verbs"] = json!(["get", "delete"]);
+        assert!(!same_copy(&found, &c), "a tampered copy differs");
+    }
+
+    #[test]
+    fn unknown_modes_are_ignore() {
+        assert_eq!(Mode::parse(None), Mode::Propagate);
+        assert_eq!(Mode::parse(Some("Often")), Mode::Ignore);
+        assert_eq!(Mode::parse(Some("AllowPropagate")).as_str(), "AllowPropagate");
+    }
+}
