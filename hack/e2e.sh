@@ -27,4 +27,5 @@ trap cleanup EXIT
 "$ROOT/hack/hns-up.sh" up "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
 log "running e2e tests against the local control plane in $DIR"
-cargo test -p hns-e2e -- "$@"
+cargo test -p hns-e2e -- --skip diagnose_ "$@"
+cargo test -p hns-e2e --test diagnose -- --test-threads=1 "$@"

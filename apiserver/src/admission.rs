@@ -12,7 +12,10 @@
 
 use actix_web::{web, HttpResponse};
 use k8s_openapi::api::core::v1::Namespace;
+use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+
+use crate::propagation::rules::INHERITED_FROM;
 
 use crate::rules::{self, Refusal};
 use crate::server::AppState;
@@ -37,6 +40,58 @@ pub async fn validate_namespaces(
         }
     };
     HttpResponse::Ok().json(response.into_review())
+}
+
+/// `POST /validate-objects`: propagated copies belong to hns. Users may not create objects
+/// that claim to be copies, nor change or delete copies (edit the source instead); the
+/// namespace controller may delete them when their namespace goes.
+pub async fn validate_objects(
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<DynamicObject>>,
+) -> HttpResponse {
+    let request: AdmissionRequest<DynamicObject> = match review.into_inner().try_into() {
+        Ok(r) => r,
+        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
+    };
+    let response = match decide_object(&state, &request) {
+        None => AdmissionResponse::from(&request),
+        Some(why) => {
+            let mut denied = AdmissionResponse::from(&request).deny(why);
+            denied.result.code = 403;
+            denied.result.reason = "Forbidden".into();
+            denied
+        }
+    };
+    HttpResponse::Ok().json(response.into_review())
+}
+
+fn source_of(obj: Option<&DynamicObject>) -> Option<String> {
+    obj.and_then(|o| o.metadata.labels.as_ref()).and_then(|l| l.get(INHERITED_FROM)).cloned()
+}
+
+fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Option<String> {
+    if req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str()) {
+        return None;
+    }
+    let old = source_of(req.old_object.as_ref());
+    let new = source_of(req.object.as_ref());
+    match (req.operation.clone(), old, new) {
+        (Operation::Create, _, Some(_)) => {
+            Some(format!("cannot create objects with the label \"{INHERITED_FROM}\"; it marks copies made by hns"))
+        }
+        (Operation::Update, Some(from), _) => Some(format!(
+            "cannot modify object propagated from namespace \"{from}\"; change the source object in {from} instead"
+        )),
+        (Operation::Update, None, Some(_)) => Some(format!("cannot add the label \"{INHERITED_FROM}\"; it marks copies made by hns")),
+        (Operation::Delete, Some(from), _) => {
+            let ns = req.namespace.clone().unwrap_or_default();
+            let terminating = state.cache.read().get(&ns).is_none_or(|n| n.object.metadata.deletion_timestamp.is_some());
+            (!terminating).then(|| {
+                format!("cannot delete object propagated from namespace \"{from}\"; delete the source object in {from}, or stop propagating it")
+            })
+        }
+        _ => None,
+    }
 }
 
 fn decide(state: &AppState, req: &AdmissionRequest<Namespace>) -> Result<(), Refusal> {

@@ -49,7 +49,7 @@ pub struct AppState {
 /// `--authorization-always-allow-paths`, and the admission webhook, which kube-apiserver calls
 /// without a client certificate and which only answers questions, changing nothing.
 fn always_allowed(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/validate-namespaces")
+    matches!(path, "/healthz" | "/livez" | "/readyz" | "/validate-namespaces" | "/validate-objects")
 }
 
 /// Authenticates and authorizes every request except health checks. The parsed
@@ -163,6 +163,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             web::resource("/validate-namespaces")
                 .route(web::post().to(crate::admission::validate_namespaces)),
         )
+        .service(web::resource("/validate-objects").route(web::post().to(crate::admission::validate_objects)))
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))
         .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))

@@ -23,6 +23,11 @@ impl Writer {
         Writer { api: Api::all(client) }
     }
 
+    /// Reads a namespace from kube-apiserver (not the cache).
+    pub async fn get(&self, name: &str) -> Result<Option<Namespace>, ApiError> {
+        self.api.get_opt(name).await.map_err(ApiError::from_kube)
+    }
+
     /// Creates a namespace. With `dry_run`, kube-apiserver validates it and stores nothing.
     pub async fn create(&self, ns: &Namespace, dry_run: bool) -> Result<Namespace, ApiError> {
         let pp = PostParams { dry_run, field_manager: Some(FIELD_MANAGER.into()) };

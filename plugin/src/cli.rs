@@ -21,6 +21,8 @@ pub struct Cli {
 enum Command {
     /// Print the plugin's version and whether the cluster serves the hns API.
     Version,
+    /// Find why namespaces are stuck in Terminating, and fix it safely.
+    Diagnose(commands::diagnose::DiagnoseArgs),
 }
 
 impl Cli {
@@ -29,6 +31,7 @@ impl Cli {
         let Cli { kube, command } = self;
         match command {
             Command::Version => commands::version::run(&kube).await,
+            Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,
         }
     }
 }

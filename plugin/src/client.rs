@@ -18,21 +18,22 @@ pub struct KubeFlags {
 
 impl KubeFlags {
     /// A client for the chosen cluster and context.
+    ///
+    /// It does not retry 503s, as kubectl does not: an unavailable APIService (hns's own, or the
+    /// one a stuck namespace waits on) answers every request with 503, and kube's default retry
+    /// (15 attempts, backing off up to 1000 s) would stall a command for minutes instead of
+    /// saying what is wrong.
     pub async fn client(&self) -> anyhow::Result<Client> {
-        let options = KubeConfigOptions {
-            context: self.context.clone(),
-            ..Default::default()
-        };
-        let config = match &self.kubeconfig {
+        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
+        let mut config = match &self.kubeconfig {
             Some(path) => {
                 let kc = Kubeconfig::read_from(path)
                     .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
                 Config::from_custom_kubeconfig(kc, &options).await?
             }
-            None => Config::from_kubeconfig(&options)
-                .await
-                .or_else(|_| Config::incluster())?,
+            None => Config::from_kubeconfig(&options).await.or_else(|_| Config::incluster())?,
         };
+        config.default_retry = false;
         Ok(Client::try_from(config)?)
     }
 }

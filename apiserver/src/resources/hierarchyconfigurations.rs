@@ -145,38 +145,63 @@ fn is_pristine(node: &Node) -> bool {
     HierarchyState::of(node) == HierarchyState::default()
 }
 
+/// How often a write is retried when the namespace changed under it (e.g. the controller
+/// relabelled it) and the client did not ask for a resourceVersion precondition.
+const WRITE_ATTEMPTS: usize = 5;
+
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match write_once(call).await {
+            // kube-apiserver retries unconditional updates on conflicts; so do we, from a
+            // fresh look at the namespace once the watch has brought its new version.
+            Err((e, false)) if e.code == 409 && attempt < WRITE_ATTEMPTS => {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt as u64)).await;
+            }
+            other => return other.map_err(|(e, _)| e),
+        }
+    }
+}
+
+/// One attempt; an error says whether the client's own resourceVersion precondition failed.
+async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     let gr = DEF.group_resource();
     let ns = call.req.namespace.as_str();
-    let opts = WriteOptions::from_query(call.query)?;
+    let fail = |e: ApiError| (e, false);
+    let opts = WriteOptions::from_query(call.query).map_err(fail)?;
     let (current, current_state, pristine) = {
         let forest = call.state.cache.read();
-        let node = forest.get(ns).ok_or_else(|| ApiError::not_found(gr, HIERARCHY_SINGLETON))?;
+        let node = forest.get(ns).ok_or_else(|| fail(ApiError::not_found(gr, HIERARCHY_SINGLETON)))?;
         (value_of(&forest, ns).unwrap_or_default(), HierarchyState::of(node), is_pristine(node))
     };
+    let mut unversioned = current.clone();
+    unversioned["metadata"].as_object_mut().map(|m| m.remove("resourceVersion"));
     let desired = match call.req.verb {
-        "patch" => body::apply_patch(&current, call.body, call.content_type)?,
-        _ => body::parse_json(call.body, call.content_type)?,
+        "patch" => body::apply_patch(&unversioned, call.body, call.content_type).map_err(fail)?,
+        _ => body::parse_json(call.body, call.content_type).map_err(fail)?,
     };
-    let (hc, warnings): (HierarchyConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
-    let name = check_name(&DEF, &call.req.name, hc.metadata.name.as_deref())?;
-    check_namespace(ns, hc.metadata.namespace.as_deref())?;
+    let (hc, warnings): (HierarchyConfiguration, _) =
+        body::decode(desired, DEF.kind, opts.field_validation).map_err(fail)?;
+    let name = check_name(&DEF, &call.req.name, hc.metadata.name.as_deref()).map_err(fail)?;
+    check_namespace(ns, hc.metadata.namespace.as_deref()).map_err(fail)?;
     if name != HIERARCHY_SINGLETON {
-        return Err(refused(
+        return Err(fail(refused(
             &DEF,
             &name,
             rules::Refusal::Invalid(vec![(
                 "metadata.name".into(),
                 format!("Invalid value: \"{name}\": a HierarchyConfiguration must be named \"{HIERARCHY_SINGLETON}\""),
             )]),
-        ));
+        )));
     }
     if call.req.verb == "create" && !pristine {
-        return Err(ApiError::already_exists(gr, HIERARCHY_SINGLETON));
+        return Err(fail(ApiError::already_exists(gr, HIERARCHY_SINGLETON)));
     }
     let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-    if hc.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty() && rv != current_rv) {
-        return Err(ApiError::stale(gr, HIERARCHY_SINGLETON));
+    let client_rv = hc.metadata.resource_version.as_deref().filter(|rv| !rv.is_empty());
+    if client_rv.is_some_and(|rv| rv != current_rv) {
+        return Err((ApiError::stale(gr, HIERARCHY_SINGLETON), true));
     }
     let desired = HierarchyState {
         parent: hc.spec.parent.clone().filter(|p| !p.is_empty()),
@@ -189,8 +214,8 @@ async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
         },
         subnamespace_meta: current_state.subnamespace_meta.clone(),
     };
-    authorize_and_validate(call, &current_state, &desired).await?;
-    apply(call, ns, &desired, opts.dry_run).await?;
+    authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
+    apply(call, ns, &desired, opts.dry_run).await.map_err(|e| (e, client_rv.is_some()))?;
     let forest = call.state.cache.read();
     let obj = value_of(&forest, ns).unwrap_or_default();
     let code = if call.req.verb == "create" { 201 } else { 200 };

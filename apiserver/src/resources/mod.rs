@@ -151,6 +151,9 @@ pub async fn dispatch(
         return crate::watch::serve(&state, def, &r, &query, &render);
     }
     let body = read_body(payload).await?;
+    if matches!(r.verb, "get" | "create" | "update" | "patch") {
+        ensure_seen(&state, &r.namespace).await?;
+    }
     let call = Call {
         state: &state,
         who: &who,
@@ -197,6 +200,19 @@ pub fn current_objects(
             .map(|n| subnamespaces::value_of(&state.policy, n, def.kind))
             .collect()
     }
+}
+
+/// Makes sure the cache has seen namespace `ns` if it exists: a namespace created a moment ago
+/// may not have reached the watch yet, and a client that just created it expects to use it.
+/// Costs one GET, and only on a cache miss.
+pub async fn ensure_seen(state: &AppState, ns: &str) -> Result<(), ApiError> {
+    if ns.is_empty() || state.cache.read().get(ns).is_some() {
+        return Ok(());
+    }
+    if let Some(found) = state.writer.get(ns).await? {
+        state.cache.observe(found);
+    }
+    Ok(())
 }
 
 /// A refusal from [`crate::rules`] as the `Status` for object `name` of `def`.

@@ -1,0 +1,283 @@
+//! `kubectl hns diagnose [NS…] [-A] [--fix [--yes] [--force]] [-o json]`: why namespaces are
+//! stuck in Terminating, and the safe way out. This layer parses, prompts and prints; the
+//! library in [`crate::diagnose`] decides.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use clap::{ArgGroup, ValueEnum};
+use console::Term;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::client::KubeFlags;
+use crate::diagnose::report::{self, Paint};
+use crate::diagnose::{
+    access, diagnose, fix, scan, Cause, FixEvent, FixOptions, FixUi, Outcome, Progress, Target,
+};
+
+/// Exit code: a stuck namespace was found.
+const EXIT_STUCK: u8 = 2;
+/// Exit code: a fix was refused or failed.
+const EXIT_REFUSED: u8 = 3;
+
+/// Find why namespaces are stuck in Terminating, and fix it safely.
+///
+/// Reads the namespace controller's conditions, unavailable APIServices, leftover objects and
+/// their finalizers, finalizers on the namespace, and admission webhooks whose backend is gone;
+/// prints the causes in the order to fix them, each with its evidence, remedy and risk. Changes
+/// nothing unless --fix is given.
+///
+/// Exit codes: 0 nothing stuck, 2 stuck namespaces found, 3 a fix was refused or failed.
+#[derive(clap::Args, Debug)]
+#[command(group(ArgGroup::new("which").required(true).args(["namespaces", "all_namespaces"])))]
+pub struct DiagnoseArgs {
+    /// Namespaces to diagnose.
+    namespaces: Vec<String>,
+    /// Diagnose every namespace in Terminating.
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
+    /// Apply the remedies one at a time, asking before each (without it: a dry run that
+    /// prints the exact API calls).
+    #[arg(long)]
+    fix: bool,
+    /// Apply without asking (for scripts).
+    #[arg(short = 'y', long, requires = "fix")]
+    yes: bool,
+    /// Allow the last resort, finalizing a namespace, even while content remains (that content
+    /// is orphaned in etcd).
+    #[arg(long, requires = "fix")]
+    force: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+    /// How long --fix waits for the namespace controller once no remedy is left (e.g. 90s,
+    /// 5m); the controller retries at least every 5 minutes.
+    #[arg(long, default_value = "5m30s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+/// Output formats.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// For people.
+    Text,
+    /// For tools.
+    Json,
+}
+
+/// Runs `diagnose`.
+pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    let client = kube.client().await?;
+    let target =
+        if args.all_namespaces { Target::AllTerminating } else { Target::Named(args.namespaces.clone()) };
+    let progress = Spinner::default();
+    let evidence = scan(&client, &target, &progress).await?;
+    let mut diagnosis = diagnose(&evidence);
+    access::check_diagnosis(&client, &mut diagnosis).await;
+    let paint = Paint::new(color(&std::io::stdout()));
+    let text = args.output == Format::Text;
+    if text {
+        print!("{}", report::text(&diagnosis, &paint));
+    }
+    let stuck: Vec<String> =
+        diagnosis.namespaces.iter().filter(|n| n.stuck()).map(|n| n.name.clone()).collect();
+    if !args.fix || stuck.is_empty() {
+        if text && !stuck.is_empty() {
+            println!("Dry run: nothing was changed. Add --fix to apply the remedies one at a time.");
+        }
+        if !text {
+            println!("{}", report::json(&diagnosis, None));
+        }
+        return Ok(if stuck.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_STUCK) });
+    }
+    // The prompt reads stdin and draws on stderr: both must be a terminal.
+    let can_ask = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !args.yes && !can_ask {
+        eprintln!("--fix asks before each remedy, but there is no terminal to ask on: add --yes to apply them without asking.");
+        return Ok(ExitCode::from(EXIT_REFUSED));
+    }
+    let options = FixOptions { force: args.force, timeout: args.timeout, poll: Duration::from_secs(2) };
+    let mut ui = Console { yes: args.yes, paint: Paint::new(color(&std::io::stderr())) };
+    let outcome = fix(&client, &stuck, &options, &mut ui, &progress).await?;
+    if !text {
+        println!("{}", report::json(&diagnosis, Some(&outcome)));
+    }
+    Ok(if outcome.fixed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
+}
+
+/// Colour on a terminal, unless `NO_COLOR` is set (https://no-color.org).
+fn color(stream: &impl IsTerminal) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    stream.is_terminal() && !no_color
+}
+
+/// Prompts and narrates the fix on stderr, so stdout stays the report (or JSON).
+struct Console {
+    yes: bool,
+    paint: Paint,
+}
+
+impl FixUi for Console {
+    fn confirm(&mut self, namespace: &str, cause: &Cause) -> bool {
+        let Some(remedy) = &cause.remedy else {
+            return false;
+        };
+        if self.yes {
+            return true;
+        }
+        dialoguer::Confirm::new()
+            .with_prompt(format!("In {namespace}: {}?", remedy.summary))
+            .default(false)
+            .interact_on(&Term::stderr())
+            .unwrap_or(false)
+    }
+
+    fn event(&mut self, event: FixEvent<'_>) {
+        let p = &self.paint;
+        match event {
+            FixEvent::Step { namespace, cause } => {
+                eprintln!("\n{} {}", p.head(&format!("[{namespace}]")), cause.summary);
+                if let Some(r) = &cause.remedy {
+                    eprintln!("  remedy: {}", r.summary);
+                    for a in &r.actions {
+                        eprintln!("    {}", p.dim(&a.describe()));
+                    }
+                }
+                eprintln!("  risk: {}", p.warn(&cause.risk));
+            }
+            FixEvent::Forced { namespace, remains } => eprintln!(
+                "  {} finalizing {namespace} while content may remain ({remains}). Whatever is left stays in etcd, orphaned.",
+                p.bad("WARNING (--force):")
+            ),
+            FixEvent::Applied { action, already_gone } => {
+                let done = if already_gone { "already gone:" } else { "done:" };
+                eprintln!("  {} {}", p.good(done), action.describe());
+            }
+            FixEvent::Changed { action } => eprintln!(
+                "  {} {}",
+                p.warn("changed since diagnosed, looking again:"),
+                action.describe()
+            ),
+            FixEvent::Waiting { namespaces, seconds } => eprintln!(
+                "\nWaiting up to {} for the namespace controller to remove {}…",
+                report::duration(seconds as i64),
+                namespaces.join(", ")
+            ),
+            FixEvent::Settled { namespace, outcome } => {
+                let line = match outcome {
+                    Outcome::Fixed => p.good("fixed: the namespace is gone"),
+                    Outcome::Refused(why) => p.bad(&format!("refused: {why}")),
+                    Outcome::Failed(why) => p.bad(&format!("failed: {why}")),
+                    Outcome::StillStuck(why) => p.bad(&format!("still Terminating: {why}")),
+                };
+                eprintln!("{} {line}", p.head(&format!("[{namespace}]")));
+            }
+        }
+    }
+}
+
+/// A progress indicator on stderr while scanning; invisible when stderr is not a terminal.
+#[derive(Default)]
+struct Spinner(Mutex<Option<ProgressBar>>);
+
+impl Progress for Spinner {
+    fn phase(&self, message: &str, total: u64) {
+        let mut current = self.bar();
+        // Clear the old bar before the new one draws, or its last frame stays on screen.
+        if let Some(old) = current.take() {
+            old.finish_and_clear();
+        }
+        let bar = if total == 0 {
+            ProgressBar::new_spinner()
+        } else {
+            ProgressBar::new(total).with_style(
+                ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            )
+        };
+        bar.set_draw_target(ProgressDrawTarget::stderr());
+        bar.set_message(message.to_string());
+        bar.enable_steady_tick(Duration::from_millis(100));
+        *current = Some(bar);
+    }
+
+    fn advance(&self) {
+        if let Some(bar) = self.bar().as_ref() {
+            bar.inc(1);
+        }
+    }
+
+    fn done(&self) {
+        if let Some(bar) = self.bar().take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Spinner {
+    fn bar(&self) -> std::sync::MutexGuard<'_, Option<ProgressBar>> {
+        // A panic while holding the lock leaves only a progress bar behind: keep going.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Parses `90`, `90s`, `5m`, `5m30s`, `1h`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let mut total = 0u64;
+    let mut number = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(format!("invalid duration {s:?}: use e.g. 90s, 5m or 1h30m")),
+        };
+        let n: u64 =
+            number.parse().map_err(|_| format!("invalid duration {s:?}: a number must come before {c:?}"))?;
+        total += n * unit;
+        number.clear();
+    }
+    if !number.is_empty() {
+        total += number.parse::<u64>().map_err(|e| format!("invalid duration {s:?}: {e}"))?;
+    }
+    Ok(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: DiagnoseArgs,
+    }
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m30s"), Ok(Duration::from_secs(330)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn needs_namespaces_or_all_but_not_both() {
+        assert!(Wrapper::try_parse_from(["x"]).is_err());
+        assert!(Wrapper::try_parse_from(["x", "-A", "ns"]).is_err());
+        let w = Wrapper::try_parse_from(["x", "a", "b", "--fix", "--yes"]).unwrap();
+        assert_eq!(w.args.namespaces, ["a", "b"]);
+        assert!(w.args.fix && w.args.yes);
+        assert!(Wrapper::try_parse_from(["x", "-A", "--yes"]).is_err(), "--yes needs --fix");
+        let j = Wrapper::try_parse_from(["x", "-A", "-o", "json"]).unwrap();
+        assert_eq!(j.args.output, Format::Json);
+    }
+}

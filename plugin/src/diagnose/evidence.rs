@@ -1,0 +1,331 @@
+//! What the scan found: plain data with no I/O, so the diagnosis is a pure function of it and can
+//! be tested without a cluster.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+/// Everything the diagnosis is decided from.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// When the scan ran; ages are measured from here.
+    pub now: Timestamp,
+    /// The namespaces to diagnose: every Terminating one, or the ones named.
+    pub targets: Vec<String>,
+    /// Every namespace in the cluster (the hns hierarchy spans namespaces).
+    pub namespaces: Vec<NamespaceState>,
+    /// Every APIService.
+    pub api_services: Vec<ApiServiceState>,
+    /// Group-versions whose discovery failed.
+    pub discovery_failures: Vec<DiscoveryFailure>,
+    /// Objects left in the target namespaces that are Terminating.
+    pub leftovers: Vec<Leftover>,
+    /// Types that could not be listed in a target namespace.
+    pub list_failures: Vec<ListFailure>,
+    /// Every admission webhook, with the health of its Service.
+    pub webhooks: Vec<Webhook>,
+    /// Names of the CustomResourceDefinitions (`<plural>.<group>`).
+    pub crds: Vec<String>,
+    /// What the scan could not read (usually for lack of rights), and why.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Something the scan could not read.
+#[derive(Debug, Clone, Default)]
+pub struct Unreadable {
+    /// What.
+    pub what: String,
+    /// The error.
+    pub message: String,
+}
+
+impl Evidence {
+    /// The namespace called `name`, if it exists.
+    pub fn namespace(&self, name: &str) -> Option<&NamespaceState> {
+        self.namespaces.iter().find(|n| n.name == name)
+    }
+
+    /// The leftovers in namespace `ns`.
+    pub fn leftovers_in<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Leftover> + 'a {
+        self.leftovers.iter().filter(move |l| l.namespace == ns)
+    }
+}
+
+/// A namespace as the API server has it.
+#[derive(Debug, Clone, Default)]
+pub struct NamespaceState {
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// Its resourceVersion when read.
+    pub resource_version: String,
+    /// Set once the namespace was deleted (it is then Terminating).
+    pub deletion_timestamp: Option<Timestamp>,
+    /// `spec.finalizers`: `kubernetes` is the namespace controller's.
+    pub spec_finalizers: Vec<String>,
+    /// `metadata.finalizers`, which other controllers may add.
+    pub metadata_finalizers: Vec<String>,
+    /// Its labels (webhook namespace selectors match on them).
+    pub labels: BTreeMap<String, String>,
+    /// Its annotations (hns keeps the hierarchy there).
+    pub annotations: BTreeMap<String, String>,
+    /// `status.conditions`.
+    pub conditions: Vec<Condition>,
+}
+
+impl NamespaceState {
+    /// Whether the namespace was deleted and is waiting to go.
+    pub fn terminating(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+}
+
+/// A status condition (namespace or APIService).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Condition {
+    /// `type`.
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// The machine-readable reason.
+    pub reason: String,
+    /// The human-readable message.
+    pub message: String,
+}
+
+impl Condition {
+    /// Whether the condition's status is `True`.
+    pub fn is_true(&self) -> bool {
+        self.status == "True"
+    }
+}
+
+/// An APIService and its availability.
+#[derive(Debug, Clone, Default)]
+pub struct ApiServiceState {
+    /// Its name, `<version>.<group>`.
+    pub name: String,
+    /// Its uid (a precondition for deleting it).
+    pub uid: String,
+    /// Its resourceVersion (a precondition for deleting it).
+    pub resource_version: String,
+    /// The group it serves.
+    pub group: String,
+    /// The version it serves.
+    pub version: String,
+    /// The Service behind it; `None` for the API server's own groups.
+    pub service: Option<ServiceRef>,
+    /// The `Available` condition, when set.
+    pub available: Option<Condition>,
+}
+
+impl ApiServiceState {
+    /// `group/version`, as discovery and the namespace conditions name it.
+    pub fn group_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+
+    /// Whether the aggregator reports it unavailable.
+    pub fn unavailable(&self) -> bool {
+        self.available.as_ref().is_some_and(|c| c.status == "False")
+    }
+}
+
+/// A reference to a Service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ServiceRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The port, when given.
+    pub port: Option<i32>,
+}
+
+impl std::fmt::Display for ServiceRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)?;
+        if let Some(p) = self.port {
+            write!(f, ":{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A group-version whose discovery failed.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoveryFailure {
+    /// `group/version`.
+    pub group_version: String,
+    /// The error.
+    pub message: String,
+}
+
+/// A namespaced resource type that supports `list` and `delete`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ResourceType {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Plural resource name, as in URLs.
+    pub plural: String,
+    /// Kind.
+    pub kind: String,
+}
+
+impl ResourceType {
+    /// `plural.group` (`configmaps` for the core group), as kubectl names types.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// The URL of an object of this type.
+    pub fn object_path(&self, namespace: &str, name: &str) -> String {
+        let base = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        format!("{base}/namespaces/{namespace}/{}/{name}", self.plural)
+    }
+}
+
+/// An object left in a Terminating namespace.
+#[derive(Debug, Clone, Default)]
+pub struct Leftover {
+    /// Its type.
+    pub resource: ResourceType,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// Its resourceVersion when listed.
+    pub resource_version: String,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+    /// Set once it was deleted.
+    pub deletion_timestamp: Option<Timestamp>,
+    /// Its owners, as `Kind/name`.
+    pub owners: Vec<String>,
+    /// Its labels (webhook object selectors match on them).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Leftover {
+    /// `plural.group/name`, as kubectl prints it.
+    pub fn display_name(&self) -> String {
+        format!("{}/{}", self.resource.qualified(), self.name)
+    }
+}
+
+/// A type that could not be listed in a namespace.
+#[derive(Debug, Clone, Default)]
+pub struct ListFailure {
+    /// The namespace.
+    pub namespace: String,
+    /// The type.
+    pub resource: ResourceType,
+    /// The error.
+    pub message: String,
+}
+
+/// One admission webhook of a Validating- or MutatingWebhookConfiguration.
+#[derive(Debug, Clone, Default)]
+pub struct Webhook {
+    /// Whether it is a mutating webhook.
+    pub mutating: bool,
+    /// The configuration's name.
+    pub configuration: String,
+    /// The configuration's resourceVersion (a precondition for changing it).
+    pub configuration_version: String,
+    /// The configuration's uid.
+    pub configuration_uid: String,
+    /// The webhook's position in the configuration.
+    pub index: usize,
+    /// How many webhooks the configuration has.
+    pub siblings: usize,
+    /// The webhook's name.
+    pub name: String,
+    /// Whether a call that fails rejects the request (`failurePolicy: Fail`, the v1 default).
+    pub fails_closed: bool,
+    /// Where the API server sends the review.
+    pub client: WebhookClient,
+    /// Which requests it intercepts.
+    pub rules: Vec<Rule>,
+    /// `namespaceSelector`, as matchLabels and matchExpressions.
+    pub namespace_selector: Option<Selector>,
+    /// `objectSelector`.
+    pub object_selector: Option<Selector>,
+}
+
+/// Where a webhook's reviews go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WebhookClient {
+    /// A Service in the cluster, and what the scan found about it.
+    Service(ServiceRef, ServiceHealth),
+    /// A URL; its health cannot be told from the API.
+    Url(String),
+}
+
+impl Default for WebhookClient {
+    fn default() -> Self {
+        WebhookClient::Url(String::new())
+    }
+}
+
+/// What the API says about a Service a webhook calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceHealth {
+    /// The Service does not exist.
+    Missing,
+    /// The Service exists but no endpoint is ready.
+    NoEndpoints,
+    /// The Service has ready endpoints, or is an ExternalName whose target the API cannot judge.
+    Reachable,
+    /// The scan could not read the Service or its Endpoints.
+    Unknown,
+}
+
+/// One rule of a webhook.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rule {
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT` or `*`.
+    pub operations: Vec<String>,
+    /// API groups, `*` for all.
+    pub api_groups: Vec<String>,
+    /// API versions, `*` for all.
+    pub api_versions: Vec<String>,
+    /// Resources, `*` or `*/*` for all, `x/y` for subresources.
+    pub resources: Vec<String>,
+    /// `Namespaced`, `Cluster` or `*`.
+    pub scope: String,
+}
+
+/// A label selector.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selector {
+    /// `matchLabels`.
+    pub labels: BTreeMap<String, String>,
+    /// `matchExpressions`.
+    pub expressions: Vec<Requirement>,
+}
+
+/// One `matchExpressions` entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Requirement {
+    /// The label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`.
+    pub operator: String,
+    /// The values for `In` and `NotIn`.
+    pub values: Vec<String>,
+}

@@ -1,0 +1,260 @@
+//! The diagnosis for people (text, coloured when asked) and for tools (JSON).
+
+use std::fmt::Write;
+
+use console::Style;
+use serde::Serialize;
+
+use super::causes::{Cause, Diagnosis, NamespaceDiagnosis, NamespaceStatus};
+use super::conditions::Reading;
+use super::fix::FixReport;
+
+/// Colours, or none.
+#[derive(Debug, Clone)]
+pub struct Paint {
+    bad: Style,
+    good: Style,
+    warn: Style,
+    dim: Style,
+    head: Style,
+}
+
+impl Paint {
+    /// Colours when `color` is true, plain text otherwise.
+    pub fn new(color: bool) -> Paint {
+        let s = || Style::new().force_styling(color);
+        Paint {
+            bad: s().red().bold(),
+            good: s().green(),
+            warn: s().yellow(),
+            dim: s().dim(),
+            head: s().bold(),
+        }
+    }
+
+    /// For problems.
+    pub fn bad(&self, s: &str) -> String {
+        self.bad.apply_to(s).to_string()
+    }
+
+    /// For what is fine.
+    pub fn good(&self, s: &str) -> String {
+        self.good.apply_to(s).to_string()
+    }
+
+    /// For risks and warnings.
+    pub fn warn(&self, s: &str) -> String {
+        self.warn.apply_to(s).to_string()
+    }
+
+    /// For detail.
+    pub fn dim(&self, s: &str) -> String {
+        self.dim.apply_to(s).to_string()
+    }
+
+    /// For headings.
+    pub fn head(&self, s: &str) -> String {
+        self.head.apply_to(s).to_string()
+    }
+}
+
+/// The diagnosis as text.
+pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
+    let mut out = String::new();
+    for w in &diagnosis.warnings {
+        let _ = writeln!(out, "{} {w}", paint.warn("warning:"));
+    }
+    if !diagnosis.warnings.is_empty() {
+        out.push('\n');
+    }
+    if diagnosis.namespaces.is_empty() {
+        let _ = writeln!(out, "{}", paint.good("No namespace is Terminating."));
+    }
+    for n in &diagnosis.namespaces {
+        namespace(&mut out, n, paint);
+    }
+    if !diagnosis.gaps.is_empty() {
+        let _ = writeln!(out, "{}", paint.head("Not seen by this scan:"));
+        for g in &diagnosis.gaps {
+            let _ = writeln!(out, "  {}: {}", g.what, paint.dim(&g.error));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
+    let name = paint.head(&format!("Namespace {}", n.name));
+    match n.status {
+        NamespaceStatus::NotFound => {
+            let _ = writeln!(out, "{name}: {}\n", paint.good("not found (nothing to do)"));
+            return;
+        }
+        NamespaceStatus::Active => {
+            let _ = writeln!(out, "{name}: {}\n", paint.good("Active, not being deleted"));
+            return;
+        }
+        NamespaceStatus::Terminating => {}
+    }
+    let since = n.terminating_seconds.map(duration).unwrap_or_default();
+    let _ = writeln!(out, "{name}: {} for {since}", paint.bad("Terminating"));
+    let list = |v: &[String]| if v.is_empty() { "(none)".to_string() } else { v.join(", ") };
+    let _ = writeln!(
+        out,
+        "  spec.finalizers: {}    metadata.finalizers: {}    objects left: {}",
+        list(&n.spec_finalizers),
+        list(&n.metadata_finalizers),
+        n.leftovers
+    );
+    let _ = writeln!(out, "  Conditions written by the namespace controller:");
+    for r in &n.conditions {
+        condition(out, r, paint);
+    }
+    if n.causes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {}",
+            paint.good(
+                "No cause found: the namespace controller may still be at work; look again in a minute."
+            )
+        );
+    } else {
+        let _ = writeln!(out, "  Causes, in the order to fix them:");
+        for (i, c) in n.causes.iter().enumerate() {
+            cause(out, &format!("{}.", i + 1), c, paint);
+        }
+    }
+    if let Some(c) = &n.last_resort {
+        cause(out, "Last resort:", c, paint);
+    }
+    out.push('\n');
+}
+
+fn condition(out: &mut String, r: &Reading, paint: &Paint) {
+    let status = match (r.status.as_str(), r.problem) {
+        ("", _) => paint.warn("unset"),
+        (s, true) => paint.bad(s),
+        (s, false) => paint.good(s),
+    };
+    let detail = if r.problem { format!("{}: {}", r.reason, r.message) } else { r.reason.clone() };
+    let _ = writeln!(out, "    {:<45} {status} {}", r.type_, paint.dim(&detail));
+    if r.problem || r.status.is_empty() {
+        let _ = writeln!(out, "      {}", r.meaning);
+    }
+}
+
+fn cause(out: &mut String, label: &str, c: &Cause, paint: &Paint) {
+    let _ = writeln!(out, "  {} {}", paint.head(label), paint.bad(&c.summary));
+    for e in &c.evidence {
+        let _ = writeln!(out, "       evidence: {}", paint.dim(e));
+    }
+    let _ = writeln!(out, "       safest fix: {}", c.advice);
+    if let Some(r) = &c.remedy {
+        let _ = writeln!(out, "       remedy: {}", r.summary);
+        for a in &r.actions {
+            let _ = writeln!(out, "         {}", paint.dim(&a.describe()));
+        }
+        if let Some(why) = &r.needs_force {
+            let _ = writeln!(out, "       {} {why}", paint.warn("refused without --force, because:"));
+        }
+        if !r.missing_rights.is_empty() {
+            let _ = writeln!(
+                out,
+                "       {} {}",
+                paint.warn("you lack the rights to:"),
+                r.missing_rights.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(out, "       risk: {}", paint.warn(&c.risk));
+}
+
+/// Seconds as `1d2h`, `3h4m`, `5m6s` or `7s`.
+pub fn duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (d, h, m, s) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+/// The diagnosis, and the fix's outcome when there was one, as JSON.
+pub fn json(diagnosis: &Diagnosis, fix: Option<&FixReport>) -> String {
+    #[derive(Serialize)]
+    struct Document<'a> {
+        #[serde(flatten)]
+        diagnosis: &'a Diagnosis,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fix: Option<&'a FixReport>,
+    }
+    // Plain data with string keys: serialization cannot fail.
+    serde_json::to_string_pretty(&Document { diagnosis, fix }).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::causes::diagnose;
+    use crate::diagnose::causes::fixtures::*;
+    use crate::diagnose::conditions::DISCOVERY_FAILURE;
+    use crate::diagnose::fix::Outcome;
+
+    fn stuck() -> Diagnosis {
+        let mut ns = terminating("demo");
+        ns.conditions = vec![cond(
+            DISCOVERY_FAILURE,
+            "True",
+            "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request",
+        )];
+        let mut ev = evidence(vec![ns]);
+        ev.targets.push("missing".into());
+        ev.api_services.push(dead_api_service());
+        diagnose(&ev)
+    }
+
+    #[test]
+    fn prints_causes_with_evidence_remedy_and_risk() {
+        let out = text(&stuck(), &Paint::new(false));
+        assert!(out.starts_with("warning: APIService v1.dead.example.com is unavailable"), "{out}");
+        assert!(out.contains("Namespace demo: Terminating for 10m0s"), "{out}");
+        assert!(out.contains("NamespaceDeletionDiscoveryFailure"));
+        assert!(out.contains("  1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)"));
+        assert!(
+            out.contains("evidence: condition NamespaceDeletionDiscoveryFailure names dead.example.com/v1")
+        );
+        assert!(out.contains("DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com with preconditions uid=uid-apisvc, resourceVersion=5"));
+        assert!(out.contains("risk: Deleting the APIService removes dead.example.com/v1"));
+        assert!(out.contains("Last resort:"));
+        assert!(out.contains("Namespace missing: not found"));
+        assert!(!out.contains('\u{1b}'), "no colour when not asked");
+    }
+
+    #[test]
+    fn colours_only_when_asked() {
+        assert!(text(&stuck(), &Paint::new(true)).contains('\u{1b}'));
+    }
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(duration(7), "7s");
+        assert_eq!(duration(133), "2m13s");
+        assert_eq!(duration(3 * 3600 + 240), "3h4m");
+        assert_eq!(duration(90_000), "1d1h");
+    }
+
+    #[test]
+    fn json_carries_the_diagnosis_and_the_fix() {
+        let mut fix = FixReport::default();
+        fix.namespaces.insert("demo".into(), Outcome::Refused("declined".into()));
+        let v: serde_json::Value = serde_json::from_str(&json(&stuck(), Some(&fix))).unwrap();
+        assert_eq!(v["namespaces"][0]["status"], "terminating");
+        assert_eq!(v["namespaces"][0]["causes"][0]["kind"], "unavailable_api_service");
+        assert_eq!(v["namespaces"][0]["causes"][0]["remedy"]["actions"][0]["kind"], "delete_api_service");
+        assert_eq!(v["namespaces"][1]["status"], "not-found");
+        assert_eq!(v["fix"]["namespaces"]["demo"]["outcome"], "refused");
+        assert_eq!(v["fix"]["namespaces"]["demo"]["detail"], "declined");
+    }
+}

@@ -1,0 +1,212 @@
+//! Policy propagation end to end, following the HNC user guide: acme-org → team-a → service-1,
+//! RoleBindings flowing down, tree labels for NetworkPolicy selectors, re-parenting moving the
+//! copies, deleting the source removing them, Remove mode, and a custom resource kind.
+
+use std::time::Duration;
+
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(60);
+const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
+
+async fn rolebinding(client: &Client, ns: &str, name: &str, group: &str) {
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), ns).create(&PostParams::default(), &rb).await.unwrap();
+}
+
+/// Waits until `ns` has (or, with `from == None`, lacks) a copy of `name` from `from`.
+async fn wait_copy<K>(client: &Client, ns: &str, name: &str, from: Option<&str>)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("{ns}/{name} copied from {from:?}"), WAIT, || async {
+        let found = api.get_opt(name).await.ok()?;
+        let origin = found
+            .as_ref()
+            .and_then(|o| o.meta().labels.as_ref())
+            .and_then(|l| l.get(INHERITED_FROM))
+            .cloned();
+        (origin.as_deref() == from).then_some(())
+    })
+    .await;
+}
+
+async fn cascade_delete(client: &Client, ns: &str) {
+    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), ns);
+    let _ = api
+        .patch(
+            "hierarchy",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
+        )
+        .await;
+    let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::default()).await;
+}
+
+#[tokio::test]
+async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let org = create_namespace(&client, &unique("acme-org"), &[]).await;
+    let team = format!("{org}-team-a");
+    let service = format!("{org}-service-1");
+    create_subns(&client, &org, &team).await.unwrap();
+    create_subns(&client, &team, &service).await.unwrap();
+    rolebinding(&client, &org, "acme-admins", "acme-admins").await;
+
+    for ns in [&team, &service] {
+        wait_copy::<RoleBinding>(&client, ns, "acme-admins", Some(&org)).await;
+    }
+    let copy = Api::<RoleBinding>::namespaced(client.clone(), &service).get("acme-admins").await.unwrap();
+    assert_eq!(copy.role_ref.name, "view");
+    assert_eq!(copy.subjects.unwrap()[0].name, "acme-admins");
+    // The tree labels select the whole subtree, as a NetworkPolicy namespaceSelector would.
+    let subtree =
+        ok(env.kubectl(&["get", "ns", "-l", &format!("{org}.tree.hnc.x-k8s.io/depth"), "-o", "name"]));
+    for ns in [&org, &team, &service] {
+        assert!(subtree.contains(&format!("namespace/{ns}")), "{subtree}");
+    }
+
+    // Copies belong to hns: users may neither edit nor delete them.
+    let err = fails(env.kubectl(&["delete", "rolebinding", "acme-admins", "-n", &team]));
+    assert!(err.contains(&format!("cannot delete object propagated from namespace \"{org}\"")), "{err}");
+    let err = fails(env.kubectl(&["label", "rolebinding", "acme-admins", "-n", &team, "x=y"]));
+    assert!(err.contains("cannot modify object propagated"), "{err}");
+
+    // A namespace's own object of the same name is never overwritten.
+    let own = create_namespace(&client, &unique("own"), &[]).await;
+    rolebinding(&client, &own, "acme-admins", "locals").await;
+    set_parent(&client, &own, Some(&org)).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mine = Api::<RoleBinding>::namespaced(client.clone(), &own).get("acme-admins").await.unwrap();
+    assert_eq!(mine.subjects.unwrap()[0].name, "locals", "not overwritten");
+
+    // Re-parenting moves the copies.
+    let other = create_namespace(&client, &unique("other-org"), &[]).await;
+    rolebinding(&client, &other, "other-admins", "other-admins").await;
+    let mover = create_namespace(&client, &unique("mover"), &[]).await;
+    set_parent(&client, &mover, Some(&org)).await.unwrap();
+    wait_copy::<RoleBinding>(&client, &mover, "acme-admins", Some(&org)).await;
+    set_parent(&client, &mover, Some(&other)).await.unwrap();
+    wait_copy::<RoleBinding>(&client, &mover, "acme-admins", None).await;
+    wait_copy::<RoleBinding>(&client, &mover, "other-admins", Some(&other)).await;
+
+    // Deleting the source removes its copies.
+    Api::<RoleBinding>::namespaced(client.clone(), &org)
+        .delete("acme-admins", &DeleteParams::default())
+        .await
+        .unwrap();
+    for ns in [&team, &service] {
+        wait_copy::<RoleBinding>(&client, ns, "acme-admins", None).await;
+    }
+    for ns in [&own, &mover] {
+        set_parent(&client, ns, None).await.unwrap();
+        delete_namespaces(&client, &[ns]).await;
+    }
+    cascade_delete(&client, &org).await;
+    delete_namespaces(&client, &[&other]).await;
+}
+
+/// Everything that changes the cluster-wide configuration, in one test so nothing else races it.
+#[tokio::test]
+async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let config: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
+    let root = create_namespace(&client, &unique("cfg-root"), &[]).await;
+    let child = format!("{root}-child");
+    create_subns(&client, &root, &child).await.unwrap();
+
+    // Secrets: Propagate, then Remove.
+    let set = |resources: serde_json::Value| {
+        let config = config.clone();
+        async move {
+            config
+                .patch(
+                    "config",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"resources": resources}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    set(json!([{"resource": "secrets", "mode": "Propagate"}])).await;
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "db-pass"}, "stringData": {"password": "s3cret"}}),
+    )
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), &root).create(&PostParams::default(), &secret).await.unwrap();
+    wait_copy::<Secret>(&client, &child, "db-pass", Some(&root)).await;
+    let status = config.get("config").await.unwrap().status.unwrap();
+    let secrets = status.resources.iter().find(|r| r.resource == "secrets").unwrap();
+    assert_eq!(secrets.mode, "Propagate");
+    assert!(secrets.num_propagated_objects.unwrap() >= 1, "{secrets:?}");
+    set(json!([{"resource": "secrets", "mode": "Remove"}])).await;
+    wait_copy::<Secret>(&client, &child, "db-pass", None).await;
+    assert!(
+        Api::<Secret>::namespaced(client.clone(), &root).get_opt("db-pass").await.unwrap().is_some(),
+        "the source stays"
+    );
+
+    // A custom resource kind, with hns's rights to it granted through the aggregated role.
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.e2e.example.com"},
+        "spec": {"group": "e2e.example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    });
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "hns-propagate-e2e-widgets", "labels": {"hnc.x-k8s.io/aggregate-to-propagation": "true"}},
+        "rules": [{"apiGroups": ["e2e.example.com"], "resources": ["widgets"], "verbs": ["get", "list", "watch", "create", "update", "delete"]}]
+    });
+    let manifests = std::env::temp_dir().join(format!("{root}-crd.json"));
+    std::fs::write(&manifests, json!({"apiVersion": "v1", "kind": "List", "items": [crd, role]}).to_string())
+        .unwrap();
+    ok(env.kubectl(&["apply", "-f", manifests.to_str().unwrap()]));
+    ok(env.kubectl(&["wait", "--for=condition=Established", "crd/widgets.e2e.example.com", "--timeout=60s"]));
+    eventually("the cluster to serve widgets", WAIT, || async {
+        env.kubectl(&["get", "widgets", "-n", &root]).status.success().then_some(())
+    })
+    .await;
+    set(json!([{"group": "e2e.example.com", "resource": "widgets"}])).await;
+    let widget = std::env::temp_dir().join(format!("{root}-widget.json"));
+    let body = json!({"apiVersion": "e2e.example.com/v1", "kind": "Widget", "metadata": {"name": "gadget", "namespace": root}, "spec": {"size": 3}});
+    std::fs::write(&widget, body.to_string()).unwrap();
+    ok(env.kubectl(&["apply", "-f", widget.to_str().unwrap()]));
+    let copied = eventually("the widget copied", WAIT, || async {
+        let out = env.kubectl(&["get", "widget", "gadget", "-n", &child, "-o", "json"]);
+        out.status.success().then(|| serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap())
+    })
+    .await;
+    assert_eq!(copied["spec"]["size"], 3);
+    assert_eq!(copied["metadata"]["labels"][INHERITED_FROM], root.as_str());
+
+    set(json!([])).await;
+    ok(env.kubectl(&["delete", "-f", manifests.to_str().unwrap(), "--wait=false"]));
+    cascade_delete(&client, &root).await;
+    let leftover =
+        Api::<Secret>::all(client.clone()).list(&ListParams::default().labels(INHERITED_FROM)).await.unwrap();
+    assert!(leftover
+        .items
+        .iter()
+        .all(|s| s.metadata.name.as_deref() != Some("db-pass")
+            || s.metadata.namespace.as_deref() != Some(&child)));
+}
