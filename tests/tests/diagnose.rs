@@ -696,7 +696,9 @@ async fn diagnose_with_read_rights_only() {
 }
 
 /// Not a check but figures, for `make bench`: how long diagnosing takes next to knsk's way
-/// (one kubectl per namespaced type). Five namespaces held by an unavailable APIService.
+/// (one kubectl per namespaced type), on a cluster with at least 100 namespaced resource types
+/// (custom resource definitions make up the difference). Five namespaces held by an
+/// unavailable APIService.
 /// Run with `cargo test -p hns-e2e --test diagnose -- --ignored --nocapture diagnose_bench`.
 #[tokio::test]
 #[ignore = "benchmark: prints figures"]
@@ -710,6 +712,26 @@ async fn diagnose_bench_scan() {
     for ns in &names {
         cleanup.namespace(ns);
         ok(env.kubectl(&["create", "namespace", ns]));
+    }
+    let listed = stdout(&env.kubectl(&["api-resources", "--verbs=list", "--namespaced", "-o", "name"])).lines().count();
+    let crds: Vec<Value> = (listed..100)
+        .map(|i| {
+            let name = format!("bench{i}s.bench.e2e.example.com");
+            cleanup.crds.push(name.clone());
+            serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name},
+                "spec": {"group": "bench.e2e.example.com", "scope": "Namespaced",
+                    "names": {"plural": format!("bench{i}s"), "singular": format!("bench{i}"), "kind": format!("Bench{i}")},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+            })
+        })
+        .collect();
+    if !crds.is_empty() {
+        let list = std::env::temp_dir().join("hns-bench-crds.json");
+        std::fs::write(&list, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string()).unwrap();
+        ok(env.kubectl(&["apply", "-f", list.to_str().unwrap()]));
+        ok(env.kubectl(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"]));
     }
     dead_api_service(&env, &mut cleanup).await;
     for ns in &names {
