@@ -31,6 +31,7 @@ new_cert hns-apiserver-client ca \
 kubeconfig_for "$DIR/hns-apiserver.kubeconfig" hns-apiserver-client
 
 HNS_PORT="${HNS_PORT:-$(free_port)}"
+METRICS_PORT="${METRICS_PORT:-$(free_port)}"
 log "applying config/dev (APIService and webhook → localhost:$HNS_PORT)"
 kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|$HNS_PORT|" \
   | kubectl apply -f - >/dev/null || die "applying config/dev failed"
@@ -40,7 +41,8 @@ log "starting hns-apiserver on 127.0.0.1:$HNS_PORT"
 RUST_LOG="${RUST_LOG:-info}" start hns-apiserver "$BIN" \
   --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$HNS_PORT" \
-  --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1
+  --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 \
+  --metrics-bind-address "127.0.0.1:$METRICS_PORT"
 wait_for 60 curl -sfk "https://127.0.0.1:$HNS_PORT/readyz" || {
   tail -30 "$LOGS/hns-apiserver.log" >&2
   die "hns-apiserver did not become ready (log: $LOGS/hns-apiserver.log)"
@@ -51,7 +53,8 @@ kubectl wait --for=condition=Available --timeout=60s apiservice/v1alpha2.hnc.x-k
 }
 # The CA hns made for itself, for clients that talk to it directly (the e2e tests).
 kubectl -n hns-system get secret hns-serving-cert -o jsonpath='{.data.ca\.crt}' | base64 -d > "$PKI/hns-ca.crt"
-grep -v '^HNS_PORT=' "$DIR/env" > "$DIR/env.new" || true
+grep -vE '^(HNS_PORT|METRICS_PORT)=' "$DIR/env" > "$DIR/env.new" || true
 echo "HNS_PORT=$HNS_PORT" >> "$DIR/env.new"
+echo "METRICS_PORT=$METRICS_PORT" >> "$DIR/env.new"
 mv "$DIR/env.new" "$DIR/env"
 log "hns-apiserver ready; APIService v1alpha2.hnc.x-k8s.io Available"

@@ -43,6 +43,8 @@ pub struct Cache {
     pub hub: Hub,
     /// Names of changed namespaces, for the controller.
     pub changes: tokio::sync::broadcast::Sender<Change>,
+    /// Seconds from a namespace write (its newest managed-fields time) to this cache seeing it.
+    pub watch_lag: prometheus_client::metrics::histogram::Histogram,
 }
 
 impl Cache {
@@ -55,6 +57,9 @@ impl Cache {
             policy,
             hub: Hub::default(),
             changes,
+            watch_lag: prometheus_client::metrics::histogram::Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(0.05, 2.0, 10),
+            ),
         }
     }
 
@@ -110,6 +115,17 @@ impl Cache {
         let _ = self.changes.send(Change::Namespaces(names));
     }
 
+    /// Records how long a change took to arrive: managed-fields times are written by
+    /// kube-apiserver with the change (to the second, which bounds the precision).
+    fn observe_lag(&self, ns: &Namespace) {
+        let newest =
+            ns.metadata.managed_fields.iter().flatten().filter_map(|m| m.time.as_ref()).map(|t| t.0).max();
+        if let Some(written) = newest {
+            let lag = jiff::Timestamp::now().as_millisecond() - written.as_millisecond();
+            self.watch_lag.observe((lag.max(0) as f64) / 1000.0);
+        }
+    }
+
     /// Applies one watch event.
     fn apply(&self, event: Event<Namespace>, relist: &mut Vec<Namespace>) {
         match event {
@@ -124,7 +140,10 @@ impl Cache {
                 self.synced.store(true, Ordering::Release);
                 tracing::info!(namespaces = forest.len(), "namespace cache synced");
             }
-            Event::Apply(ns) => self.change(ns, false),
+            Event::Apply(ns) => {
+                self.observe_lag(&ns);
+                self.change(ns, false)
+            }
             Event::Delete(ns) => self.change(ns, true),
         }
     }

@@ -70,8 +70,10 @@ fn json_annotation<T: serde::de::DeserializeOwned + Default>(value: Option<&Stri
 }
 
 impl Node {
-    /// Reads the hierarchy facts out of a Namespace object.
-    pub fn from_namespace(ns: Namespace) -> Self {
+    /// Reads the hierarchy facts out of a Namespace object. Managed fields are dropped: they
+    /// are most of a namespace's bytes and nothing here reads them.
+    pub fn from_namespace(mut ns: Namespace) -> Self {
+        ns.metadata.managed_fields = None;
         let annotations = ns.metadata.annotations.as_ref();
         let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
         let raw = |k: &str| annotations.and_then(|a| a.get(k));

@@ -24,6 +24,7 @@ pub mod forest;
 pub mod health;
 pub mod leader;
 pub mod list;
+pub mod metrics;
 pub mod negotiation;
 pub mod openapi;
 pub mod options;

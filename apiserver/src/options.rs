@@ -16,6 +16,7 @@ use crate::certs::{self, SelfManaged, ServingCert, Source};
 use crate::config_store::{self, ConfigStore};
 use crate::controller::Controller;
 use crate::leader;
+use crate::metrics::{self, Metrics, Sources};
 use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::propagation::Propagation;
 use crate::server::{self, AppState};
@@ -98,6 +99,10 @@ pub struct Args {
     /// on namespaces.
     #[arg(long, default_value = "system:serviceaccount:hns-system:hns-apiserver")]
     pub hns_identity: String,
+
+    /// Address of the plain-HTTP Prometheus metrics endpoint (`/metrics`); empty disables it.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: String,
 
     /// HTTP worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
@@ -193,6 +198,24 @@ impl Args {
         );
         let leading = leader::run(client.clone(), &self.namespace, "hns-controller", identity);
         let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
+        let metrics = Arc::new(Metrics::default());
+        if !self.metrics_bind_address.is_empty() {
+            let addr: SocketAddr = self
+                .metrics_bind_address
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--metrics-bind-address {}: {e}", self.metrics_bind_address))?;
+            let sources = Arc::new(Sources {
+                cache: cache.clone(),
+                policy: policy.clone(),
+                propagation: propagation.clone(),
+                metrics: metrics.clone(),
+            });
+            tokio::spawn(async move {
+                if let Err(error) = metrics::serve(addr, sources).await {
+                    tracing::error!(%error, %addr, "metrics endpoint failed");
+                }
+            });
+        }
         tokio::spawn(follow_config(propagation.clone(), config.spec.subscribe()));
         let controller = Arc::new(Controller {
             cache: cache.clone(),
@@ -201,6 +224,7 @@ impl Args {
             queue: Arc::default(),
             propagation: propagation.clone(),
             client: client.clone(),
+            metrics: metrics.clone(),
         });
         tokio::spawn(controller.run(leading));
         let state = web::Data::new(AppState {

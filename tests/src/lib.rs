@@ -40,6 +40,8 @@ pub struct Local {
     pub hns_port: u16,
     /// kube-apiserver's port on 127.0.0.1.
     pub kube_apiserver_port: u16,
+    /// hns-apiserver's metrics port on 127.0.0.1.
+    pub metrics_port: u16,
 }
 
 impl Env {
@@ -53,7 +55,12 @@ impl Env {
             let port = |k: &str| {
                 env.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} missing in env"))
             };
-            Local { hns_port: port("HNS_PORT"), kube_apiserver_port: port("KUBE_APISERVER_PORT"), dir }
+            Local {
+                hns_port: port("HNS_PORT"),
+                kube_apiserver_port: port("KUBE_APISERVER_PORT"),
+                metrics_port: port("METRICS_PORT"),
+                dir,
+            }
         });
         Env { kubeconfig, local }
     }

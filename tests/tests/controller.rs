@@ -94,6 +94,11 @@ async fn a_cycle_made_by_two_users_at_once_is_reported_and_recovers() {
     assert!(!l.contains_key(&keys::tree_label(&y)), "tree labels never express the cycle: {l:?}");
     let table = ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &x, "--no-headers"]));
     assert!(table.contains("ActivitiesHalted(InCycle)"), "{table}");
+    let config: hns_api::HNCConfiguration = Api::all(client.clone()).get("config").await.unwrap();
+    let summary = config.status.unwrap().conditions;
+    let in_cycle =
+        summary.iter().find(|c| c.type_ == "NamespaceCondition" && c.message.contains("\"InCycle\""));
+    assert!(in_cycle.is_some_and(|c| c.message.contains(&x) && c.message.contains(&y)), "{summary:?}");
 
     // Breaking the cycle clears the conditions.
     set_parent(&client, &x, None).await.unwrap();
@@ -134,4 +139,27 @@ async fn a_missing_parent_is_reported() {
     eventually("condition cleared", WAIT, || async { reasons(&client, &c).await.is_empty().then_some(()) })
         .await;
     delete_namespaces(&client, &[&c]).await;
+}
+
+#[tokio::test]
+async fn metrics_describe_the_hierarchy_and_the_work() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("metrics") else { return };
+    let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", local.metrics_port))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "hns_leader 1",
+        "hns_namespaces ",
+        "hns_namespace_conditions{condition=\"ActivitiesHalted\",reason=\"InCycle\"}",
+        "hns_propagated_objects{kind=\"RoleBinding\"}",
+        "hns_source_objects{kind=\"Role\"}",
+        "hns_reconciles_total ",
+        "hns_watch_lag_seconds_count ",
+    ] {
+        assert!(text.contains(series), "{series} missing from:\n{text}");
+    }
 }

@@ -88,6 +88,8 @@ pub struct Controller {
     pub propagation: Arc<Propagation>,
     /// For writing propagated objects.
     pub client: kube::Client,
+    /// Counters.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Controller {
@@ -110,7 +112,9 @@ impl Controller {
                 },
                 res = leader.changed() => {
                     if res.is_err() { return; }
-                    if *leader.borrow() {
+                    let leading = *leader.borrow();
+                    self.metrics.leader.set(i64::from(leading));
+                    if leading {
                         tracing::info!("became leader; reconciling every namespace");
                         self.enqueue_all();
                     }
@@ -144,7 +148,9 @@ impl Controller {
             if !*leader.borrow() {
                 continue; // a follower drops work; it re-lists everything when it leads
             }
+            self.metrics.reconciles.inc();
             if let Err(code) = self.reconcile(&ns).await {
+                self.metrics.reconcile_errors.inc();
                 // A conflict means our copy was stale: the watch brings the new version and with
                 // it another pass. Anything else is retried after a pause.
                 let queue = self.queue.clone();
@@ -163,6 +169,7 @@ impl Controller {
             namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now())
         };
         if let Some(patch) = patch {
+            self.metrics.namespace_writes.inc();
             match self.writer.patch(ns, &patch, false).await {
                 Ok(updated) => self.cache.observe(updated),
                 Err(e) if e.code == 404 => return Ok(()),
@@ -199,6 +206,16 @@ impl Controller {
     async fn apply(&self, syncer: &Syncer, ns: &str, action: Action) -> Result<(), u16> {
         let api = syncer.api(&self.client, ns);
         let kind = &syncer.resource.kind;
+        let action_name = match &action {
+            Action::Create(_) => "create",
+            Action::Update(_) => "update",
+            Action::Delete { .. } => "delete",
+            Action::Conflict { .. } => "conflict",
+        };
+        self.metrics
+            .object_writes
+            .get_or_create(&crate::metrics::WriteLabels { kind: kind.clone(), action: action_name.into() })
+            .inc();
         let outcome = match action {
             Action::Create(obj) => api.create(&PostParams::default(), &obj).await.map(|o| syncer.observe(o)),
             Action::Update(obj) => {

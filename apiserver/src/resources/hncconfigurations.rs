@@ -86,12 +86,51 @@ async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
     Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
 }
 
-/// The configuration with its status: every propagated kind, its mode and counts.
+/// The configuration with its status: every propagated kind, its mode and counts, and a
+/// summary of the namespaces' conditions.
 fn with_status(call: &Call<'_>, mut obj: Value) -> Value {
-    let status =
-        HNCConfigurationStatus { resources: call.state.propagation.status(), conditions: Vec::new() };
+    let conditions = namespace_conditions(&call.state.cache.read());
+    let status = HNCConfigurationStatus { resources: call.state.propagation.status(), conditions };
     obj["status"] = serde_json::to_value(status).unwrap_or_default();
     obj
+}
+
+/// HNC's summary: one `NamespaceCondition` per namespace condition type and reason, naming the
+/// namespaces affected, timed by the latest of their recorded transitions.
+fn namespace_conditions(
+    forest: &crate::forest::Forest,
+) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    use std::collections::BTreeMap;
+    let mut affected: BTreeMap<(String, String), (Vec<String>, Option<jiff::Timestamp>)> = BTreeMap::new();
+    for node in forest.iter() {
+        for c in crate::conditions::recorded(node.object.metadata.annotations.as_ref()) {
+            let entry = affected.entry((c.type_.clone(), c.reason.clone())).or_default();
+            entry.0.push(node.name().to_string());
+            entry.1 = entry.1.max(Some(c.last_transition_time.0));
+        }
+    }
+    affected
+        .into_iter()
+        .map(|((type_, reason), (names, since))| {
+            let quoted: Vec<String> = names.iter().take(10).map(|n| format!("\"{n}\"")).collect();
+            let more =
+                if names.len() > 10 { format!(" and {} more", names.len() - 10) } else { String::new() };
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "NamespaceCondition".into(),
+                status: "True".into(),
+                reason: type_,
+                message: format!(
+                    "{} namespaces {}{more} are affected by \"{reason}\"",
+                    names.len(),
+                    quoted.join(", ")
+                ),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    since.unwrap_or_default(),
+                ),
+                observed_generation: None,
+            }
+        })
+        .collect()
 }
 
 /// HNC's rules for the configuration: known modes, no enforced kinds, no duplicates, and only

@@ -1,0 +1,162 @@
+//! Prometheus metrics (text format), served on their own plain-HTTP port like HNC's
+//! `--metrics-addr`: counts only, nothing a scrape could learn about objects.
+//!
+//! Counters are bumped where things happen; gauges that describe the hierarchy (namespaces per
+//! condition, propagated objects per kind) are computed from the forest and the syncers at
+//! scrape time, so they can never drift from what hns actually holds.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::cache::Cache;
+use crate::conditions;
+use crate::policy::Policy;
+use crate::propagation::Propagation;
+
+/// Labels of per-kind series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// The object kind, e.g. `RoleBinding`.
+    pub kind: String,
+}
+
+/// Labels of per-kind write series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// The object kind.
+    pub kind: String,
+    /// `create`, `update` or `delete`.
+    pub action: String,
+}
+
+/// Labels of the condition gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConditionLabels {
+    /// Condition type.
+    pub condition: String,
+    /// Condition reason.
+    pub reason: String,
+}
+
+/// Counters updated as hns works.
+#[derive(Default)]
+pub struct Metrics {
+    /// Namespace reconciles by the controller.
+    pub reconciles: Counter,
+    /// Reconciles that failed and were retried.
+    pub reconcile_errors: Counter,
+    /// Writes to Namespace objects by the controller.
+    pub namespace_writes: Counter,
+    /// Writes of propagated objects.
+    pub object_writes: Family<WriteLabels, Counter>,
+    /// 1 while this replica holds the controller Lease.
+    pub leader: Gauge,
+}
+
+/// What a scrape reads besides the counters.
+pub struct Sources {
+    /// The forest.
+    pub cache: Arc<Cache>,
+    /// The administrator's settings.
+    pub policy: Policy,
+    /// The propagated kinds.
+    pub propagation: Arc<Propagation>,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Sources {
+    /// The text exposition of every metric, as of now.
+    pub fn render(&self) -> String {
+        let mut registry = Registry::with_prefix("hns");
+        let m = &self.metrics;
+        registry.register("reconciles", "Namespace reconciles by the controller", m.reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed and were retried",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "namespace_writes",
+            "Writes to Namespace objects by the controller",
+            m.namespace_writes.clone(),
+        );
+        registry.register("object_writes", "Writes of propagated objects", m.object_writes.clone());
+        registry.register(
+            "watch_lag_seconds",
+            "Delay from a namespace write to hns seeing it",
+            self.cache.watch_lag.clone(),
+        );
+        registry.register("leader", "1 while this replica leads", m.leader.clone());
+
+        let namespaces = Gauge::<i64>::default();
+        let by_condition: Family<ConditionLabels, Gauge> = Family::default();
+        {
+            let forest = self.cache.read();
+            namespaces.set(forest.len() as i64);
+            // Zeros for every pair, as HNC does, so dashboards see the series before trouble.
+            for (condition, reason) in conditions::ALL {
+                let _ = by_condition.get_or_create(&ConditionLabels {
+                    condition: condition.to_string(),
+                    reason: reason.to_string(),
+                });
+            }
+            for node in forest.iter() {
+                for c in conditions::conditions(&forest, &self.policy, node.name()) {
+                    by_condition
+                        .get_or_create(&ConditionLabels {
+                            condition: c.type_.to_string(),
+                            reason: c.reason.to_string(),
+                        })
+                        .inc();
+                }
+            }
+        }
+        registry.register("namespaces", "Namespaces in the forest", namespaces);
+        registry.register("namespace_conditions", "Namespaces with each condition", by_condition);
+
+        let sources: Family<KindLabels, Gauge> = Family::default();
+        let copies: Family<KindLabels, Gauge> = Family::default();
+        for s in self.propagation.syncers() {
+            let (n_sources, n_copies) = s.counts();
+            let kind = KindLabels { kind: s.resource.kind.clone() };
+            sources.get_or_create(&kind).set(n_sources as i64);
+            copies.get_or_create(&kind).set(n_copies as i64);
+        }
+        registry.register("source_objects", "Objects of propagated kinds that are sources", sources);
+        registry.register("propagated_objects", "Copies made by propagation", copies);
+
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &registry);
+        out
+    }
+}
+
+/// Serves `GET /metrics` on `addr` until shutdown.
+pub async fn serve(addr: std::net::SocketAddr, sources: Arc<Sources>) -> std::io::Result<()> {
+    use actix_web::{web, App, HttpResponse, HttpServer};
+    let server = HttpServer::new(move || {
+        let sources = sources.clone();
+        App::new().route(
+            "/metrics",
+            web::get().to(move || {
+                let body = sources.render();
+                async move {
+                    HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(body)
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .bind(addr)?;
+    tracing::info!(%addr, "serving metrics");
+    server.run().await
+}
