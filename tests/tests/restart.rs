@@ -1,0 +1,133 @@
+//! Crash safety: hns-apiserver killed with SIGKILL in the middle of propagating to 500
+//! namespaces, with sources changed while it is down, then restarted: every copy ends up exactly
+//! right. Its own test binary, so no other test runs while hns is down (cargo runs test binaries
+//! one after another).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::{stream, StreamExt};
+use hns_e2e::*;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+const CHILDREN: usize = 500;
+const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
+
+fn binding(name: &str, group: &str) -> RoleBinding {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }))
+    .unwrap()
+}
+
+/// How many children hold exactly the wanted copies: `keep` with subjects `group`, `fresh`, and
+/// no copy of `gone`.
+async fn converged(client: &Client, root: &str, group: &str) -> usize {
+    let all = Api::<RoleBinding>::all(client.clone())
+        .list(&ListParams::default().labels(INHERITED_FROM))
+        .await
+        .unwrap();
+    let mut per_ns: std::collections::BTreeMap<String, Vec<RoleBinding>> = Default::default();
+    for rb in all.items {
+        per_ns.entry(rb.metadata.namespace.clone().unwrap_or_default()).or_default().push(rb);
+    }
+    per_ns
+        .iter()
+        .filter(|(ns, _)| ns.starts_with(&format!("{root}-")))
+        .filter(|(_, rbs)| {
+            let named = |n: &str| rbs.iter().find(|r| r.metadata.name.as_deref() == Some(n));
+            let keep_ok = named("keep").is_some_and(|r| {
+                r.subjects.as_ref().is_some_and(|s| s[0].name == group)
+                    && r.metadata.labels.as_ref().is_some_and(|l| l[INHERITED_FROM] == root)
+            });
+            keep_ok && named("fresh").is_some() && named("gone").is_none() && rbs.len() == 2
+        })
+        .count()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[tokio::test]
+async fn sigkill_mid_propagation_then_restart_converges_exactly() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("sigkill_mid_propagation") else { return };
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("crash"), &[]).await;
+    let children: Vec<String> = (0..CHILDREN).map(|i| format!("{root}-{i}")).collect();
+    stream::iter(&children)
+        .for_each_concurrent(16, |c| {
+            let client = client.clone();
+            let root = root.clone();
+            async move {
+                create_subns(&client, &root, c).await.unwrap();
+            }
+        })
+        .await;
+    let rbs: Api<RoleBinding> = Api::namespaced(client.clone(), &root);
+    rbs.create(&PostParams::default(), &binding("keep", "before")).await.unwrap();
+    rbs.create(&PostParams::default(), &binding("gone", "before")).await.unwrap();
+    eventually("the first two bindings everywhere", Duration::from_secs(180), || async {
+        let all = Api::<RoleBinding>::all(client.clone())
+            .list(&ListParams::default().labels(INHERITED_FROM))
+            .await
+            .ok()?;
+        let copies = all
+            .items
+            .iter()
+            .filter(|r| r.metadata.namespace.as_deref().is_some_and(|n| n.starts_with(&root)))
+            .count();
+        (copies == 2 * CHILDREN).then_some(())
+    })
+    .await;
+
+    // A new source, and hns killed while it propagates.
+    rbs.create(&PostParams::default(), &binding("fresh", "during")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
+    let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
+    assert!(killed.success());
+    let fresh = Api::<RoleBinding>::all(client.clone())
+        .list(&ListParams::default().labels(INHERITED_FROM).fields("metadata.name=fresh"))
+        .await
+        .unwrap()
+        .items
+        .len();
+    println!("copies of the new binding when hns was killed: {fresh}/{CHILDREN}");
+
+    // While hns is down: one source changes, another goes.
+    rbs.patch(
+        "keep",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "after"}]})),
+    )
+    .await
+    .unwrap();
+    rbs.delete("gone", &DeleteParams::default()).await.unwrap();
+
+    let restarted =
+        std::process::Command::new(repo().join("hack/hns-up.sh")).arg("up").arg(&local.dir).status().unwrap();
+    assert!(restarted.success(), "hns-apiserver restarts");
+    let started = std::time::Instant::now();
+    eventually("every copy exactly right after the restart", Duration::from_secs(300), || async {
+        (converged(&client, &root, "after").await == CHILDREN).then_some(())
+    })
+    .await;
+    println!("converged {CHILDREN} namespaces {:.1} s after the restart", started.elapsed().as_secs_f64());
+
+    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
+    api.patch(
+        "hierarchy",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
+    )
+    .await
+    .unwrap();
+    delete_namespaces(&client, &[&root]).await;
+}
