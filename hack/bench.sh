@@ -16,7 +16,7 @@ trap cleanup EXIT
 "$ROOT/hack/control-plane.sh" up "$DIR"
 HNS_APISERVER_BIN="$ROOT/target/release/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
-for b in ${@:-api diagnose}; do
+for b in ${@:-api propagation diagnose}; do
   log "benchmark: $b"
   case "$b" in
     # The diagnoser's figures come from its e2e harness (real stuck namespaces, real kubectl).

@@ -1,8 +1,11 @@
 //! `hns-bench`: benchmarks against a live cluster (started by `make bench`). Prints figures and
 //! ratios against a baseline measured in the same run; asserts nothing about time.
 //!
-//!   hns-bench api     GET latency of a hierarchy configuration vs a namespace, and
-//!                     LIST hierarchyconfigurations -A at 1,000 and 10,000 namespaces
+//!   hns-bench api          GET latency of a hierarchy configuration vs a namespace, and
+//!                          LIST hierarchyconfigurations -A at 1,000 and 10,000 namespaces
+//!   hns-bench propagation  one RoleBinding reaching 1,000 descendants vs a client creating
+//!                          1,000 RoleBindings itself; hns-apiserver's memory with 10,000
+//!                          namespaces and 10,000 propagated objects
 
 use std::time::{Duration, Instant};
 
@@ -22,7 +25,8 @@ async fn main() -> anyhow::Result<()> {
     let client = env.admin().await;
     match which.as_str() {
         "api" => api(&client).await,
-        other => anyhow::bail!("unknown benchmark {other:?}; known: api"),
+        "propagation" => propagation(&client, &env).await,
+        other => anyhow::bail!("unknown benchmark {other:?}; known: api, propagation"),
     }
 }
 
@@ -119,6 +123,105 @@ async fn api(client: &Client) -> anyhow::Result<()> {
             ms(k) / 5.0,
             h.as_secs_f64() / k.as_secs_f64()
         );
+    }
+    Ok(())
+}
+
+const TREE: &str = "bench-tree";
+const DESCENDANTS: usize = 1_000;
+
+fn view_binding(name: &str) -> k8s_openapi::api::rbac::v1::RoleBinding {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "bench"}],
+    }))
+    .expect("a valid RoleBinding")
+}
+
+/// Copies of `name` made by hns.
+async fn copies(client: &Client, name: &str) -> anyhow::Result<usize> {
+    let api: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::all(client.clone());
+    let lp =
+        ListParams::default().labels("hnc.x-k8s.io/inherited-from").fields(&format!("metadata.name={name}"));
+    Ok(api.list_metadata(&lp).await?.items.len())
+}
+
+/// hns-apiserver's resident memory, from /proc (local control plane only).
+fn rss_mib(env: &Env) -> Option<f64> {
+    let pid = std::fs::read_to_string(env.local.as_ref()?.dir.join("pids/hns-apiserver.pid")).ok()?;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).ok()?;
+    let kib: f64 =
+        status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use kube::api::PostParams;
+    let root = create_namespace(client, TREE, &[]).await;
+    let started = Instant::now();
+    stream::iter(0..DESCENDANTS)
+        .for_each_concurrent(32, |i| {
+            let root = root.clone();
+            async move {
+                hns_e2e::create_subns(client, &root, &format!("{TREE}-{i}")).await.expect("subnamespace");
+            }
+        })
+        .await;
+    println!("created {DESCENDANTS} subnamespaces in {:.1} s", started.elapsed().as_secs_f64());
+    // Let hns settle: every descendant labelled.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let selector = format!("{TREE}.tree.hnc.x-k8s.io/depth=1");
+    while namespaces.list_metadata(&ListParams::default().labels(&selector)).await?.items.len() < DESCENDANTS
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Baseline: a client writing the same 1,000 RoleBindings itself.
+    let t = Instant::now();
+    stream::iter(0..DESCENDANTS)
+        .for_each_concurrent(32, |i| async move {
+            let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{TREE}-{i}"));
+            api.create(&PostParams::default(), &view_binding("by-hand")).await.expect("RoleBinding");
+        })
+        .await;
+    let by_hand = t.elapsed();
+
+    // hns: one RoleBinding in the root, timed until its 1,000th copy exists.
+    let t = Instant::now();
+    Api::<RoleBinding>::namespaced(client.clone(), &root)
+        .create(&PostParams::default(), &view_binding("inherited"))
+        .await?;
+    while copies(client, "inherited").await? < DESCENDANTS {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let by_hns = t.elapsed();
+    println!();
+    println!("one RoleBinding to {DESCENDANTS} namespaces        seconds");
+    println!("  client creating each (baseline, 32 at a time) {:7.2}", by_hand.as_secs_f64());
+    println!("  hns propagating from the root                 {:7.2}", by_hns.as_secs_f64());
+    println!(
+        "  ratio hns/baseline                            {:7.2}   (target <= 1.25)",
+        by_hns.as_secs_f64() / by_hand.as_secs_f64()
+    );
+
+    // Memory: 10,000 propagated objects (ten bindings in the root), with every namespace so far.
+    for i in 0..9 {
+        let name = format!("inherited-{i}");
+        Api::<RoleBinding>::namespaced(client.clone(), &root)
+            .create(&PostParams::default(), &view_binding(&name))
+            .await?;
+    }
+    for i in 0..9 {
+        while copies(client, &format!("inherited-{i}")).await? < DESCENDANTS {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let total_ns = namespaces.list_metadata(&ListParams::default()).await?.items.len();
+    match rss_mib(env) {
+        Some(rss) => println!("\nhns-apiserver RSS with {total_ns} namespaces and {} propagated objects: {rss:.1} MiB (target < 100 MiB)", 10 * DESCENDANTS),
+        None => println!("\nhns-apiserver RSS: not measurable here (needs the local control plane)"),
     }
     Ok(())
 }
