@@ -14,6 +14,7 @@ use crate::authz::Authorizer;
 use crate::cache::{self, Cache};
 use crate::certs::{self, SelfManaged, ServingCert, Source};
 use crate::config_store::{self, ConfigStore};
+use crate::controller::events::Events;
 use crate::controller::Controller;
 use crate::leader;
 use crate::metrics::{self, Metrics, Sources};
@@ -196,7 +197,7 @@ impl Args {
                 .unwrap_or_else(|_| "hns-apiserver".into()),
             std::process::id()
         );
-        let leading = leader::run(client.clone(), &self.namespace, "hns-controller", identity);
+        let leading = leader::run(client.clone(), &self.namespace, "hns-controller", identity.clone());
         let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
         let metrics = Arc::new(Metrics::default());
         if !self.metrics_bind_address.is_empty() {
@@ -225,6 +226,7 @@ impl Args {
             propagation: propagation.clone(),
             client: client.clone(),
             metrics: metrics.clone(),
+            events: Events::new(client.clone(), identity),
         });
         tokio::spawn(controller.run(leading));
         let state = web::Data::new(AppState {

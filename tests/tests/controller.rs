@@ -94,6 +94,19 @@ async fn a_cycle_made_by_two_users_at_once_is_reported_and_recovers() {
     assert!(!l.contains_key(&keys::tree_label(&y)), "tree labels never express the cycle: {l:?}");
     let table = ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &x, "--no-headers"]));
     assert!(table.contains("ActivitiesHalted(InCycle)"), "{table}");
+    eventually("an InCycle event about the namespace", WAIT, || async {
+        let out = ok(env.kubectl(&[
+            "get",
+            "events",
+            "-A",
+            "--field-selector",
+            &format!("reason=InCycle,involvedObject.name={x}"),
+            "-o",
+            "name",
+        ]));
+        (!out.trim().is_empty()).then_some(())
+    })
+    .await;
     let config: hns_api::HNCConfiguration = Api::all(client.clone()).get("config").await.unwrap();
     let summary = config.status.unwrap().conditions;
     let in_cycle =

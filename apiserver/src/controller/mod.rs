@@ -7,6 +7,7 @@
 //! other replicas keep their queues empty and take over from scratch if they become leader, so
 //! a restart or a leader change converges without any state carried across.
 
+pub mod events;
 pub mod namespaces;
 
 use std::collections::{HashSet, VecDeque};
@@ -90,6 +91,8 @@ pub struct Controller {
     pub client: kube::Client,
     /// Counters.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Kubernetes Events.
+    pub events: events::Events,
 }
 
 impl Controller {
@@ -164,14 +167,28 @@ impl Controller {
 
     /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.
     async fn reconcile(&self, ns: &str) -> Result<(), u16> {
-        let patch = {
+        let (patch, new_conditions, uid) = {
             let forest = self.cache.read();
-            namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now())
+            let recorded = forest
+                .get(ns)
+                .map(|n| crate::conditions::recorded(n.object.metadata.annotations.as_ref()))
+                .unwrap_or_default();
+            let fresh: Vec<_> = crate::conditions::conditions(&forest, &self.policy, ns)
+                .into_iter()
+                .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
+                .collect();
+            let uid = forest.get(ns).and_then(|n| n.object.metadata.uid.clone());
+            (namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now()), fresh, uid)
         };
         if let Some(patch) = patch {
             self.metrics.namespace_writes.inc();
             match self.writer.patch(ns, &patch, false).await {
-                Ok(updated) => self.cache.observe(updated),
+                Ok(updated) => {
+                    self.cache.observe(updated);
+                    for c in &new_conditions {
+                        self.events.condition(ns, uid.clone(), c).await;
+                    }
+                }
                 Err(e) if e.code == 404 => return Ok(()),
                 Err(e) => {
                     tracing::debug!(namespace = %ns, error = %e, "namespace update failed; retrying");
@@ -232,6 +249,8 @@ impl Controller {
             Action::Conflict { name, source_namespace } => {
                 tracing::warn!(%kind, namespace = %ns, %name, source = %source_namespace,
                     "CannotPropagateObject: the namespace has its own object of that name; not overwritten");
+                let api_version = &syncer.resource.api_version;
+                self.events.cannot_propagate(api_version, kind, &name, &source_namespace, ns).await;
                 return Ok(());
             }
         };
