@@ -25,8 +25,9 @@ use crate::resources::{hierarchyconfigurations, hncconfigurations, subnamespaces
 use crate::server::AppState;
 use crate::status::ApiError;
 
-/// Events kept for resumes.
-const HISTORY: usize = 20_000;
+/// Events kept for resumes. kube-apiserver's watch cache keeps 100 per resource by default; a
+/// client further behind gets 410 and relists. The history is most of hns's memory when large.
+const HISTORY: usize = 2_000;
 /// Events buffered per watcher before it is cut off as too slow (it then relists).
 const CHANNEL: usize = 4_096;
 /// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).

@@ -23,8 +23,9 @@ use crate::policy::Policy;
 use crate::propagation::{Action, Propagation, Syncer};
 use crate::writer::Writer;
 
-/// Concurrent namespace writes.
-const WORKERS: usize = 4;
+/// Namespaces reconciled at once. A reconcile mostly waits on kube-apiserver, so many run
+/// together (HNC ran 20); a move or a new source touches a whole subtree.
+const WORKERS: usize = 32;
 
 /// A set-like FIFO of namespace names: a name queued twice is reconciled once.
 #[derive(Default)]
