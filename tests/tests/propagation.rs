@@ -145,12 +145,22 @@ async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
                 .unwrap();
         }
     };
-    set(json!([{"resource": "secrets", "mode": "Propagate"}])).await;
     let secret: Secret = serde_json::from_value(
         json!({"metadata": {"name": "db-pass"}, "stringData": {"password": "s3cret"}}),
     )
     .unwrap();
     Api::<Secret>::namespaced(client.clone(), &root).create(&PostParams::default(), &secret).await.unwrap();
+    // A child's own secret of the same name would be overwritten: HNC refuses the switch.
+    let child_secrets: Api<Secret> = Api::namespaced(client.clone(), &child);
+    child_secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let propagate = json!({"spec": {"resources": [{"resource": "secrets", "mode": "Propagate"}]}});
+    let refused =
+        config.patch("config", &PatchParams::default(), &Patch::Merge(&propagate)).await.unwrap_err();
+    let kube::Error::Api(s) = refused else { panic!("expected a Status") };
+    assert_eq!(s.code, 422);
+    assert!(s.message.contains(&format!("{child}/db-pass (from {root})")), "{}", s.message);
+    child_secrets.delete("db-pass", &DeleteParams::default()).await.unwrap();
+    set(json!([{"resource": "secrets", "mode": "Propagate"}])).await;
     wait_copy::<Secret>(&client, &child, "db-pass", Some(&root)).await;
     let status = config.get("config").await.unwrap().status.unwrap();
     let secrets = status.resources.iter().find(|r| r.resource == "secrets").unwrap();

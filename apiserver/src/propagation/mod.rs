@@ -229,7 +229,11 @@ impl Propagation {
 }
 
 /// The API resource of `resource` in `group` at the group's preferred version.
-async fn resolve(client: &Client, group: &str, resource: &str) -> Result<Option<ApiResource>, kube::Error> {
+pub async fn resolve(
+    client: &Client,
+    group: &str,
+    resource: &str,
+) -> Result<Option<ApiResource>, kube::Error> {
     let (group_version, list) = if group.is_empty() {
         ("v1".to_string(), client.list_core_api_resources("v1").await?)
     } else {

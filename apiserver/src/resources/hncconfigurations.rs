@@ -80,6 +80,8 @@ async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
         return Err(ApiError::stale(DEF.group_resource(), CONFIG_SINGLETON));
     }
     check_spec(&call.state.client, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
+    let before: HNCConfigurationSpec = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
+    check_overwrites(call, &before, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
     let written =
         call.state.config.write(&call.state.client, &call.state.namespace, &obj.spec, opts.dry_run).await?;
     let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
@@ -158,6 +160,96 @@ async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), 
     } else {
         Err(Refusal::Invalid(causes))
     }
+}
+
+/// HNC refuses to start propagating a kind where copies would overwrite namespaces' own objects
+/// of the same name: the administrator must rename or remove those first.
+async fn check_overwrites(
+    call: &Call<'_>,
+    before: &HNCConfigurationSpec,
+    after: &HNCConfigurationSpec,
+) -> Result<(), Refusal> {
+    use crate::propagation::rules::Mode;
+    let mode_in = |spec: &HNCConfigurationSpec, g: &str, r: &str| {
+        spec.resources
+            .iter()
+            .find(|x| x.group == g && x.resource == r)
+            .map(|x| Mode::parse(x.mode.as_deref()))
+    };
+    let mut causes = Vec::new();
+    for (i, r) in after.resources.iter().enumerate() {
+        let now = Mode::parse(r.mode.as_deref());
+        if !matches!(now, Mode::Propagate | Mode::AllowPropagate)
+            || mode_in(before, &r.group, &r.resource) == Some(now)
+        {
+            continue;
+        }
+        let clashes = overwrites(call, &r.group, &r.resource, now).await?;
+        if !clashes.is_empty() {
+            let shown: Vec<&str> = clashes.iter().take(10).map(String::as_str).collect();
+            let more =
+                if clashes.len() > 10 { format!(" and {} more", clashes.len() - 10) } else { String::new() };
+            causes.push((
+                format!("spec.resources[{i}].mode"),
+                format!(
+                    "Cannot update configuration because it would overwrite the following object(s): {}{more}; rename or delete them first",
+                    shown.join(", ")
+                ),
+            ));
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::Invalid(causes))
+    }
+}
+
+/// `namespace/name` of every object that propagating `resource` in `mode` would overwrite.
+async fn overwrites(
+    call: &Call<'_>,
+    group: &str,
+    resource: &str,
+    mode: crate::propagation::rules::Mode,
+) -> Result<Vec<String>, Refusal> {
+    let unavailable = |e: kube::Error| Refusal::NotSynced(format!("cannot list {resource}: {e}"));
+    let Some(ar) =
+        crate::propagation::resolve(&call.state.client, group, resource).await.map_err(unavailable)?
+    else {
+        return Ok(Vec::new());
+    };
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(call.state.client.clone(), &ar);
+    let listed = api.list(&Default::default()).await.map_err(unavailable)?;
+    let objects: crate::propagation::Objects = listed
+        .items
+        .into_iter()
+        .map(|o| {
+            (
+                (
+                    o.metadata.namespace.clone().unwrap_or_default(),
+                    o.metadata.name.clone().unwrap_or_default(),
+                ),
+                std::sync::Arc::new(o),
+            )
+        })
+        .collect();
+    let forest = call.state.cache.read();
+    let mut clashes = Vec::new();
+    for node in forest.iter() {
+        for action in crate::propagation::plan::actions(
+            &forest,
+            &call.state.policy,
+            &objects,
+            &ar.kind,
+            mode,
+            node.name(),
+        ) {
+            if let crate::propagation::Action::Conflict { name, source_namespace } = action {
+                clashes.push(format!("{}/{name} (from {source_namespace})", node.name()));
+            }
+        }
+    }
+    Ok(clashes)
 }
 
 /// The checks that need no cluster.
