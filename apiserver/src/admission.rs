@@ -42,9 +42,9 @@ pub async fn validate_namespaces(
     HttpResponse::Ok().json(response.into_review())
 }
 
-/// `POST /validate-objects`: propagated copies belong to hns. Users may not create objects
-/// that claim to be copies, nor change or delete copies (edit the source instead); the
-/// namespace controller may delete them when their namespace goes.
+/// `POST /validate-objects`: propagated copies belong to hns. Users may not change or delete
+/// copies (edit the source instead), nor label their objects as copies; the namespace
+/// controller may delete copies when their namespace goes.
 pub async fn validate_objects(
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<DynamicObject>>,
@@ -76,9 +76,6 @@ fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Opt
     let old = source_of(req.old_object.as_ref());
     let new = source_of(req.object.as_ref());
     match (req.operation.clone(), old, new) {
-        (Operation::Create, _, Some(_)) => {
-            Some(format!("cannot create objects with the label \"{INHERITED_FROM}\"; it marks copies made by hns"))
-        }
         (Operation::Update, Some(from), _) => Some(format!(
             "cannot modify object propagated from namespace \"{from}\"; change the source object in {from} instead"
         )),

@@ -3,7 +3,12 @@
 use clap::Parser;
 use hns_apiserver::options::Args;
 
-#[actix_web::main]
+// jemalloc hands freed memory back to the system; with glibc's allocator the peak of one large
+// LIST (10,000 objects serialized) stayed in the resident set for good.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     args.init_logging();

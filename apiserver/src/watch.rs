@@ -29,7 +29,7 @@ use crate::status::ApiError;
 /// client further behind gets 410 and relists. The history is most of hns's memory when large.
 const HISTORY: usize = 2_000;
 /// Events buffered per watcher before it is cut off as too slow (it then relists).
-const CHANNEL: usize = 4_096;
+const CHANNEL: usize = 1_024;
 /// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).
 const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How often a watcher that allows bookmarks gets one.
