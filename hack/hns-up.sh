@@ -38,6 +38,8 @@ kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|$HNS_PORT|" \
 
 stop hns-apiserver
 log "starting hns-apiserver on 127.0.0.1:$HNS_PORT"
+# The same allocator settings as the Deployment (config/default/deployment.yaml).
+_RJEM_MALLOC_CONF="${_RJEM_MALLOC_CONF:-background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0}" \
 RUST_LOG="${RUST_LOG:-info}" start hns-apiserver "$BIN" \
   --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
   --bind-address 127.0.0.1 --secure-port "$HNS_PORT" \

@@ -25,7 +25,7 @@ use crate::writer::Writer;
 
 /// Namespaces reconciled at once. A reconcile mostly waits on kube-apiserver, so many run
 /// together (HNC ran 20); a move or a new source touches a whole subtree.
-const WORKERS: usize = 32;
+const WORKERS: usize = 64;
 
 /// A set-like FIFO of namespace names: a name queued twice is reconciled once.
 #[derive(Default)]
