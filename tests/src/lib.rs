@@ -285,6 +285,16 @@ pub async fn create_subns(
     api.create(&PostParams::default(), &hns_api::Subnamespace::new(name, Default::default())).await
 }
 
+/// Deletes a tree of namespaces: allows cascading deletion on `root` (so its subnamespaces go
+/// with it), then deletes it. Errors are ignored: this is clean-up.
+pub async fn delete_tree(client: &Client, root: &str) {
+    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), root);
+    let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
+    let _ =
+        api.patch("hierarchy", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(cascade)).await;
+    delete_namespaces(client, &[root]).await;
+}
+
 /// Deletes namespaces, ignoring ones already gone.
 pub async fn delete_namespaces(client: &Client, names: &[&str]) {
     let api: Api<Namespace> = Api::all(client.clone());

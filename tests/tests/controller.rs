@@ -128,10 +128,7 @@ async fn a_cycle_made_by_two_users_at_once_is_reported_and_recovers() {
     assert_eq!(hc["spec"]["parent"], x.as_str());
     set_parent(&client, &y, None).await.unwrap();
     for n in [&x, &y] {
-        let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), n);
-        let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
-        api.patch("hierarchy", &Default::default(), &kube::api::Patch::Merge(cascade)).await.unwrap();
-        delete_namespaces(&client, &[n]).await;
+        delete_tree(&client, n).await;
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hns_api::{keys, HierarchyConfiguration, Subnamespace};
 use hns_e2e::*;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 
@@ -38,19 +38,6 @@ fn status(err: kube::Error) -> kube::core::Status {
         kube::Error::Api(s) => *s,
         other => panic!("expected a Status from the server, got {other}"),
     }
-}
-
-/// Deletes a tree of namespaces: allows cascading deletion on `root`, then deletes it.
-async fn delete_tree(client: &Client, root: &str) {
-    let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), root);
-    let _ = api
-        .patch(
-            "hierarchy",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
-        )
-        .await;
-    let _ = Api::<Namespace>::all(client.clone()).delete(root, &DeleteParams::default()).await;
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use hns_e2e::*;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -43,18 +43,6 @@ where
         (origin.as_deref() == from).then_some(())
     })
     .await;
-}
-
-async fn cascade_delete(client: &Client, ns: &str) {
-    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), ns);
-    let _ = api
-        .patch(
-            "hierarchy",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
-        )
-        .await;
-    let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::default()).await;
 }
 
 #[tokio::test]
@@ -117,7 +105,7 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
         set_parent(&client, ns, None).await.unwrap();
         delete_namespaces(&client, &[ns]).await;
     }
-    cascade_delete(&client, &org).await;
+    delete_tree(&client, &org).await;
     delete_namespaces(&client, &[&other]).await;
 }
 
@@ -211,7 +199,7 @@ async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
 
     set(json!([])).await;
     ok(env.kubectl(&["delete", "-f", manifests.to_str().unwrap(), "--wait=false"]));
-    cascade_delete(&client, &root).await;
+    delete_tree(&client, &root).await;
     let leftover =
         Api::<Secret>::all(client.clone()).list(&ListParams::default().labels(INHERITED_FROM)).await.unwrap();
     assert!(leftover

@@ -121,13 +121,5 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     .await;
     println!("converged {CHILDREN} namespaces {:.1} s after the restart", started.elapsed().as_secs_f64());
 
-    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
-    api.patch(
-        "hierarchy",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
-    )
-    .await
-    .unwrap();
-    delete_namespaces(&client, &[&root]).await;
+    delete_tree(&client, &root).await;
 }
