@@ -3,8 +3,9 @@
 #   make dev-down   stop it
 #   make test       unit tests + end-to-end tests against a real control plane
 #   make lint       cargo fmt --check and clippy -D warnings
+#   make release    kubectl-hns packed for krew for this machine's platform
 
-.PHONY: bench build dev-up dev-down dev-clean test test-unit e2e lint fmt manifests verify-manifests
+.PHONY: bench build dev-up dev-down dev-clean test test-unit e2e lint fmt manifests verify-manifests release
 
 build:
 	cargo build --workspace
@@ -29,6 +30,23 @@ e2e:
 # Benchmarks print figures and ratios against a baseline measured in the same run.
 bench:
 	hack/bench.sh
+
+# The krew archive for this machine's platform (linux/amd64 here): kubectl-hns and its README at
+# the top level, as deploy/krew/hns.yaml maps them; its sha256 is written into that platform's
+# entry of the manifest.
+RELEASE_DIR = $(or $(CARGO_TARGET_DIR),target)/release
+release:
+	cargo build --release -p kubectl-hns
+	@set -e; \
+	os=$$(uname -s | tr '[:upper:]' '[:lower:]'); \
+	case "$$(uname -m)" in x86_64|amd64) arch=amd64;; aarch64|arm64) arch=arm64;; *) echo "unsupported machine $$(uname -m)"; exit 1;; esac; \
+	archive=kubectl-hns-$$os-$$arch.tar.gz; stage=$$(mktemp -d); \
+	cp $(RELEASE_DIR)/kubectl-hns $$stage/kubectl-hns; cp plugin/README.md $$stage/README.md; \
+	tar -C $$stage -czf $(RELEASE_DIR)/$$archive kubectl-hns README.md; rm -rf $$stage; \
+	sum=$$( (sha256sum $(RELEASE_DIR)/$$archive 2>/dev/null || shasum -a 256 $(RELEASE_DIR)/$$archive) | cut -d' ' -f1); \
+	sed -i.bak "\|/$$archive\$$|,/sha256:/ s/sha256: .*/sha256: $$sum/" deploy/krew/hns.yaml; rm -f deploy/krew/hns.yaml.bak; \
+	grep -q "sha256: $$sum" deploy/krew/hns.yaml || { echo "no $$os/$$arch entry in deploy/krew/hns.yaml"; exit 1; }; \
+	echo "$(RELEASE_DIR)/$$archive: sha256 $$sum, written to deploy/krew/hns.yaml"
 
 lint: verify-manifests
 	cargo fmt --all -- --check

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
-#   hack/bench.sh [BENCHMARK...]   (default: api diagnose)
+#   hack/bench.sh [BENCHMARK...]   (default: api propagation tree diagnose)
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -16,7 +16,7 @@ trap cleanup EXIT
 "$ROOT/hack/control-plane.sh" up "$DIR"
 HNS_APISERVER_BIN="$ROOT/target/release/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
-for b in ${@:-api propagation diagnose}; do
+for b in ${@:-api propagation tree diagnose}; do
   log "benchmark: $b"
   case "$b" in
     # The diagnoser's figures come from its e2e harness (real stuck namespaces, real kubectl).

@@ -23,6 +23,9 @@ pub use subnamespace::{
     SubnamespaceStatus,
 };
 
+/// The component hns reports Kubernetes Events under (`reportingController`).
+pub const EVENT_COMPONENT: &str = "hns.hnc.x-k8s.io";
+
 /// The API group hns serves.
 pub const GROUP: &str = "hnc.x-k8s.io";
 /// The only version of the group.

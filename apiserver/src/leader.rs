@@ -42,6 +42,22 @@ pub fn run(client: Client, namespace: &str, name: &str, identity: String) -> wat
     rx
 }
 
+/// Gives the Lease up if we hold it, so that another replica takes over at once instead of after
+/// the Lease expires (a rolling update, a clean shutdown).
+pub async fn release(client: Client, namespace: &str, name: &str, identity: &str) {
+    let api: Api<Lease> = Api::namespaced(client, namespace);
+    let Ok(Some(mut lease)) = api.get_opt(name).await else { return };
+    let Some(spec) = lease.spec.as_mut().filter(|s| s.holder_identity.as_deref() == Some(identity)) else {
+        return;
+    };
+    spec.holder_identity = None;
+    spec.renew_time = None;
+    match api.replace(name, &PostParams::default(), &lease).await {
+        Ok(_) => tracing::info!(lease = %name, "leadership released"),
+        Err(error) => tracing::warn!(%error, lease = %name, "cannot release the lease; it expires by itself"),
+    }
+}
+
 fn now() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
 }
@@ -71,7 +87,8 @@ async fn try_acquire_or_renew(api: &Api<Lease>, name: &str, identity: &str) -> R
     if !mine {
         let duration = i64::from(spec.lease_duration_seconds.unwrap_or(LEASE_SECONDS));
         let renewed = spec.renew_time.as_ref().map_or(0, |t| t.0.as_second());
-        if jiff::Timestamp::now().as_second() < renewed + duration {
+        let released = spec.holder_identity.is_none();
+        if !released && jiff::Timestamp::now().as_second() < renewed + duration {
             return Ok(false);
         }
         spec.holder_identity = Some(identity.into());

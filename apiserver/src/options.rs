@@ -24,6 +24,9 @@ use crate::server::{self, AppState};
 use crate::tls;
 use crate::writer::Writer;
 
+/// The Lease the controller replicas compete for.
+const LEASE: &str = "hns-controller";
+
 /// hns-apiserver serves the hierarchical-namespace API (group hnc.x-k8s.io) behind
 /// kube-apiserver's aggregation layer.
 #[derive(Parser, Debug)]
@@ -197,7 +200,7 @@ impl Args {
                 .unwrap_or_else(|_| "hns-apiserver".into()),
             std::process::id()
         );
-        let leading = leader::run(client.clone(), &self.namespace, "hns-controller", identity.clone());
+        let leading = leader::run(client.clone(), &self.namespace, LEASE, identity.clone());
         let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
         let metrics = Arc::new(Metrics::default());
         if !self.metrics_bind_address.is_empty() {
@@ -226,9 +229,10 @@ impl Args {
             propagation: propagation.clone(),
             client: client.clone(),
             metrics: metrics.clone(),
-            events: Events::new(client.clone(), identity),
+            events: Events::new(client.clone(), identity.clone()),
         });
         tokio::spawn(controller.run(leading));
+        let (release_client, release_identity) = (client.clone(), identity.clone());
         let state = web::Data::new(AppState {
             cache,
             authn: authn_state,
@@ -253,6 +257,7 @@ impl Args {
             http.bind_openssl(addr, tls).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         tracing::info!(%addr, "serving");
         http.run().await?;
+        leader::release(release_client, &self.namespace, LEASE, &release_identity).await;
         tracing::info!("stopped");
         Ok(())
     }

@@ -7,9 +7,17 @@ use clap::{Parser, Subcommand};
 use crate::client::KubeFlags;
 use crate::commands;
 
+/// What scripts can rely on; `diagnose` documents its own.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success
+  1  error: refused by the server (its message is printed), hns not installed or unavailable,
+     not confirmed, or a confirmation needed without a terminal (add --yes)
+  2  invalid command line";
+
 /// Manage hierarchical namespaces (hns).
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-hns", bin_name = "kubectl hns", version)]
+#[command(name = "kubectl-hns", bin_name = "kubectl hns", version, after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(flatten)]
     kube: KubeFlags,
@@ -19,8 +27,22 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Create a subnamespace of the namespace given with -n.
+    Create(commands::create::CreateArgs),
+    /// Delete a subnamespace of the namespace given with -n.
+    Delete(commands::delete::DeleteArgs),
+    /// Set a namespace's parent, or make it a root, and allow or forbid cascading deletion.
+    Set(commands::set::SetArgs),
+    /// Display the trees below the given namespaces, or every tree with -A.
+    Tree(commands::tree::TreeArgs),
+    /// Describe a namespace's place in the hierarchy.
+    Describe(commands::describe::DescribeArgs),
+    /// View or change which kinds propagate down the hierarchy.
+    Config(commands::config::ConfigArgs),
     /// Print the plugin's version and whether the cluster serves the hns API.
-    Version,
+    Version(commands::version::VersionArgs),
+    /// Print a shell completion script.
+    Completion(commands::completion::CompletionArgs),
     /// Find why namespaces are stuck in Terminating, and fix it safely.
     Diagnose(commands::diagnose::DiagnoseArgs),
 }
@@ -30,8 +52,61 @@ impl Cli {
     pub async fn run(self) -> anyhow::Result<ExitCode> {
         let Cli { kube, command } = self;
         match command {
-            Command::Version => commands::version::run(&kube).await,
+            Command::Create(args) => commands::create::run(&kube, args).await,
+            Command::Delete(args) => commands::delete::run(&kube, args).await,
+            Command::Set(args) => commands::set::run(&kube, args).await,
+            Command::Tree(args) => commands::tree::run(&kube, args).await,
+            Command::Describe(args) => commands::describe::run(&kube, args).await,
+            Command::Config(args) => commands::config::run(&kube, args).await,
+            Command::Version(args) => commands::version::run(&kube, args).await,
+            Command::Completion(args) => commands::completion::run(args),
             Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn kubectl_flags_work_after_any_subcommand() {
+        let cli = Cli::try_parse_from([
+            "kubectl-hns",
+            "create",
+            "kid",
+            "-n",
+            "team",
+            "--context",
+            "c",
+            "--kubeconfig",
+            "k",
+        ])
+        .unwrap();
+        assert_eq!(cli.kube.namespace.as_deref(), Some("team"));
+        assert_eq!(cli.kube.context.as_deref(), Some("c"));
+        assert!(Cli::try_parse_from(["kubectl-hns", "tree"]).is_err(), "tree needs namespaces or -A");
+        assert!(Cli::try_parse_from(["kubectl-hns", "tree", "-A", "-o", "yaml"]).is_ok());
+        assert!(Cli::try_parse_from([
+            "kubectl-hns",
+            "config",
+            "set-resource",
+            "secrets",
+            "--mode",
+            "remove"
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn help_documents_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("Exit codes:") && help.contains("2  invalid command line"), "{help}");
     }
 }

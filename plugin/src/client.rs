@@ -1,4 +1,5 @@
-//! Connecting to the cluster the way kubectl does: `--kubeconfig`, `--context`, `KUBECONFIG`.
+//! Connecting to the cluster the way kubectl does: `--kubeconfig`, `--context`, `KUBECONFIG`,
+//! and `-n/--namespace` defaulting to the context's namespace, then `default`.
 
 use std::path::PathBuf;
 
@@ -14,6 +15,17 @@ pub struct KubeFlags {
     /// The name of the kubeconfig context to use.
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// The namespace to work in (default: the kubeconfig context's namespace, else `default`).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+}
+
+/// A client and the namespace commands work in.
+pub struct Connection {
+    /// The client.
+    pub client: Client,
+    /// `-n`, or the context's namespace, or `default`.
+    pub namespace: String,
 }
 
 impl KubeFlags {
@@ -24,6 +36,11 @@ impl KubeFlags {
     /// (15 attempts, backing off up to 1000 s) would stall a command for minutes instead of
     /// saying what is wrong.
     pub async fn client(&self) -> anyhow::Result<Client> {
+        Ok(self.connect().await?.client)
+    }
+
+    /// A client, and the namespace to work in.
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
         let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
         let mut config = match &self.kubeconfig {
             Some(path) => {
@@ -34,6 +51,7 @@ impl KubeFlags {
             None => Config::from_kubeconfig(&options).await.or_else(|_| Config::incluster())?,
         };
         config.default_retry = false;
-        Ok(Client::try_from(config)?)
+        let namespace = self.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+        Ok(Connection { client: Client::try_from(config)?, namespace })
     }
 }

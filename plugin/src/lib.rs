@@ -4,3 +4,8 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod diagnose;
+pub mod forest;
+pub mod hns;
+pub mod output;
+pub mod prompt;
+pub mod tree;

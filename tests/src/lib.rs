@@ -121,6 +121,48 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
         .expect("kubectl must be on PATH")
 }
 
+/// The directory holding the built `kubectl-hns`: CARGO_TARGET_DIR's, else the workspace's
+/// (`hack/e2e.sh` builds it first).
+pub fn plugin_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let dir = target.join("debug");
+    assert!(
+        dir.join("kubectl-hns").exists(),
+        "{} has no kubectl-hns: build it first (cargo build -p kubectl-hns)",
+        dir.display()
+    );
+    dir
+}
+
+/// PATH with `dir` first.
+pub fn path_with(dir: &Path) -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(&path));
+    std::env::join_paths(dirs).expect("PATH")
+}
+
+/// Runs `kubectl hns ARGS` with `kubeconfig` through kubectl's real plugin dispatch, without
+/// colour and without a terminal on stdin.
+pub fn hns_with(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", path_with(&plugin_dir()))
+        .env("NO_COLOR", "1")
+        .arg("hns")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("kubectl must be on PATH")
+}
+
+/// `kubectl hns ARGS` as the admin.
+pub fn hns(env: &Env, args: &[&str]) -> Output {
+    hns_with(&env.kubeconfig, args)
+}
+
 /// stdout of a successful command; panics with stderr otherwise.
 pub fn ok(out: Output) -> String {
     assert!(

@@ -26,42 +26,6 @@ const DEAD_API_SERVICE: &str = "v1.dead.example.com";
 
 // === helpers ===
 
-/// The directory holding the built `kubectl-hns` (`hack/e2e.sh` builds it first).
-fn plugin_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let dir = target.join("debug");
-    assert!(
-        dir.join("kubectl-hns").exists(),
-        "{} has no kubectl-hns: build it first (cargo build -p kubectl-hns)",
-        dir.display()
-    );
-    dir
-}
-
-/// Runs `kubectl hns ARGS` through kubectl's plugin dispatch, without colour and without a
-/// terminal on stdin.
-fn hns(env: &Env, args: &[&str]) -> Output {
-    hns_with(&env.kubeconfig, args)
-}
-
-/// [`hns`] with another kubeconfig (another user).
-fn hns_with(kubeconfig: &Path, args: &[&str]) -> Output {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![plugin_dir()];
-    dirs.extend(std::env::split_paths(&path));
-    Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .env("PATH", std::env::join_paths(dirs).unwrap())
-        .env("NO_COLOR", "1")
-        .arg("hns")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("kubectl must be on PATH")
-}
-
 fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
@@ -713,7 +677,9 @@ async fn diagnose_bench_scan() {
         cleanup.namespace(ns);
         ok(env.kubectl(&["create", "namespace", ns]));
     }
-    let listed = stdout(&env.kubectl(&["api-resources", "--verbs=list", "--namespaced", "-o", "name"])).lines().count();
+    let listed = stdout(&env.kubectl(&["api-resources", "--verbs=list", "--namespaced", "-o", "name"]))
+        .lines()
+        .count();
     let crds: Vec<Value> = (listed..100)
         .map(|i| {
             let name = format!("bench{i}s.bench.e2e.example.com");
@@ -729,7 +695,11 @@ async fn diagnose_bench_scan() {
         .collect();
     if !crds.is_empty() {
         let list = std::env::temp_dir().join("hns-bench-crds.json");
-        std::fs::write(&list, serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string()).unwrap();
+        std::fs::write(
+            &list,
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds}).to_string(),
+        )
+        .unwrap();
         ok(env.kubectl(&["apply", "-f", list.to_str().unwrap()]));
         ok(env.kubectl(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"]));
     }

@@ -8,9 +8,6 @@ use kube::Client;
 
 use crate::conditions::NsCondition;
 
-/// Name hns reports Events under (`reportingController`).
-pub const COMPONENT: &str = "hns.hnc.x-k8s.io";
-
 /// Publishes hns's Events.
 pub struct Events {
     recorder: Recorder,
@@ -22,7 +19,7 @@ impl Events {
         Events {
             recorder: Recorder::new(
                 client,
-                Reporter { controller: COMPONENT.into(), instance: Some(instance) },
+                Reporter { controller: hns_api::EVENT_COMPONENT.into(), instance: Some(instance) },
             ),
         }
     }

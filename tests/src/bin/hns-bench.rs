@@ -6,6 +6,8 @@
 //!   hns-bench propagation  one RoleBinding reaching 1,000 descendants vs a client creating
 //!                          1,000 RoleBindings itself; hns-apiserver's memory with 10,000
 //!                          namespaces and 10,000 propagated objects
+//!   hns-bench tree         `kubectl hns tree -A` with a forest of 1,000 and 10,000 namespaces vs
+//!                          an HNC-style client making two requests per namespace
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +28,8 @@ async fn main() -> anyhow::Result<()> {
     match which.as_str() {
         "api" => api(&client).await,
         "propagation" => propagation(&client, &env).await,
-        other => anyhow::bail!("unknown benchmark {other:?}; known: api, propagation"),
+        "tree" => tree(&client, &env).await,
+        other => anyhow::bail!("unknown benchmark {other:?}; known: api, propagation, tree"),
     }
 }
 
@@ -219,9 +222,124 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
         }
     }
     let total_ns = namespaces.list_metadata(&ListParams::default()).await?.items.len();
+    if let Some(rss) = rss_mib(env) {
+        println!("\nhns-apiserver RSS right after the last change: {rss:.1} MiB");
+    }
+    // Steady state: the allocator returns freed memory after its decay period (10 s).
+    tokio::time::sleep(Duration::from_secs(15)).await;
     match rss_mib(env) {
-        Some(rss) => println!("\nhns-apiserver RSS with {total_ns} namespaces and {} propagated objects: {rss:.1} MiB (target < 100 MiB)", 10 * DESCENDANTS),
+        Some(rss) => println!(
+            "hns-apiserver RSS, steady, with {total_ns} namespaces and {} propagated objects: {rss:.1} MiB (target < 100 MiB)",
+            10 * DESCENDANTS
+        ),
         None => println!("\nhns-apiserver RSS: not measurable here (needs the local control plane)"),
+    }
+    Ok(())
+}
+
+const FOREST: &str = "bench-forest";
+/// Roots of the forest; every other namespace is a subnamespace, ten per parent.
+const ROOTS: usize = 100;
+
+/// Namespace `i` of the forest and its parent: `ROOTS` roots, then ten subnamespaces under each
+/// namespace in turn, so 1,000 namespaces are two levels deep and 10,000 three.
+fn forest_member(i: usize) -> (String, Option<String>) {
+    let parent = (i >= ROOTS).then(|| format!("{FOREST}-{}", (i - ROOTS) / 10));
+    (format!("{FOREST}-{i}"), parent)
+}
+
+/// Grows the forest from `from` to `to` namespaces, a level at a time so parents exist first.
+async fn grow_forest(client: &Client, from: usize, to: usize) {
+    let started = Instant::now();
+    let mut start = from;
+    while start < to {
+        // The next level starts at the first namespace whose parent is not yet made.
+        let level_end = (start + 1..to).find(|&i| i >= ROOTS && (i - ROOTS) / 10 >= start).unwrap_or(to);
+        stream::iter(start..level_end)
+            .for_each_concurrent(32, |i| async move {
+                match forest_member(i) {
+                    (name, None) => {
+                        create_namespace(client, &name, &[]).await;
+                    }
+                    (name, Some(parent)) => {
+                        hns_e2e::create_subns(client, &parent, &name).await.expect("subnamespace");
+                    }
+                }
+            })
+            .await;
+        start = level_end;
+    }
+    println!("created {} forest namespaces in {:.1} s", to - from, started.elapsed().as_secs_f64());
+}
+
+/// What HNC's plugin did for `tree -A`: list the namespaces, then for each one GET its
+/// hierarchy configuration and list its anchors, one request after another.
+async fn hnc_style_tree(client: &Client) -> anyhow::Result<usize> {
+    let names: Vec<String> = Api::<Namespace>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    for ns in &names {
+        Api::<HierarchyConfiguration>::namespaced(client.clone(), ns).get("hierarchy").await?;
+        Api::<hns_api::SubnamespaceAnchor>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await?;
+    }
+    Ok(names.len())
+}
+
+/// One `kubectl hns tree -A` through kubectl's plugin dispatch, with the kubectl-hns built next
+/// to this binary; returns how many lines it printed.
+fn kubectl_hns_tree(env: &Env) -> anyhow::Result<usize> {
+    let dir = std::env::current_exe()?.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let mut path = vec![dir];
+    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    let out = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", &env.kubeconfig)
+        .env("PATH", std::env::join_paths(path)?)
+        .args(["hns", "tree", "-A"])
+        .output()?;
+    anyhow::ensure!(out.status.success(), "kubectl hns tree -A: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(out.stdout.iter().filter(|b| **b == b'\n').count())
+}
+
+async fn tree(client: &Client, env: &Env) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let existing = namespaces.list_metadata(&ListParams::default()).await?.items.len();
+    let mut rows = Vec::new();
+    let mut made = 0;
+    for size in [1_000usize, 10_000] {
+        grow_forest(client, made, size).await;
+        made = size;
+        wait_listed(client, existing + size).await;
+        let total = namespaces.list_metadata(&ListParams::default()).await?.items.len();
+        // Ours: mean of 5 runs, each a process, as a user runs it.
+        let t = Instant::now();
+        for _ in 0..5 {
+            let lines = kubectl_hns_tree(env)?;
+            anyhow::ensure!(lines >= total, "tree -A printed {lines} lines for {total} namespaces");
+        }
+        let ours = t.elapsed() / 5;
+        // HNC's: one run; it is slow enough to measure once.
+        let t = Instant::now();
+        let walked = hnc_style_tree(client).await?;
+        let theirs = t.elapsed();
+        rows.push(format!(
+            "  forest of {size:>6} ({walked:>6} in cluster) {:10.1}   {:14.1}   {:5.0}x",
+            ms(ours),
+            ms(theirs),
+            theirs.as_secs_f64() / ours.as_secs_f64()
+        ));
+    }
+    println!();
+    println!(
+        "tree -A                       kubectl hns (ms)   HNC-style (ms)   ratio (target >= 50x at 10,000)"
+    );
+    for row in rows {
+        println!("{row}");
     }
     Ok(())
 }

@@ -1,0 +1,319 @@
+//! `kubectl hns config describe | set-resource | delete-type`: which kinds propagate down the
+//! hierarchy, and how.
+
+use std::fmt::Write;
+use std::process::ExitCode;
+
+use clap::{Subcommand, ValueEnum};
+use hns_api::{HNCConfiguration, ResourceSpec, ResourceStatus};
+use serde::Serialize;
+
+use crate::client::KubeFlags;
+use crate::hns::Hns;
+use crate::output::{self, ConditionView, DataFormat, Paint};
+use crate::prompt;
+
+/// View or change which kinds propagate down the hierarchy (the cluster's HNCConfiguration).
+#[derive(clap::Args, Debug)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    command: ConfigCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCommand {
+    /// Show the kinds hns synchronizes, with their modes and counts.
+    Describe {
+        /// Print the configuration as data.
+        #[arg(short = 'o', long, value_enum)]
+        output: Option<DataFormat>,
+    },
+    /// Set the propagation mode of a kind.
+    ///
+    /// Switching straight from Ignore to Propagate may overwrite objects in descendants with
+    /// their ancestors' copies, so it needs --force. Remove deletes every propagated copy, so it
+    /// asks first on a terminal (--yes for scripts).
+    #[command(name = "set-resource")]
+    SetResource {
+        /// Plural resource name, e.g. secrets.
+        resource: String,
+        /// API group of the kind; empty for the core group.
+        #[arg(long, default_value = "")]
+        group: String,
+        /// The mode.
+        #[arg(long, value_enum, ignore_case = true)]
+        mode: Mode,
+        /// Allow switching directly from Ignore to Propagate.
+        #[arg(short = 'f', long)]
+        force: bool,
+        /// Do not ask before removing copies (for scripts).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+    /// Stop configuring a kind: hns stops synchronizing it.
+    ///
+    /// Copies already made stay where they are but are no longer kept up to date; set the mode
+    /// to Remove first to delete them. Deleting a propagated kind asks first on a terminal (--yes
+    /// for scripts).
+    #[command(name = "delete-type")]
+    DeleteType {
+        /// API group of the kind; empty for the core group.
+        #[arg(long, default_value = "")]
+        group: String,
+        /// Plural resource name, e.g. secrets.
+        #[arg(long)]
+        resource: String,
+        /// Do not ask (for scripts).
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
+}
+
+/// Propagation modes (HNC's).
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Copy objects to every descendant.
+    #[value(name = "Propagate")]
+    Propagate,
+    /// Delete every copy and make no more.
+    #[value(name = "Remove")]
+    Remove,
+    /// Leave existing copies alone and make none.
+    #[value(name = "Ignore")]
+    Ignore,
+    /// Copy only objects that ask for it with a selector annotation.
+    #[value(name = "AllowPropagate")]
+    AllowPropagate,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Mode::Propagate => "Propagate",
+            Mode::Remove => "Remove",
+            Mode::Ignore => "Ignore",
+            Mode::AllowPropagate => "AllowPropagate",
+        }
+    }
+}
+
+/// Runs `config …`.
+pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode> {
+    let hns = Hns::new(kube.client().await?);
+    let config = hns.config().await?;
+    let rv = config.metadata.resource_version.clone();
+    match args.command {
+        ConfigCommand::Describe { output: Some(format) } => {
+            print!("{}", output::data(&summary(&config), format)?)
+        }
+        ConfigCommand::Describe { output: None } => {
+            print!("{}", text(&summary(&config), &output::stdout_paint()))
+        }
+        ConfigCommand::SetResource { resource, group, mode, force, yes } => {
+            let current = configured_mode(&config, &group, &resource);
+            if current == Some("Ignore") && mode == Mode::Propagate && !force {
+                eprintln!("{}", ignore_to_propagate_warning(&resource));
+                return Ok(ExitCode::FAILURE);
+            }
+            if current == Some(mode.as_str()) {
+                println!("{}", set_line(&group, &resource, mode.as_str()));
+                return Ok(ExitCode::SUCCESS);
+            }
+            if mode == Mode::Remove {
+                let n = copies(&config, &group, &resource);
+                if n != Some(0) {
+                    let what = type_name(&group, &resource);
+                    prompt::confirm(&format!("Set {what} to Remove? hns deletes {}.", its_copies(n)), yes)?;
+                }
+            }
+            let mut resources = config.spec.resources;
+            match resources.iter_mut().find(|r| r.group == group && r.resource == resource) {
+                Some(r) => r.mode = Some(mode.as_str().to_string()),
+                None => resources.push(ResourceSpec {
+                    group: group.clone(),
+                    resource: resource.clone(),
+                    mode: Some(mode.as_str().to_string()),
+                }),
+            }
+            hns.set_config_resources(rv.as_deref(), &resources).await?;
+            println!("{}", set_line(&group, &resource, mode.as_str()));
+        }
+        ConfigCommand::DeleteType { group, resource, yes } => {
+            let Some(mode) = configured_mode(&config, &group, &resource) else {
+                anyhow::bail!(
+                    "type with group: {group}, resource: {resource} is not in the HNC configuration"
+                );
+            };
+            if matches!(mode, "Propagate" | "AllowPropagate") {
+                let n = copies(&config, &group, &resource);
+                if n != Some(0) {
+                    let question = format!(
+                        "Stop synchronizing {}? hns leaves {} in place, no longer kept up to date or cleaned up.",
+                        type_name(&group, &resource),
+                        its_copies(n)
+                    );
+                    prompt::confirm(&question, yes)?;
+                }
+            }
+            let resources: Vec<ResourceSpec> = config
+                .spec
+                .resources
+                .into_iter()
+                .filter(|r| !(r.group == group && r.resource == resource))
+                .collect();
+            hns.set_config_resources(rv.as_deref(), &resources).await?;
+            // HNC's words, so scripts written for it keep working.
+            println!("Configuration for type with group: {group}, resource: {resource} is deleted");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The mode the spec gives a kind, if it lists it (no mode means Propagate).
+fn configured_mode<'a>(config: &'a HNCConfiguration, group: &str, resource: &str) -> Option<&'a str> {
+    config
+        .spec
+        .resources
+        .iter()
+        .find(|r| r.group == group && r.resource == resource)
+        .map(|r| r.mode.as_deref().filter(|m| !m.is_empty()).unwrap_or("Propagate"))
+}
+
+/// How many copies hns reports for a kind, if it says.
+fn copies(config: &HNCConfiguration, group: &str, resource: &str) -> Option<i32> {
+    let status = config.status.as_ref()?;
+    status.resources.iter().find(|r| r.group == group && r.resource == resource)?.num_propagated_objects
+}
+
+/// "its 3 propagated copies", or "its propagated copies" when the number is unknown.
+fn its_copies(copies: Option<i32>) -> String {
+    copies.map_or("its propagated copies".to_string(), |n| format!("its {n} propagated copies"))
+}
+
+/// `secrets`, or `certificates.stable.example.com`: kubectl's way of naming a kind.
+fn type_name(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
+}
+
+fn set_line(group: &str, resource: &str, mode: &str) -> String {
+    format!("Configuration for type with group: {group}, resource: {resource} is set to mode {mode}")
+}
+
+/// HNC's warning, so the advice reads as HNC users know it.
+fn ignore_to_propagate_warning(resource: &str) -> String {
+    format!(
+        "Switching directly from 'Ignore' to 'Propagate' mode could cause existing \"{resource}\" objects in child namespaces to be overwritten by objects from ancestor namespaces.\n\
+         If you are sure you want to proceed with this operation, use the '--force' flag.\n\
+         If you are not sure and would like to see what source objects would be overwritten, please switch to 'Remove' first."
+    )
+}
+
+/// `config describe` as data.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Summary {
+    /// Every kind hns synchronizes.
+    pub resources: Vec<ResourceStatus>,
+    /// Problems with the configuration.
+    pub conditions: Vec<ConditionView>,
+}
+
+fn summary(config: &HNCConfiguration) -> Summary {
+    let status = config.status.clone().unwrap_or_default();
+    let mut resources = status.resources;
+    resources.sort_by(|a, b| (&a.group, &a.resource).cmp(&(&b.group, &b.resource)));
+    Summary { resources, conditions: status.conditions.iter().map(ConditionView::from).collect() }
+}
+
+/// HNC's layout: `* Propagating: roles (rbac.authorization.k8s.io/v1)`, with hns's counts.
+fn text(s: &Summary, paint: &Paint) -> String {
+    let mut out = String::from("Synchronized resources:\n");
+    for r in &s.resources {
+        let action = match r.mode.as_str() {
+            "Propagate" | "" => "Propagating",
+            "Remove" => "Removing",
+            "Ignore" => "Ignoring",
+            "AllowPropagate" => "AllowPropagate",
+            other => other,
+        };
+        let _ = write!(out, "* {action}: {} ({}/{})", r.resource, r.group, r.version);
+        if let (Some(sources), Some(copies)) = (r.num_source_objects, r.num_propagated_objects) {
+            let _ = write!(out, "{}", paint.dim(&format!(" — {sources} source objects, {copies} copies")));
+        }
+        out.push('\n');
+    }
+    if !s.conditions.is_empty() {
+        out.push_str("\nConditions:\n");
+        for c in &s.conditions {
+            let _ = writeln!(out, "{}", paint.bad(&format!("{} ({}): {}", c.type_, c.reason, c.message)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hns_api::{HNCConfigurationSpec, HNCConfigurationStatus};
+
+    fn config() -> HNCConfiguration {
+        let mut c = HNCConfiguration::new(
+            "config",
+            HNCConfigurationSpec {
+                resources: vec![
+                    ResourceSpec { group: String::new(), resource: "secrets".into(), mode: None },
+                    ResourceSpec {
+                        group: String::new(),
+                        resource: "configmaps".into(),
+                        mode: Some("Ignore".into()),
+                    },
+                ],
+            },
+        );
+        let status = |group: &str, resource: &str, mode: &str, n: Option<(i32, i32)>| ResourceStatus {
+            group: group.into(),
+            version: "v1".into(),
+            resource: resource.into(),
+            mode: mode.into(),
+            num_source_objects: n.map(|n| n.0),
+            num_propagated_objects: n.map(|n| n.1),
+        };
+        c.status = Some(HNCConfigurationStatus {
+            resources: vec![
+                status("rbac.authorization.k8s.io", "roles", "Propagate", Some((2, 6))),
+                status("", "secrets", "Propagate", Some((1, 3))),
+                status("", "configmaps", "Ignore", None),
+            ],
+            conditions: Vec::new(),
+        });
+        c
+    }
+
+    #[test]
+    fn golden_describe() {
+        assert_eq!(
+            text(&summary(&config()), &Paint::new(false)),
+            "\
+Synchronized resources:
+* Ignoring: configmaps (/v1)
+* Propagating: secrets (/v1) — 1 source objects, 3 copies
+* Propagating: roles (rbac.authorization.k8s.io/v1) — 2 source objects, 6 copies
+"
+        );
+    }
+
+    #[test]
+    fn modes_and_copies_from_spec_and_status() {
+        let c = config();
+        assert_eq!(configured_mode(&c, "", "secrets"), Some("Propagate"), "no mode means Propagate");
+        assert_eq!(configured_mode(&c, "", "configmaps"), Some("Ignore"));
+        assert_eq!(configured_mode(&c, "", "pods"), None);
+        assert_eq!(copies(&c, "", "secrets"), Some(3));
+        assert_eq!(copies(&c, "", "configmaps"), None, "unknown counts may hide copies");
+        assert_eq!(its_copies(Some(3)), "its 3 propagated copies");
+        assert_eq!(type_name("stable.example.com", "certificates"), "certificates.stable.example.com");
+    }
+}

@@ -1,0 +1,26 @@
+//! `kubectl hns create CHILD -n PARENT`: makes a subnamespace.
+
+use std::process::ExitCode;
+
+use crate::client::KubeFlags;
+use crate::hns::Hns;
+
+/// Create a subnamespace of the namespace given with -n.
+///
+/// The new namespace belongs to its parent: it is deleted with its parent's Subnamespace object
+/// (`kubectl hns delete`), and needs only the right to create subnamespaces in the parent.
+#[derive(clap::Args, Debug)]
+pub struct CreateArgs {
+    /// Name of the new namespace.
+    child: String,
+}
+
+/// Runs `create`.
+pub async fn run(kube: &KubeFlags, args: CreateArgs) -> anyhow::Result<ExitCode> {
+    let conn = kube.connect().await?;
+    let parent = conn.namespace;
+    Hns::new(conn.client).create_subnamespace(&parent, &args.child).await?;
+    // HNC's words, so scripts written for it keep working.
+    println!("Successfully created \"{}\" subnamespace anchor in \"{parent}\" namespace", args.child);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,81 @@
+//! `kubectl hns delete CHILD -n PARENT [-a]`: deletes a subnamespace.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::client::KubeFlags;
+use crate::forest::{self, Scope};
+use crate::hns::Hns;
+use crate::prompt;
+
+/// Delete a subnamespace of the namespace given with -n.
+///
+/// A subnamespace that has subnamespaces of its own is deleted only with
+/// --allowCascadingDeletion, which deletes everything below it too: that asks first on a terminal
+/// (--yes for scripts).
+#[derive(clap::Args, Debug)]
+pub struct DeleteArgs {
+    /// Name of the subnamespace.
+    child: String,
+    /// Allow deleting the subnamespace's descendants with it (sets allowCascadingDeletion on it).
+    #[arg(short = 'a', long = "allowCascadingDeletion")]
+    allow_cascading_deletion: bool,
+    /// Do not ask before a cascading deletion (for scripts).
+    #[arg(short = 'y', long)]
+    yes: bool,
+}
+
+/// Runs `delete`.
+pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode> {
+    let conn = kube.connect().await?;
+    let (parent, child) = (conn.namespace, args.child);
+    let hns = Hns::new(conn.client);
+    // Only ever touch the configuration of an actual subnamespace of the parent.
+    hns.subnamespace(&parent, &child).await?;
+    if args.allow_cascading_deletion {
+        let names = [child.clone()];
+        let forest = forest::load(&hns, Scope::Subtrees(&names)).await?;
+        let below = forest.descendants(&child);
+        if !below.is_empty() {
+            prompt::confirm(&cascade_question(&child, &below), args.yes)?;
+            if forest.get(&child).is_some_and(|n| !n.allow_cascading_deletion) {
+                hns.patch_hierarchy(&child, None, json!({"allowCascadingDeletion": true})).await?;
+            }
+        }
+    }
+    hns.delete_subnamespace(&parent, &child).await?;
+    // HNC's words, so scripts written for it keep working.
+    println!("Successfully deleted \"{child}\" subnamespace anchor in \"{parent}\" namespace");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How many names a question lists before summing up the rest.
+const NAMED: usize = 10;
+
+fn cascade_question(child: &str, below: &[&str]) -> String {
+    let n = below.len();
+    let mut names = below.iter().take(NAMED).copied().collect::<Vec<_>>().join(", ");
+    if n > NAMED {
+        names.push_str(&format!(" and {} more", n - NAMED));
+    }
+    let noun = if n == 1 { "namespace" } else { "namespaces" };
+    format!("Delete \"{child}\" and the {n} {noun} below it ({names}), with everything in them?")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_question_names_what_goes() {
+        assert_eq!(
+            cascade_question("a", &["b"]),
+            "Delete \"a\" and the 1 namespace below it (b), with everything in them?"
+        );
+        let many: Vec<String> = (0..12).map(|i| format!("n{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert!(cascade_question("a", &many)
+            .contains("12 namespaces below it (n0, n1, n2, n3, n4, n5, n6, n7, n8, n9 and 2 more)"));
+    }
+}

@@ -1,0 +1,352 @@
+//! `kubectl hns describe NS [-o json|yaml]`: a namespace's parent, children, cascading
+//! deletion, conditions and recent hns events.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt::Write;
+use std::process::ExitCode;
+
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::client::KubeFlags;
+use crate::hns::{self, Hns};
+use crate::output::{self, ConditionView, DataFormat, Paint};
+
+/// Describe a namespace's place in the hierarchy.
+///
+/// Shows its parent, its children (subnamespaces marked), whether deleting it may delete its
+/// subnamespaces (set on it or on an ancestor), its conditions, and recent events hns reported
+/// about objects in it.
+#[derive(clap::Args, Debug)]
+pub struct DescribeArgs {
+    /// The namespace to describe.
+    namespace: String,
+    /// Print the description as data.
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<DataFormat>,
+}
+
+/// Runs `describe`.
+pub async fn run(kube: &KubeFlags, args: DescribeArgs) -> anyhow::Result<ExitCode> {
+    let hns = Hns::new(kube.client().await?);
+    let d = read(&hns, &args.namespace).await?;
+    match args.output {
+        Some(format) => print!("{}", output::data(&d, format)?),
+        None => print!("{}", text(&d, &output::stdout_paint(), Timestamp::now())),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `describe` shows.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Description {
+    /// The namespace.
+    pub namespace: String,
+    /// Its parent.
+    pub parent: Option<String>,
+    /// Its children.
+    pub children: Vec<Child>,
+    /// Its own `allowCascadingDeletion`.
+    pub allow_cascading_deletion: bool,
+    /// The nearest ancestor allowing cascading deletion, when the namespace itself does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cascading_deletion_allowed_by: Option<String>,
+    /// Its conditions.
+    pub conditions: Vec<ConditionView>,
+    /// Recent events hns reported about objects in it.
+    pub events: Vec<EventView>,
+    /// Why events could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_error: Option<String>,
+}
+
+/// A child namespace.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Child {
+    /// Its name.
+    pub name: String,
+    /// Whether it is a subnamespace.
+    pub subnamespace: bool,
+}
+
+/// An event.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    /// When it last happened.
+    pub last_seen: Option<Time>,
+    /// E.g. `CannotPropagateObject`.
+    pub reason: String,
+    /// `kind/name`, kind in lower case.
+    pub object: String,
+    /// What happened.
+    pub message: String,
+}
+
+impl From<&Event> for EventView {
+    fn from(e: &Event) -> Self {
+        let last_seen = e
+            .last_timestamp
+            .clone()
+            .or_else(|| e.event_time.as_ref().map(|t| Time(t.0)))
+            .or_else(|| e.metadata.creation_timestamp.clone());
+        let o = &e.involved_object;
+        EventView {
+            last_seen,
+            reason: e.reason.clone().unwrap_or_default(),
+            object: format!(
+                "{}/{}",
+                o.kind.as_deref().unwrap_or_default().to_lowercase(),
+                o.name.as_deref().unwrap_or_default()
+            ),
+            message: e.message.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// Reads the description of `ns`.
+pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
+    let hc = hns.hierarchy(ns).await?;
+    let status = hc.status.unwrap_or_default();
+    let subnamespaces: BTreeSet<String> = if status.children.is_empty() {
+        BTreeSet::new()
+    } else {
+        hns.subnamespaces(ns).await?.into_iter().filter_map(|s| s.metadata.name).collect()
+    };
+    let mut children: Vec<Child> = status
+        .children
+        .iter()
+        .map(|c| Child { name: c.clone(), subnamespace: subnamespaces.contains(c) })
+        .collect();
+    children.sort_by(|a, b| a.name.cmp(&b.name));
+    let parent = hc.spec.parent.filter(|p| !p.is_empty());
+    let allowed_by = match (&parent, hc.spec.allow_cascading_deletion) {
+        (Some(p), false) => ancestor_allowing_cascade(hns, ns, p).await,
+        _ => None,
+    };
+    let (mut events, events_error) = match hns.events(ns, hns_api::EVENT_COMPONENT).await {
+        Ok(events) => (events.iter().map(EventView::from).collect(), None),
+        Err(e) => (Vec::new(), Some(hns::classify(e).to_string())),
+    };
+    events.sort_by(|a: &EventView, b| b.last_seen.cmp(&a.last_seen));
+    Ok(Description {
+        namespace: ns.to_string(),
+        parent,
+        children,
+        allow_cascading_deletion: hc.spec.allow_cascading_deletion,
+        cascading_deletion_allowed_by: allowed_by,
+        conditions: status.conditions.iter().map(ConditionView::from).collect(),
+        events,
+        events_error,
+    })
+}
+
+/// The nearest ancestor of `ns` (starting at `parent`) that allows cascading deletion, as far
+/// as the user may read; hns lets any of them allow it for the whole subtree.
+async fn ancestor_allowing_cascade(hns: &Hns, ns: &str, parent: &str) -> Option<String> {
+    let mut seen = HashSet::from([ns.to_string()]);
+    let mut next = Some(parent.to_string());
+    while let Some(current) = next.take() {
+        if !seen.insert(current.clone()) {
+            return None;
+        }
+        let hc = hns.hierarchy(&current).await.ok()?;
+        if hc.spec.allow_cascading_deletion {
+            return Some(current);
+        }
+        next = hc.spec.parent;
+    }
+    None
+}
+
+/// The description as text, HNC's layout; event ages are relative to `now`.
+pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "{}", paint.head(&format!("Hierarchy configuration for namespace {}", d.namespace)));
+    match &d.parent {
+        Some(p) => {
+            let _ = writeln!(out, "  Parent: {p}");
+        }
+        None => out.push_str("  No parent\n"),
+    }
+    if d.children.is_empty() {
+        out.push_str("  No children\n");
+    } else {
+        out.push_str("  Children:\n");
+        for c in &d.children {
+            let mark = if c.subnamespace { " (subnamespace)" } else { "" };
+            let _ = writeln!(out, "  - {}{mark}", c.name);
+        }
+    }
+    let _ = match (&d.cascading_deletion_allowed_by, d.allow_cascading_deletion) {
+        (Some(a), false) => writeln!(out, "  Allows cascading deletion: true (set on ancestor {a})"),
+        (_, allowed) => writeln!(out, "  Allows cascading deletion: {allowed}"),
+    };
+    if d.conditions.is_empty() {
+        out.push_str("  No conditions\n");
+    } else {
+        out.push_str("  Conditions:\n");
+        for c in &d.conditions {
+            let _ = writeln!(out, "  - {}", paint.bad(&format!("{} ({}): {}", c.type_, c.reason, c.message)));
+        }
+    }
+    out.push('\n');
+    if let Some(e) = &d.events_error {
+        let _ = writeln!(out, "{} {e}", paint.warn("Cannot list events:"));
+    } else if d.events.is_empty() {
+        out.push_str("No recent hns events for objects in this namespace\n");
+    } else {
+        let _ = writeln!(out, "Events from the objects in namespace {}:", d.namespace);
+        let mut rows =
+            vec![vec!["Last Seen".to_string(), "Reason".into(), "Object".into(), "Message".into()]];
+        for e in &d.events {
+            let seen = e
+                .last_seen
+                .as_ref()
+                .map_or("<unknown>".to_string(), |t| output::age(now.duration_since(t.0).as_secs()));
+            rows.push(vec![seen, e.reason.clone(), e.object.clone(), e.message.clone()]);
+        }
+        out.push_str(&output::columns(&rows));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::tests::sample;
+
+    fn at(seconds: i64) -> Option<Time> {
+        Some(Time(Timestamp::from_second(seconds).unwrap()))
+    }
+
+    /// The description of `ns` in the sample forest, as `read` would make it.
+    fn of(ns: &str) -> Description {
+        let f = sample();
+        let n = f.get(ns).unwrap();
+        Description {
+            namespace: ns.into(),
+            parent: n.parent.clone(),
+            children: n
+                .children
+                .iter()
+                .map(|c| Child { name: c.clone(), subnamespace: f.get(c).is_some_and(|c| c.subnamespace) })
+                .collect(),
+            allow_cascading_deletion: n.allow_cascading_deletion,
+            cascading_deletion_allowed_by: None,
+            conditions: n.conditions.iter().map(ConditionView::from).collect(),
+            events: Vec::new(),
+            events_error: None,
+        }
+    }
+
+    const NOW: i64 = 1_000_000;
+
+    fn render(d: &Description) -> String {
+        text(d, &Paint::new(false), Timestamp::from_second(NOW).unwrap())
+    }
+
+    #[test]
+    fn golden_root_with_children() {
+        assert_eq!(
+            render(&of("acme-org")),
+            "\
+Hierarchy configuration for namespace acme-org
+  No parent
+  Children:
+  - team-a
+  - team-b (subnamespace)
+  Allows cascading deletion: false
+  No conditions
+
+No recent hns events for objects in this namespace
+"
+        );
+    }
+
+    #[test]
+    fn golden_cycle_member_with_events() {
+        let mut d = of("cyc-b");
+        d.cascading_deletion_allowed_by = Some("cyc-a".into());
+        d.events = vec![
+            EventView {
+                last_seen: at(NOW - 300),
+                reason: "CannotPropagateObject".into(),
+                object: "role/admin".into(),
+                message: "Objects with finalizers cannot be propagated".into(),
+            },
+            EventView {
+                last_seen: None,
+                reason: "CannotUpdateObject".into(),
+                object: "secret/s".into(),
+                message: "m".into(),
+            },
+        ];
+        assert_eq!(
+            render(&d),
+            "\
+Hierarchy configuration for namespace cyc-b
+  Parent: cyc-a
+  Children:
+  - cyc-a
+  - cyc-b-kid (subnamespace)
+  Allows cascading deletion: true (set on ancestor cyc-a)
+  Conditions:
+  - ActivitiesHalted (InCycle): Namespace is a member of the cycle: cyc-a <- cyc-b <- cyc-a
+
+Events from the objects in namespace cyc-b:
+Last Seen  Reason                 Object      Message
+5m         CannotPropagateObject  role/admin  Objects with finalizers cannot be propagated
+<unknown>  CannotUpdateObject     secret/s    m
+"
+        );
+    }
+
+    #[test]
+    fn golden_orphan_without_event_rights() {
+        let mut d = of("orphan");
+        d.events_error = Some("events is forbidden: User \"bob\" cannot list resource \"events\"".into());
+        assert_eq!(
+            render(&d),
+            "\
+Hierarchy configuration for namespace orphan
+  Parent: gone
+  No children
+  Allows cascading deletion: false
+  Conditions:
+  - ActivitiesHalted (ParentMissing): Parent \"gone\" does not exist
+
+Cannot list events: events is forbidden: User \"bob\" cannot list resource \"events\"
+"
+        );
+    }
+
+    #[test]
+    fn data_has_every_field() {
+        let v = serde_json::to_value(of("orphan")).unwrap();
+        assert_eq!(v["parent"], "gone");
+        assert_eq!(v["allowCascadingDeletion"], false);
+        assert_eq!(v["conditions"][0]["reason"], "ParentMissing");
+        assert_eq!(v["events"], serde_json::json!([]));
+        assert!(v.get("eventsError").is_none());
+    }
+
+    #[test]
+    fn events_read_from_the_core_api() {
+        let e: Event = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "e", "namespace": "ns"},
+            "involvedObject": {"kind": "Role", "name": "admin", "namespace": "ns"},
+            "reason": "CannotPropagateObject", "message": "m",
+            "reportingComponent": "hns.hnc.x-k8s.io",
+            "lastTimestamp": "1970-01-12T13:46:40Z"
+        }))
+        .unwrap();
+        let v = EventView::from(&e);
+        assert_eq!(v.object, "role/admin");
+        assert_eq!(v.last_seen, at(NOW));
+    }
+}

@@ -1,0 +1,47 @@
+//! `kubectl hns tree [NS…] | -A [-o json|yaml]`: the hierarchy as a tree.
+
+use std::process::ExitCode;
+
+use clap::ArgGroup;
+
+use crate::client::KubeFlags;
+use crate::forest::{self, Scope};
+use crate::hns::Hns;
+use crate::output::{self, DataFormat};
+use crate::tree;
+
+/// Display the trees below the given namespaces, or every tree with -A.
+///
+/// Subnamespaces are marked [s]; conditions (problems with a namespace's place in the
+/// hierarchy) are numbered and listed after the trees. With -A, namespaces in cycles and
+/// namespaces whose parent is missing are shown too. Everything is read in one request (two with
+/// subnamespaces), however large the cluster.
+#[derive(clap::Args, Debug)]
+#[command(group(ArgGroup::new("which").required(true).args(["namespaces", "all_namespaces"])))]
+pub struct TreeArgs {
+    /// The namespaces whose trees to display.
+    namespaces: Vec<String>,
+    /// Display every tree in the cluster.
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
+    /// Print the trees as data.
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<DataFormat>,
+}
+
+/// Runs `tree`.
+pub async fn run(kube: &KubeFlags, args: TreeArgs) -> anyhow::Result<ExitCode> {
+    let hns = Hns::new(kube.client().await?);
+    let scope = if args.all_namespaces { Scope::All } else { Scope::Subtrees(&args.namespaces) };
+    let forest = forest::load(&hns, scope).await?;
+    let tops: Vec<&str> = if args.all_namespaces {
+        forest.tops()
+    } else {
+        args.namespaces.iter().map(String::as_str).collect()
+    };
+    match args.output {
+        Some(format) => print!("{}", output::data(&tree::data(&forest, &tops), format)?),
+        None => print!("{}", tree::text(&forest, &tops, &output::stdout_paint())),
+    }
+    Ok(ExitCode::SUCCESS)
+}

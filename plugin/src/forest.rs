@@ -1,0 +1,305 @@
+//! The hierarchy as the plugin sees it: each namespace with its parent, children, conditions and
+//! whether it is a subnamespace.
+//!
+//! It is read with one LIST of hierarchy configurations across all namespaces, plus one LIST of
+//! subnamespaces when any namespace has children: HNC's plugin did two GETs per namespace, which
+//! made `tree` slow on big clusters. Only a user who may not list cluster-wide gets the subtrees
+//! they asked for walked namespace by namespace, as far as they may read.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use hns_api::HierarchyConfiguration;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::hns::{self, Hns};
+
+/// One namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Its name.
+    pub name: String,
+    /// Its parent, if any.
+    pub parent: Option<String>,
+    /// The namespaces naming it as their parent, sorted.
+    pub children: Vec<String>,
+    /// Whether it was created as a subnamespace of its parent.
+    pub subnamespace: bool,
+    /// Its own `allowCascadingDeletion`.
+    pub allow_cascading_deletion: bool,
+    /// Problems with its place in the hierarchy.
+    pub conditions: Vec<Condition>,
+}
+
+/// The namespaces read, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Forest {
+    nodes: BTreeMap<String, Node>,
+}
+
+impl Forest {
+    /// The forest of `configs`, with the namespaces named in `subnamespaces` marked as such.
+    pub fn new(
+        configs: impl IntoIterator<Item = HierarchyConfiguration>,
+        subnamespaces: &BTreeSet<String>,
+    ) -> Forest {
+        let nodes = configs
+            .into_iter()
+            .filter_map(|hc| {
+                let name = hc.metadata.namespace?;
+                let status = hc.status.unwrap_or_default();
+                let mut children = status.children;
+                children.sort();
+                let node = Node {
+                    subnamespace: subnamespaces.contains(&name),
+                    name: name.clone(),
+                    parent: hc.spec.parent.filter(|p| !p.is_empty()),
+                    children,
+                    allow_cascading_deletion: hc.spec.allow_cascading_deletion,
+                    conditions: status.conditions,
+                };
+                Some((name, node))
+            })
+            .collect();
+        Forest { nodes }
+    }
+
+    /// The namespace, if it was read.
+    pub fn get(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// Where `tree -A` starts: every root (no parent, or a parent that does not exist), then,
+    /// for each cycle no root leads to, its first member by name, so that no namespace is left
+    /// out.
+    pub fn tops(&self) -> Vec<&str> {
+        let mut tops: Vec<&str> = self
+            .nodes
+            .values()
+            .filter(|n| n.parent.as_ref().is_none_or(|p| !self.nodes.contains_key(p)))
+            .map(|n| n.name.as_str())
+            .collect();
+        let mut reached: HashSet<&str> = HashSet::new();
+        for t in &tops {
+            self.reach(t, &mut reached);
+        }
+        for name in self.nodes.keys() {
+            if reached.contains(name.as_str()) {
+                continue;
+            }
+            // Not below any root: the parents lead into a cycle. Start it at its first member.
+            let cycle = self.cycle_from(name);
+            let first = cycle.iter().min().copied().unwrap_or(name.as_str());
+            tops.push(first);
+            self.reach(first, &mut reached);
+        }
+        tops
+    }
+
+    /// The namespaces below `name`, each once, nearest first.
+    pub fn descendants(&self, name: &str) -> Vec<&str> {
+        let mut seen: HashSet<&str> = HashSet::from([name]);
+        let mut out = Vec::new();
+        let mut next = 0;
+        let mut frontier = vec![name];
+        while let Some(current) = frontier.get(next).copied() {
+            next += 1;
+            for c in self.nodes.get(current).into_iter().flat_map(|n| &n.children) {
+                if seen.insert(c.as_str()) {
+                    out.push(c.as_str());
+                    frontier.push(c.as_str());
+                }
+            }
+        }
+        out
+    }
+
+    /// Marks `name` and everything below it reached.
+    fn reach<'a>(&'a self, name: &'a str, reached: &mut HashSet<&'a str>) {
+        let mut stack = vec![name];
+        while let Some(n) = stack.pop() {
+            if reached.insert(n) {
+                stack.extend(
+                    self.nodes.get(n).into_iter().flat_map(|n| n.children.iter().map(String::as_str)),
+                );
+            }
+        }
+    }
+
+    /// The members of the cycle that `name`'s ancestry runs into.
+    fn cycle_from<'a>(&'a self, name: &'a str) -> Vec<&'a str> {
+        let mut path: Vec<&str> = Vec::new();
+        let mut current = Some(name);
+        while let Some(n) = current {
+            if let Some(at) = path.iter().position(|p| *p == n) {
+                return path.split_off(at);
+            }
+            path.push(n);
+            current = self.nodes.get(n).and_then(|node| node.parent.as_deref());
+        }
+        path
+    }
+}
+
+/// Which namespaces to read.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// All of them.
+    All,
+    /// These and their descendants.
+    Subtrees(&'a [String]),
+}
+
+/// Reads the forest. A namespace named in `scope` that does not exist is an error.
+pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
+    let configs = match hns.hierarchies().await {
+        Ok(configs) => configs,
+        Err(e) if e.code() == Some(403) => match scope {
+            Scope::Subtrees(names) => return walk(hns, names).await,
+            Scope::All => return Err(e),
+        },
+        Err(e) => return Err(e),
+    };
+    let subnamespaces = if configs.iter().any(|hc| hc.status.as_ref().is_some_and(|s| !s.children.is_empty()))
+    {
+        hns.all_subnamespaces().await?.into_iter().filter_map(|s| s.metadata.name).collect()
+    } else {
+        BTreeSet::new()
+    };
+    let forest = Forest::new(configs, &subnamespaces);
+    if let Scope::Subtrees(names) = scope {
+        if let Some(missing) = names.iter().find(|n| forest.get(n).is_none()) {
+            return Err(hns::Error::NamespaceNotFound(missing.clone()));
+        }
+    }
+    Ok(forest)
+}
+
+/// HNC's way, for users who may read only some namespaces: each namespace's configuration and
+/// subnamespaces, one namespace at a time. Descendants the user may not read are left out (their
+/// names still show as their parents' children).
+async fn walk(hns: &Hns, names: &[String]) -> hns::Result<Forest> {
+    let mut configs = Vec::new();
+    let mut subnamespaces = BTreeSet::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut queue: Vec<(String, bool)> = names.iter().map(|n| (n.clone(), true)).collect();
+    while let Some((ns, named)) = queue.pop() {
+        if !seen.insert(ns.clone()) {
+            continue;
+        }
+        let hc = match hns.hierarchy(&ns).await {
+            Ok(hc) => hc,
+            Err(e) if named => return Err(e),
+            Err(e) if e.code() == Some(403) => continue,
+            Err(hns::Error::NamespaceNotFound(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        let children = hc.status.as_ref().map(|s| s.children.clone()).unwrap_or_default();
+        if !children.is_empty() {
+            match hns.subnamespaces(&ns).await {
+                Ok(subs) => subnamespaces.extend(subs.into_iter().filter_map(|s| s.metadata.name)),
+                Err(e) if e.code() == Some(403) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        queue.extend(children.into_iter().map(|c| (c, false)));
+        configs.push(hc);
+    }
+    Ok(Forest::new(configs, &subnamespaces))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use hns_api::{HierarchyConfigurationSpec, HierarchyConfigurationStatus};
+
+    /// A hierarchy configuration: namespace, parent, children, conditions as (type, reason, message).
+    pub(crate) fn hc(
+        ns: &str,
+        parent: Option<&str>,
+        children: &[&str],
+        conditions: &[(&str, &str, &str)],
+    ) -> HierarchyConfiguration {
+        let mut hc = HierarchyConfiguration::new(
+            "hierarchy",
+            HierarchyConfigurationSpec { parent: parent.map(str::to_string), ..Default::default() },
+        );
+        hc.metadata.namespace = Some(ns.to_string());
+        hc.status = Some(HierarchyConfigurationStatus {
+            children: children.iter().map(|c| c.to_string()).collect(),
+            conditions: conditions
+                .iter()
+                .map(|(t, r, m)| Condition {
+                    type_: t.to_string(),
+                    status: "True".into(),
+                    reason: r.to_string(),
+                    message: m.to_string(),
+                    last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ),
+                    observed_generation: None,
+                })
+                .collect(),
+        });
+        hc
+    }
+
+    /// acme-org with a full child team-a (with a subnamespace svc-1) and a subnamespace team-b;
+    /// orphan, whose parent is gone; the cycle cyc-a <-> cyc-b with a subnamespace below it;
+    /// and a plain root, solo.
+    pub(crate) fn sample() -> Forest {
+        let halted = (
+            "ActivitiesHalted",
+            "AncestorHaltActivities",
+            "Propagation paused in \"cyc-b-kid\" and its descendants due to ActivitiesHalted condition on ancestor \"cyc-a\"",
+        );
+        let in_cycle =
+            ("ActivitiesHalted", "InCycle", "Namespace is a member of the cycle: cyc-a <- cyc-b <- cyc-a");
+        Forest::new(
+            [
+                hc("acme-org", None, &["team-b", "team-a"], &[]),
+                hc("team-a", Some("acme-org"), &["svc-1"], &[]),
+                hc("svc-1", Some("team-a"), &[], &[]),
+                hc("team-b", Some("acme-org"), &[], &[]),
+                hc(
+                    "orphan",
+                    Some("gone"),
+                    &[],
+                    &[("ActivitiesHalted", "ParentMissing", "Parent \"gone\" does not exist")],
+                ),
+                hc("cyc-a", Some("cyc-b"), &["cyc-b"], &[in_cycle]),
+                hc("cyc-b", Some("cyc-a"), &["cyc-a", "cyc-b-kid"], &[in_cycle]),
+                hc("cyc-b-kid", Some("cyc-b"), &[], &[halted]),
+                hc("solo", None, &[], &[]),
+            ],
+            &["svc-1", "team-b", "cyc-b-kid"].iter().map(|s| s.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn tops_are_roots_orphans_and_one_member_per_cycle() {
+        assert_eq!(sample().tops(), ["acme-org", "orphan", "solo", "cyc-a"]);
+    }
+
+    #[test]
+    fn children_are_sorted_and_subnamespaces_marked() {
+        let f = sample();
+        assert_eq!(f.get("acme-org").unwrap().children, ["team-a", "team-b"]);
+        assert!(f.get("team-b").unwrap().subnamespace);
+        assert!(!f.get("team-a").unwrap().subnamespace);
+        assert_eq!(f.get("gone"), None, "a missing parent is no node");
+    }
+
+    #[test]
+    fn descendants_stop_at_cycles() {
+        let f = sample();
+        assert_eq!(f.descendants("acme-org"), ["team-a", "team-b", "svc-1"]);
+        assert_eq!(f.descendants("cyc-a"), ["cyc-b", "cyc-b-kid"]);
+        assert!(f.descendants("solo").is_empty());
+    }
+
+    #[test]
+    fn a_self_parent_is_its_own_cycle() {
+        let f = Forest::new([hc("me", Some("me"), &["me"], &[])], &BTreeSet::new());
+        assert_eq!(f.tops(), ["me"]);
+    }
+}

@@ -1,0 +1,276 @@
+//! The hns API as the plugin uses it: typed calls on `hnc.x-k8s.io/v1alpha2`, and errors in the
+//! user's terms: hns not installed, hns installed but not answering, a namespace that does not
+//! exist, or else the server's own message (its `Status` objects say what went wrong).
+
+use hns_api::config::CONFIG_SINGLETON;
+use hns_api::hierarchy::HIERARCHY_SINGLETON;
+use hns_api::{HNCConfiguration, HierarchyConfiguration, ResourceSpec, Subnamespace, API_VERSION};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::Status;
+use kube::{Api, Client};
+use serde_json::json;
+
+/// The APIService that routes the hns API to hns-apiserver.
+pub const APISERVICE: &str = "v1alpha2.hnc.x-k8s.io";
+
+/// What can go wrong talking to hns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The cluster does not serve the group at all.
+    #[error(
+        "the hns API ({API_VERSION}) is not installed in this cluster. Check with: kubectl get apiservice {APISERVICE}"
+    )]
+    NotInstalled,
+    /// The group is registered but kube-apiserver cannot reach hns-apiserver.
+    #[error(
+        "the hns API ({API_VERSION}) is unavailable: kube-apiserver cannot reach hns-apiserver ({detail}). Check with: kubectl get apiservice {APISERVICE}"
+    )]
+    Unavailable {
+        /// What kube-apiserver answered.
+        detail: String,
+    },
+    /// The namespace does not exist.
+    #[error("namespace \"{0}\" not found")]
+    NamespaceNotFound(String),
+    /// The server refused or failed the request, and said why.
+    #[error("{}", server_message(.0))]
+    Server(Box<Status>),
+    /// The request did not get an answer from the server.
+    #[error(transparent)]
+    Kube(kube::Error),
+}
+
+impl Error {
+    /// The HTTP code of a server's refusal.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Error::Server(s) => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+/// Results of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The reason kube gives a `Status` it made up because the body was not one (plain text from
+/// kube-apiserver's aggregation layer, or `404 page not found` for an unknown group).
+const NOT_A_STATUS: &str = "Failed to parse error data";
+
+/// Turns a kube error into one of ours.
+///
+/// kube-apiserver answers for a group nobody serves with a 404 that names no object, and for a
+/// registered group whose server it cannot reach with a plain-text 503. A 404 that names an
+/// object, and a 503 that is a `Status` (hns-apiserver's own "not ready yet"), come from hns
+/// itself and keep their message.
+pub fn classify(e: kube::Error) -> Error {
+    match e {
+        kube::Error::Api(s) if s.code == 404 && s.details.as_ref().is_none_or(|d| d.name.is_empty()) => {
+            Error::NotInstalled
+        }
+        kube::Error::Api(s) if s.code == 503 && s.reason == NOT_A_STATUS => {
+            Error::Unavailable { detail: s.message.trim().to_string() }
+        }
+        kube::Error::Api(s) => Error::Server(s),
+        e => Error::Kube(e),
+    }
+}
+
+fn server_message(s: &Status) -> String {
+    if s.message.is_empty() {
+        format!("the server answered {} {}", s.code, s.reason)
+    } else {
+        s.message.clone()
+    }
+}
+
+/// A client for the hns API.
+#[derive(Clone)]
+pub struct Hns {
+    client: Client,
+}
+
+impl Hns {
+    /// Wraps a kube client.
+    pub fn new(client: Client) -> Hns {
+        Hns { client }
+    }
+
+    /// The hierarchy configuration of `ns`.
+    pub async fn hierarchy(&self, ns: &str) -> Result<HierarchyConfiguration> {
+        let api: Api<HierarchyConfiguration> = Api::namespaced(self.client.clone(), ns);
+        api.get(HIERARCHY_SINGLETON).await.map_err(|e| in_namespace(classify(e), ns))
+    }
+
+    /// Every namespace's hierarchy configuration, in one request.
+    pub async fn hierarchies(&self) -> Result<Vec<HierarchyConfiguration>> {
+        let api: Api<HierarchyConfiguration> = Api::all(self.client.clone());
+        Ok(api.list(&ListParams::default()).await.map_err(classify)?.items)
+    }
+
+    /// Merge-patches the hierarchy configuration of `ns`, failing with a conflict if it changed
+    /// since `resource_version` was read.
+    pub async fn patch_hierarchy(
+        &self,
+        ns: &str,
+        resource_version: Option<&str>,
+        spec: serde_json::Value,
+    ) -> Result<HierarchyConfiguration> {
+        let api: Api<HierarchyConfiguration> = Api::namespaced(self.client.clone(), ns);
+        let patch = json!({"metadata": {"resourceVersion": resource_version}, "spec": spec});
+        api.patch(HIERARCHY_SINGLETON, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| in_namespace(classify(e), ns))
+    }
+
+    /// Every subnamespace in the cluster, in one request.
+    pub async fn all_subnamespaces(&self) -> Result<Vec<Subnamespace>> {
+        let api: Api<Subnamespace> = Api::all(self.client.clone());
+        Ok(api.list(&ListParams::default()).await.map_err(classify)?.items)
+    }
+
+    /// The subnamespaces of `parent`.
+    pub async fn subnamespaces(&self, parent: &str) -> Result<Vec<Subnamespace>> {
+        let api: Api<Subnamespace> = Api::namespaced(self.client.clone(), parent);
+        Ok(api.list(&ListParams::default()).await.map_err(classify)?.items)
+    }
+
+    /// Subnamespace `child` of `parent`.
+    pub async fn subnamespace(&self, parent: &str, child: &str) -> Result<Subnamespace> {
+        let api: Api<Subnamespace> = Api::namespaced(self.client.clone(), parent);
+        api.get(child).await.map_err(classify)
+    }
+
+    /// Creates subnamespace `child` of `parent`.
+    pub async fn create_subnamespace(&self, parent: &str, child: &str) -> Result<Subnamespace> {
+        let api: Api<Subnamespace> = Api::namespaced(self.client.clone(), parent);
+        api.create(&PostParams::default(), &Subnamespace::new(child, Default::default()))
+            .await
+            .map_err(classify)
+    }
+
+    /// Deletes subnamespace `child` of `parent`.
+    pub async fn delete_subnamespace(&self, parent: &str, child: &str) -> Result<()> {
+        let api: Api<Subnamespace> = Api::namespaced(self.client.clone(), parent);
+        api.delete(child, &DeleteParams::default()).await.map_err(classify)?;
+        Ok(())
+    }
+
+    /// The cluster's HNCConfiguration.
+    pub async fn config(&self) -> Result<HNCConfiguration> {
+        let api: Api<HNCConfiguration> = Api::all(self.client.clone());
+        api.get(CONFIG_SINGLETON).await.map_err(classify)
+    }
+
+    /// Replaces the configured kinds, failing with a conflict if the configuration changed since
+    /// `resource_version` was read.
+    pub async fn set_config_resources(
+        &self,
+        resource_version: Option<&str>,
+        resources: &[ResourceSpec],
+    ) -> Result<HNCConfiguration> {
+        let api: Api<HNCConfiguration> = Api::all(self.client.clone());
+        let patch =
+            json!({"metadata": {"resourceVersion": resource_version}, "spec": {"resources": resources}});
+        api.patch(CONFIG_SINGLETON, &PatchParams::default(), &Patch::Merge(patch)).await.map_err(classify)
+    }
+
+    /// The resources of the hns API, as discovery lists them.
+    pub async fn served_resources(&self) -> Result<Vec<String>> {
+        let list = self.client.list_api_group_resources(API_VERSION).await.map_err(classify)?;
+        let mut names: Vec<String> =
+            list.resources.into_iter().map(|r| r.name).filter(|n| !n.contains('/')).collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Events reported by `component` about objects in `ns`, or about namespace `ns` itself
+    /// (events about a cluster-scoped object live in `default`).
+    pub async fn events(&self, ns: &str, component: &str) -> Result<Vec<Event>, kube::Error> {
+        let inside: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        let mut events = inside.list(&ListParams::default()).await?.items;
+        let about =
+            ListParams::default().fields(&format!("involvedObject.kind=Namespace,involvedObject.name={ns}"));
+        let elsewhere: Api<Event> = Api::namespaced(self.client.clone(), "default");
+        if ns != "default" {
+            events.extend(elsewhere.list(&about).await?.items);
+        }
+        events.retain(|e| {
+            e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(component)
+                || e.reporting_component.as_deref() == Some(component)
+        });
+        Ok(events)
+    }
+
+    /// The version kube-apiserver reports (hns-apiserver publishes none through it).
+    pub async fn kubernetes_version(&self) -> Result<String, kube::Error> {
+        Ok(self.client.apiserver_version().await?.git_version)
+    }
+}
+
+/// A 404 for the singleton of namespace `ns` means the namespace does not exist.
+fn in_namespace(e: Error, ns: &str) -> Error {
+    match e {
+        Error::Server(s) if s.code == 404 => Error::NamespaceNotFound(ns.to_string()),
+        e => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::response::StatusDetails;
+
+    fn status(code: u16, reason: &str, message: &str, name: Option<&str>) -> kube::Error {
+        let mut s = Status::failure(message, reason).with_code(code);
+        s.details = name.map(|n| serde_json::from_value::<StatusDetails>(json!({"name": n})).unwrap());
+        kube::Error::Api(s.boxed())
+    }
+
+    #[test]
+    fn an_unknown_group_is_not_installed() {
+        let e = classify(status(404, NOT_A_STATUS, "404 page not found", None));
+        assert!(matches!(e, Error::NotInstalled));
+        assert_eq!(
+            e.to_string(),
+            "the hns API (hnc.x-k8s.io/v1alpha2) is not installed in this cluster. Check with: kubectl get apiservice v1alpha2.hnc.x-k8s.io"
+        );
+        let newer =
+            classify(status(404, "NotFound", "the server could not find the requested resource", None));
+        assert!(matches!(newer, Error::NotInstalled));
+    }
+
+    #[test]
+    fn an_unreachable_apiservice_is_unavailable() {
+        let e = classify(status(503, NOT_A_STATUS, "service unavailable\n", None));
+        assert_eq!(
+            e.to_string(),
+            "the hns API (hnc.x-k8s.io/v1alpha2) is unavailable: kube-apiserver cannot reach hns-apiserver (service unavailable). Check with: kubectl get apiservice v1alpha2.hnc.x-k8s.io"
+        );
+    }
+
+    #[test]
+    fn hns_own_answers_keep_their_message() {
+        let e = classify(status(503, "ServiceUnavailable", "cannot check the cluster's resources: x", None));
+        assert_eq!(e.to_string(), "cannot check the cluster's resources: x");
+        let e =
+            classify(status(404, "NotFound", "subnamespaces.hnc.x-k8s.io \"kid\" not found", Some("kid")));
+        assert_eq!(e.code(), Some(404));
+        assert_eq!(e.to_string(), "subnamespaces.hnc.x-k8s.io \"kid\" not found");
+        let e = classify(status(403, "Forbidden", "", None));
+        assert_eq!(e.to_string(), "the server answered 403 Forbidden");
+    }
+
+    #[test]
+    fn a_missing_singleton_is_a_missing_namespace() {
+        let e = classify(status(
+            404,
+            "NotFound",
+            "hierarchyconfigurations.hnc.x-k8s.io \"hierarchy\" not found",
+            Some("hierarchy"),
+        ));
+        assert_eq!(in_namespace(e, "nope").to_string(), "namespace \"nope\" not found");
+        assert!(matches!(in_namespace(Error::NotInstalled, "nope"), Error::NotInstalled));
+    }
+}

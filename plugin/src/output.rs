@@ -1,0 +1,139 @@
+//! How commands print: text for people (coloured only on a terminal, never with `NO_COLOR`),
+//! JSON or YAML for tools.
+
+use std::io::IsTerminal;
+
+use clap::ValueEnum;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use serde::Serialize;
+
+/// Colours, or none (shared with `diagnose`'s report).
+pub use crate::diagnose::report::Paint;
+
+/// Formats for commands whose output is data.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataFormat {
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// Errors encoding output.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// JSON encoding failed.
+    #[error("encoding JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// YAML encoding failed.
+    #[error("encoding YAML: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+}
+
+/// `value` in `format`, ending with a newline.
+pub fn data(value: &impl Serialize, format: DataFormat) -> Result<String, Error> {
+    Ok(match format {
+        DataFormat::Json => serde_json::to_string_pretty(value)? + "\n",
+        DataFormat::Yaml => serde_yaml::to_string(value)?,
+    })
+}
+
+/// Colours for stdout: on a terminal, unless `NO_COLOR` is set (https://no-color.org).
+pub fn stdout_paint() -> Paint {
+    Paint::new(color(std::io::stdout().is_terminal(), std::env::var_os("NO_COLOR")))
+}
+
+fn color(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// A condition as HNC prints it: `Type (Reason): Message`.
+pub fn condition(c: &Condition) -> String {
+    format!("{} ({}): {}", c.type_, c.reason, c.message)
+}
+
+/// A condition for JSON and YAML output.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct ConditionView {
+    /// E.g. `ActivitiesHalted`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// E.g. `ParentMissing`.
+    pub reason: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl From<&Condition> for ConditionView {
+    fn from(c: &Condition) -> Self {
+        ConditionView { type_: c.type_.clone(), reason: c.reason.clone(), message: c.message.clone() }
+    }
+}
+
+/// An age the way kubectl prints one: `45s`, `5m`, `3h`, `2d`.
+pub fn age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=7_199 => format!("{}m", s / 60),
+        7_200..=172_799 => format!("{}h", s / 3_600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// Lays out rows as columns two spaces apart, the last column unpadded.
+pub fn columns(rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
+        .map(|i| rows.iter().map(|r| r.get(i).map_or(0, |c| c.chars().count())).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let last = row.len().saturating_sub(1);
+        for (i, cell) in row.iter().enumerate() {
+            out.push_str(cell);
+            if i < last {
+                out.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_needs_a_terminal_and_no_no_color() {
+        assert!(color(true, None));
+        assert!(!color(false, None));
+        assert!(!color(true, Some("1".into())));
+        assert!(color(true, Some("".into())), "an empty NO_COLOR does not count");
+    }
+
+    #[test]
+    fn ages_like_kubectl() {
+        assert_eq!(age(-3), "0s");
+        assert_eq!(age(45), "45s");
+        assert_eq!(age(300), "5m");
+        assert_eq!(age(3 * 3600 + 5), "3h");
+        assert_eq!(age(5 * 86_400), "5d");
+    }
+
+    #[test]
+    fn columns_line_up() {
+        let rows = vec![
+            vec!["A".to_string(), "LONGER".into(), "x".into()],
+            vec!["BBB".into(), "y".into(), "z".into()],
+        ];
+        assert_eq!(columns(&rows), "A    LONGER  x\nBBB  y       z\n");
+    }
+
+    #[test]
+    fn data_formats() {
+        let v = serde_json::json!({"a": [1]});
+        assert_eq!(data(&v, DataFormat::Json).unwrap(), "{\n  \"a\": [\n    1\n  ]\n}\n");
+        assert_eq!(data(&v, DataFormat::Yaml).unwrap(), "a:\n- 1\n");
+    }
+}

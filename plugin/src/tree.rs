@@ -1,0 +1,253 @@
+//! Drawing the forest: HNC's box-drawing tree, with `[s] ` before subnamespaces and numbered
+//! footnotes for conditions; and the same trees as data for `-o json|yaml`.
+//!
+//! A cycle is drawn from its first member down to where it closes, marked `↻`, so every
+//! namespace shows and the drawing ends.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::forest::Forest;
+use crate::output::{self, ConditionView, Paint};
+
+/// Marks a subnamespace (HNC's).
+const SUBNAMESPACE: &str = "[s] ";
+/// Marks the namespace that closes a cycle.
+const CYCLE: &str = "↻ ";
+
+/// The trees under `tops`, as text.
+pub fn text(forest: &Forest, tops: &[&str], paint: &Paint) -> String {
+    let mut d = Drawing {
+        forest,
+        paint,
+        out: String::new(),
+        footnotes: Vec::new(),
+        subnamespaces: false,
+        cycles: false,
+    };
+    for top in tops {
+        let mut path = vec![*top];
+        let label = d.label(top, false);
+        let _ = writeln!(d.out, "{label}");
+        d.children(top, "", &mut path);
+    }
+    let Drawing { mut out, footnotes, subnamespaces, cycles, .. } = d;
+    if subnamespaces || cycles {
+        out.push('\n');
+    }
+    if subnamespaces {
+        let _ = writeln!(out, "{} indicates subnamespaces", SUBNAMESPACE.trim_end());
+    }
+    if cycles {
+        let _ = writeln!(
+            out,
+            "{} indicates a cycle: the namespace is its own ancestor, shown above",
+            CYCLE.trim_end()
+        );
+    }
+    if !footnotes.is_empty() {
+        let _ = writeln!(out, "\n{}", paint.head("Conditions:"));
+        for (i, f) in footnotes.iter().enumerate() {
+            let _ = writeln!(out, "{}) {f}", i + 1);
+        }
+    }
+    out
+}
+
+struct Drawing<'a> {
+    forest: &'a Forest,
+    paint: &'a Paint,
+    out: String,
+    footnotes: Vec<String>,
+    subnamespaces: bool,
+    cycles: bool,
+}
+
+impl<'a> Drawing<'a> {
+    fn children(&mut self, name: &str, prefix: &str, path: &mut Vec<&'a str>) {
+        let Some(node) = self.forest.get(name) else { return };
+        let count = node.children.len();
+        for (i, child) in node.children.iter().enumerate() {
+            let last = i + 1 == count;
+            let (branch, indent) = if last { ("└── ", "    ") } else { ("├── ", "│   ") };
+            let closes_cycle = path.contains(&child.as_str());
+            let label = self.label(child, closes_cycle);
+            let _ = writeln!(self.out, "{prefix}{branch}{label}");
+            if !closes_cycle {
+                path.push(child);
+                self.children(child, &format!("{prefix}{indent}"), path);
+                path.pop();
+            }
+        }
+    }
+
+    /// `[s] name (1, 2)`, or `↻ name` where a cycle closes.
+    fn label(&mut self, name: &str, closes_cycle: bool) -> String {
+        let node = self.forest.get(name);
+        let mut label = String::new();
+        if closes_cycle {
+            self.cycles = true;
+            label.push_str(&self.paint.warn(CYCLE));
+        }
+        if node.is_some_and(|n| n.subnamespace) {
+            self.subnamespaces = true;
+            label.push_str(&self.paint.dim(SUBNAMESPACE));
+        }
+        label.push_str(name);
+        if closes_cycle {
+            return label;
+        }
+        let notes: Vec<String> = node
+            .into_iter()
+            .flat_map(|n| &n.conditions)
+            .map(|c| {
+                let text = output::condition(c);
+                let at = match self.footnotes.iter().position(|f| *f == text) {
+                    Some(at) => at,
+                    None => {
+                        self.footnotes.push(text);
+                        self.footnotes.len() - 1
+                    }
+                };
+                (at + 1).to_string()
+            })
+            .collect();
+        if !notes.is_empty() {
+            let _ = write!(label, " {}", self.paint.bad(&format!("({})", notes.join(", "))));
+        }
+        label
+    }
+}
+
+/// One namespace in the trees as data.
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeNode {
+    /// The namespace.
+    pub name: String,
+    /// Whether it is a subnamespace.
+    pub subnamespace: bool,
+    /// True where a cycle closes: the namespace is already above, and its children are there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cycle: bool,
+    /// Its conditions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionView>,
+    /// Its children.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<TreeNode>,
+}
+
+/// The trees under `tops`, for `-o json|yaml`.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Trees {
+    /// One per top.
+    pub trees: Vec<TreeNode>,
+}
+
+/// The trees under `tops` as data.
+pub fn data(forest: &Forest, tops: &[&str]) -> Trees {
+    Trees { trees: tops.iter().map(|t| node(forest, t, &mut vec![])).collect() }
+}
+
+fn node<'a>(forest: &'a Forest, name: &'a str, path: &mut Vec<&'a str>) -> TreeNode {
+    let n = forest.get(name);
+    let cycle = path.contains(&name);
+    let mut out = TreeNode {
+        name: name.to_string(),
+        subnamespace: n.is_some_and(|n| n.subnamespace),
+        cycle,
+        conditions: Vec::new(),
+        children: Vec::new(),
+    };
+    if let (Some(n), false) = (n, cycle) {
+        out.conditions = n.conditions.iter().map(ConditionView::from).collect();
+        path.push(name);
+        out.children = n.children.iter().map(|c| node(forest, c, path)).collect();
+        path.pop();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forest::tests::{hc, sample};
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn golden_all_namespaces() {
+        let f = sample();
+        assert_eq!(
+            text(&f, &f.tops(), &Paint::new(false)),
+            "\
+acme-org
+├── team-a
+│   └── [s] svc-1
+└── [s] team-b
+orphan (1)
+solo
+cyc-a (2)
+└── cyc-b (2)
+    ├── ↻ cyc-a
+    └── [s] cyc-b-kid (3)
+
+[s] indicates subnamespaces
+↻ indicates a cycle: the namespace is its own ancestor, shown above
+
+Conditions:
+1) ActivitiesHalted (ParentMissing): Parent \"gone\" does not exist
+2) ActivitiesHalted (InCycle): Namespace is a member of the cycle: cyc-a <- cyc-b <- cyc-a
+3) ActivitiesHalted (AncestorHaltActivities): Propagation paused in \"cyc-b-kid\" and its descendants due to ActivitiesHalted condition on ancestor \"cyc-a\"
+"
+        );
+    }
+
+    #[test]
+    fn golden_named_subtree_without_legends() {
+        let f = sample();
+        assert_eq!(
+            text(&f, &["team-a"], &Paint::new(false)),
+            "team-a\n└── [s] svc-1\n\n[s] indicates subnamespaces\n"
+        );
+        assert_eq!(text(&f, &["solo"], &Paint::new(false)), "solo\n");
+    }
+
+    #[test]
+    fn a_namespace_with_two_conditions_gets_both_notes() {
+        let f = Forest::new(
+            [hc(
+                "x",
+                None,
+                &[],
+                &[("ActivitiesHalted", "ParentMissing", "p"), ("BadConfiguration", "B", "b")],
+            )],
+            &BTreeSet::new(),
+        );
+        assert!(text(&f, &["x"], &Paint::new(false)).starts_with("x (1, 2)\n"));
+    }
+
+    #[test]
+    fn colour_only_adds_escapes() {
+        let f = sample();
+        let coloured = text(&f, &f.tops(), &Paint::new(true));
+        assert!(coloured.contains("\u{1b}["), "{coloured}");
+        assert_eq!(console::strip_ansi_codes(&coloured), text(&f, &f.tops(), &Paint::new(false)));
+    }
+
+    #[test]
+    fn data_nests_and_cuts_cycles() {
+        let f = sample();
+        let v = serde_json::to_value(data(&f, &["cyc-a"])).unwrap();
+        assert_eq!(v["trees"][0]["name"], "cyc-a");
+        assert_eq!(v["trees"][0]["conditions"][0]["reason"], "InCycle");
+        let b = &v["trees"][0]["children"][0];
+        assert_eq!(b["name"], "cyc-b");
+        assert_eq!(
+            b["children"][0],
+            serde_json::json!({"name": "cyc-a", "subnamespace": false, "cycle": true})
+        );
+        assert_eq!(b["children"][1]["subnamespace"], true);
+    }
+}

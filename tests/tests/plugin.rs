@@ -1,0 +1,536 @@
+//! `kubectl hns …` end to end, through kubectl's real plugin dispatch against the real control
+//! plane: every command and flag, the exact lines scripts rely on, exit codes, and the errors
+//! (unknown namespace, no permission, hns unavailable or not installed, cycle refused, non-leaf
+//! delete refused), each checked to have changed nothing.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use hns_api::HierarchyConfiguration;
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::{LimitRange, Namespace};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+// === helpers ===
+
+/// `kubectl hns ARGS` as `user` with a client certificate, or `None` (after saying why) against
+/// an external cluster, where the plugin has no impersonation flag to fall back on.
+fn hns_as(env: &Env, user: &str, args: &[&str]) -> Option<Output> {
+    let local = env.local_or_skip("running kubectl hns as another user")?;
+    Some(hns_with(&local.user_kubeconfig(user, &[]), args))
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// stderr of a command that failed with exit code 1 and printed nothing on stdout.
+fn refused(out: Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "expected exit code 1:\nstdout: {}\nstderr: {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stderr(&out)
+}
+
+/// Binds ClusterRole `role` to `user` in `namespace`.
+fn grant(env: &Env, user: &str, role: &str, namespace: &str) {
+    ok(env.kubectl(&[
+        "create",
+        "rolebinding",
+        &format!("{user}-{role}"),
+        "-n",
+        namespace,
+        &format!("--clusterrole={role}"),
+        &format!("--user={user}"),
+    ]));
+}
+
+async fn hierarchy(client: &Client, ns: &str) -> HierarchyConfiguration {
+    Api::<HierarchyConfiguration>::namespaced(client.clone(), ns).get("hierarchy").await.unwrap()
+}
+
+async fn exists(client: &Client, ns: &str) -> bool {
+    Api::<Namespace>::all(client.clone())
+        .get_opt(ns)
+        .await
+        .unwrap()
+        .is_some_and(|n| n.metadata.deletion_timestamp.is_none())
+}
+
+// === tests ===
+
+#[test]
+fn kubectl_finds_the_plugin_copied_onto_path() {
+    let dir = std::env::temp_dir().join(unique("hns-plugin-path"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(plugin_dir().join("kubectl-hns"), dir.join("kubectl-hns")).unwrap();
+    let list =
+        Command::new("kubectl").args(["plugin", "list"]).env("PATH", path_with(&dir)).output().unwrap();
+    let out = stdout(&list);
+    assert!(out.contains(&format!("{}/kubectl-hns\n", dir.display())), "{out}\n{}", stderr(&list));
+    assert!(!stderr(&list).contains(&dir.display().to_string()), "no warning about it: {}", stderr(&list));
+
+    let help = Command::new("kubectl").args(["hns", "--help"]).env("PATH", path_with(&dir)).output().unwrap();
+    let help = ok(help);
+    for word in ["create", "delete", "set", "tree", "describe", "config", "version", "completion", "diagnose"]
+    {
+        assert!(help.contains(&format!("\n  {word} ")), "{word} in help:\n{help}");
+    }
+    assert!(
+        help.contains("Exit codes:") && help.contains("--kubeconfig") && help.contains("--namespace"),
+        "{help}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn completion_scripts_for_three_shells() {
+    let env = Env::get();
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok(hns(&env, &["completion", shell]));
+        assert!(script.contains("kubectl-hns") && script.contains("set-resource"), "{shell}: {script}");
+    }
+    let out = hns(&env, &["completion", "powershell"]);
+    assert_eq!(out.status.code(), Some(2), "an invalid command line exits 2: {}", stderr(&out));
+}
+
+#[tokio::test]
+async fn create_set_tree_describe_delete() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("pl-org"), &[]).await;
+    let (a, b, ax) = (format!("{root}-a"), format!("{root}-b"), format!("{root}-a-x"));
+
+    // create: HNC's line; the namespace exists at once.
+    assert_eq!(
+        ok(hns(&env, &["create", &a, "-n", &root])),
+        format!("Successfully created \"{a}\" subnamespace anchor in \"{root}\" namespace\n")
+    );
+    ok(hns(&env, &["create", &ax, "--namespace", &a]));
+    assert!(exists(&client, &ax).await);
+    let err = refused(hns(&env, &["create", &ax, "-n", &a]));
+    assert!(err.starts_with("Error: ") && err.contains("already exists"), "{err}");
+
+    // set: a full namespace joins the tree, in HNC's words.
+    create_namespace(&client, &b, &[]).await;
+    assert_eq!(
+        ok(hns(&env, &["set", &b, "--parent", &root, "-a"])),
+        format!(
+            "Setting the parent of {b} to {root}\nAllowing cascading deletion on '{b}'\n\
+             Successfully updated 2 properties of the hierarchical configuration of {b}\n"
+        )
+    );
+    assert_eq!(
+        ok(hns(&env, &["set", &b, "-p", &root, "--allowCascadingDeletion"])),
+        format!(
+            "Parent of {b} is already {root}; unchanged\nCascading deletion on '{b}' is already allowed; unchanged\nNo changes made\n"
+        )
+    );
+
+    // tree: one tree, or all of them.
+    let drawn = format!("{root}\n├── [s] {a}\n│   └── [s] {ax}\n└── {b}\n\n[s] indicates subnamespaces\n");
+    assert_eq!(ok(hns(&env, &["tree", &root])), drawn);
+    let all = ok(hns(&env, &["tree", "-A"]));
+    let block = format!("\n{root}\n├── [s] {a}\n│   └── [s] {ax}\n└── {b}\n");
+    assert!(all.contains(&block), "{all}");
+    assert!(all.contains("\ndefault\n") || all.starts_with("default\n"), "every root: {all}");
+    assert_eq!(
+        ok(hns(&env, &["tree", &a, &b])),
+        format!("[s] {a}\n└── [s] {ax}\n{b}\n\n[s] indicates subnamespaces\n")
+    );
+    let data: Value = serde_json::from_str(&ok(hns(&env, &["tree", &root, "-o", "json"]))).unwrap();
+    assert_eq!(
+        data,
+        json!({"trees": [{"name": root, "subnamespace": false, "children": [
+            {"name": a, "subnamespace": true, "children": [{"name": ax, "subnamespace": true}]},
+            {"name": b, "subnamespace": false},
+        ]}]})
+    );
+    let yaml: Value = serde_yaml::from_str(&ok(hns(&env, &["tree", &root, "-o", "yaml"]))).unwrap();
+    assert_eq!(yaml, data);
+    assert_eq!(hns(&env, &["tree"]).status.code(), Some(2), "namespaces or -A");
+
+    // describe.
+    assert_eq!(
+        ok(hns(&env, &["describe", &root])),
+        format!(
+            "Hierarchy configuration for namespace {root}\n  No parent\n  Children:\n  - {a} (subnamespace)\n  - {b}\n  \
+             Allows cascading deletion: false\n  No conditions\n\nNo recent hns events for objects in this namespace\n"
+        )
+    );
+    let ax_described = ok(hns(&env, &["describe", &ax]));
+    assert!(ax_described
+        .starts_with(&format!("Hierarchy configuration for namespace {ax}\n  Parent: {a}\n  No children\n")));
+    let described: Value = serde_json::from_str(&ok(hns(&env, &["describe", &b, "-o", "json"]))).unwrap();
+    assert_eq!(
+        (described["parent"].as_str(), described["allowCascadingDeletion"].as_bool()),
+        (Some(root.as_str()), Some(true))
+    );
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{a}.e2e"), "namespace": a},
+        "involvedObject": {"apiVersion": "v1", "kind": "LimitRange", "name": "limits", "namespace": a},
+        "reason": "CannotPropagateObject", "message": "Objects with finalizers cannot be propagated",
+        "type": "Warning", "source": {"component": "hns.hnc.x-k8s.io"},
+        "firstTimestamp": "2024-01-01T00:00:00Z", "lastTimestamp": "2024-01-01T00:00:00Z", "count": 1
+    });
+    let file = std::env::temp_dir().join(format!("{a}-event.json"));
+    std::fs::write(&file, event.to_string()).unwrap();
+    ok(env.kubectl(&["create", "-f", file.to_str().unwrap()]));
+    let with_event = ok(hns(&env, &["describe", &a]));
+    assert!(with_event.contains(&format!("  Children:\n  - {ax} (subnamespace)\n")), "{with_event}");
+    let table =
+        with_event.split_once(&format!("Events from the objects in namespace {a}:\n")).expect(&with_event).1;
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["Last", "Seen", "Reason", "Object", "Message"]);
+    assert_eq!(rows[1][1..4], ["CannotPropagateObject", "limitrange/limits", "Objects"], "{table}");
+
+    // A cycle is refused with the server's message, and nothing moves.
+    let err = refused(hns(&env, &["set", &root, "--parent", &ax]));
+    assert!(
+        err.starts_with("Error: ")
+            && err.contains(&format!("illegal parent: cycle when making \"{ax}\" the parent of \"{root}\"")),
+        "{err}"
+    );
+    assert_eq!(hierarchy(&client, &root).await.spec.parent, None);
+
+    // A subnamespace with subnamespaces is deleted only with -a, and -a asks first.
+    let err = refused(hns(&env, &["delete", &a, "-n", &root]));
+    assert!(
+        err.contains(&format!("subnamespace {a} is not a leaf and doesn't allow cascading deletion")),
+        "{err}"
+    );
+    let err = refused(hns(&env, &["delete", &a, "-n", &root, "-a"]));
+    assert!(
+        err.contains(&format!("Delete \"{a}\" and the 1 namespace below it ({ax})")) && err.contains("--yes"),
+        "{err}"
+    );
+    assert!(
+        exists(&client, &ax).await && !hierarchy(&client, &a).await.spec.allow_cascading_deletion,
+        "nothing changed"
+    );
+    let err = refused(hns(&env, &["delete", &b, "-n", &root]));
+    assert!(
+        err.contains(&format!("subnamespaces.hnc.x-k8s.io \"{b}\" not found")),
+        "a full namespace is not deleted: {err}"
+    );
+    assert_eq!(
+        ok(hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion", "--yes"])),
+        format!("Successfully deleted \"{a}\" subnamespace anchor in \"{root}\" namespace\n")
+    );
+    eventually("the subtree gone from the tree", WAIT, || async {
+        let t = ok(hns(&env, &["tree", &root]));
+        (t == format!("{root}\n└── {b}\n")).then_some(())
+    })
+    .await;
+
+    // set --root -f undoes both, and says so.
+    assert_eq!(
+        ok(hns(&env, &["set", &b, "--root", "-f"])),
+        format!(
+            "Unsetting the parent of {b} (was previously {root})\nForbidding cascading deletion on '{b}'\n\
+             Successfully updated 2 properties of the hierarchical configuration of {b}\n"
+        )
+    );
+    assert_eq!(
+        ok(hns(&env, &["set", &b, "-r"])),
+        format!("{b} is already a root namespace; unchanged\nNo changes made\n")
+    );
+    assert_eq!(hns(&env, &["set", &b]).status.code(), Some(2), "set needs a change");
+    delete_namespaces(&client, &[&root, &b]).await;
+}
+
+#[tokio::test]
+async fn namespace_defaults_to_the_context_and_flags_choose_the_cluster() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let (team, other) = (unique("pl-ctx"), unique("pl-ctx-other"));
+    for n in [&team, &other] {
+        create_namespace(&client, n, &[]).await;
+    }
+    // A copy of the admin kubeconfig whose context works in `team`, plus a context for `other`.
+    let kubeconfig = std::env::temp_dir().join(format!("{team}.kubeconfig"));
+    std::fs::copy(&env.kubeconfig, &kubeconfig).unwrap();
+    let current = ok(kubectl_with(&kubeconfig, &["config", "current-context"])).trim().to_string();
+    let cluster = ok(kubectl_with(
+        &kubeconfig,
+        &["config", "view", "--minify", "-o", "jsonpath={.contexts[0].context.cluster}"],
+    ));
+    let user = ok(kubectl_with(
+        &kubeconfig,
+        &["config", "view", "--minify", "-o", "jsonpath={.contexts[0].context.user}"],
+    ));
+    ok(kubectl_with(&kubeconfig, &["config", "set-context", &current, &format!("--namespace={team}")]));
+    ok(kubectl_with(
+        &kubeconfig,
+        &[
+            "config",
+            "set-context",
+            "other",
+            &format!("--cluster={cluster}"),
+            &format!("--user={user}"),
+            &format!("--namespace={other}"),
+        ],
+    ));
+
+    let kid = format!("{team}-kid");
+    let out = ok(hns_with(&kubeconfig, &["create", &kid]));
+    assert_eq!(out, format!("Successfully created \"{kid}\" subnamespace anchor in \"{team}\" namespace\n"));
+    let kid2 = format!("{other}-kid");
+    ok(hns_with(&kubeconfig, &["create", &kid2, "--context", "other"]));
+    // --kubeconfig wins over KUBECONFIG, as with kubectl.
+    let nowhere = std::env::temp_dir().join("no-such.kubeconfig");
+    let kubeconfig_flag = kubeconfig.to_str().unwrap();
+    let tree = ok(hns_with(&nowhere, &["tree", &other, "--kubeconfig", kubeconfig_flag]));
+    assert_eq!(tree, format!("{other}\n└── [s] {kid2}\n\n[s] indicates subnamespaces\n"));
+    assert_eq!(hierarchy(&client, &kid).await.spec.parent.as_deref(), Some(team.as_str()));
+    ok(hns_with(&kubeconfig, &["delete", &kid]));
+    ok(hns_with(&kubeconfig, &["delete", &kid2, "--context=other"]));
+    delete_namespaces(&client, &[&team, &other]).await;
+    std::fs::remove_file(&kubeconfig).unwrap();
+}
+
+#[tokio::test]
+async fn unknown_namespaces_are_named() {
+    let env = Env::get();
+    let missing = unique("pl-missing");
+    for args in [
+        vec!["tree", missing.as_str()],
+        vec!["describe", &missing],
+        vec!["set", &missing, "--root"],
+        vec!["tree", "default", &missing],
+    ] {
+        let err = refused(hns(&env, &args));
+        assert_eq!(err, format!("Error: namespace \"{missing}\" not found\n"), "{args:?}");
+    }
+    let err = refused(hns(&env, &["create", "kid", "-n", &missing]));
+    assert!(err.starts_with("Error: ") && err.contains(&missing) && err.contains("not found"), "{err}");
+}
+
+#[tokio::test]
+async fn without_permission_the_server_says_so() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("pl-perm"), &[]).await;
+    let kid = format!("{team}-kid");
+    create_subns(&client, &team, &kid).await.unwrap();
+    let (nobody, admin) = (unique("pl-nobody"), unique("pl-admin"));
+    let Some(out) = hns_as(&env, &nobody, &["tree", "-A"]) else { return };
+    let err = refused(out);
+    assert!(
+        err.starts_with("Error: ")
+            && err.contains("forbidden")
+            && err.contains(&nobody)
+            && err.contains("hierarchyconfigurations"),
+        "{err}"
+    );
+    let err = refused(hns_as(&env, &nobody, &["create", "x", "-n", &team]).unwrap());
+    assert!(err.contains("forbidden") && err.contains("subnamespaces"), "{err}");
+    let err = refused(hns_as(&env, &nobody, &["tree", &team]).unwrap());
+    assert!(err.contains("forbidden") && err.contains(&team), "{err}");
+
+    // A namespace admin may not list cluster-wide, but sees the trees it may read; the binding
+    // reaches the subnamespace by propagation.
+    grant(&env, &admin, "admin", &team);
+    let drawn = format!("{team}\n└── [s] {kid}\n\n[s] indicates subnamespaces\n");
+    eventually("the admin's rights to reach hns (SAR cache, propagation)", WAIT, || async {
+        let out = hns_as(&env, &admin, &["tree", &team]).unwrap();
+        (out.status.success() && stdout(&out) == drawn).then_some(())
+    })
+    .await;
+    let err = refused(
+        hns_as(&env, &admin, &["config", "set-resource", "limitranges", "--mode", "Ignore"]).unwrap(),
+    );
+    assert!(err.contains("forbidden") && err.contains("hncconfigurations"), "{err}");
+    delete_tree(&client, &team).await;
+}
+
+/// A stand-in for kube-apiserver answering hns's group the way kube-apiserver 1.20 does when
+/// the group is served by nobody (404, plain text) or by an APIService it cannot reach (503,
+/// plain text), and `/version` normally. Returns the kubeconfig pointing at it.
+fn fake_apiserver(code: u16, body: &'static str) -> PathBuf {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream);
+            let mut first = String::new();
+            if reader.read_line(&mut first).is_err() {
+                continue;
+            }
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let path = first.split_whitespace().nth(1).unwrap_or_default();
+            let (status, kind, body) = if path == "/version" {
+                let info = r#"{"major":"1","minor":"20","gitVersion":"v1.20.2","gitCommit":"x","gitTreeState":"clean","buildDate":"2021-01-13T13:20:00Z","goVersion":"go1.15.5","compiler":"gc","platform":"linux/amd64"}"#;
+                (200, "application/json", info)
+            } else {
+                (code, "text/plain; charset=utf-8", body)
+            };
+            let reason = if status == 200 { "OK" } else { "Error" };
+            let mut stream = reader.into_inner();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let kubeconfig = std::env::temp_dir().join(unique("fake-apiserver") + ".kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://127.0.0.1:{port}\n\
+             users:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: fake}}\ncurrent-context: fake\n"
+        ),
+    )
+    .unwrap();
+    kubeconfig
+}
+
+#[test]
+fn hns_unavailable_or_not_installed_is_said_plainly() {
+    const CHECK: &str = "Check with: kubectl get apiservice v1alpha2.hnc.x-k8s.io\n";
+    for (code, body, says) in [
+        (
+            503,
+            "service unavailable\n",
+            "the hns API (hnc.x-k8s.io/v1alpha2) is unavailable: kube-apiserver cannot reach hns-apiserver (service unavailable). ",
+        ),
+        (404, "404 page not found\n", "the hns API (hnc.x-k8s.io/v1alpha2) is not installed in this cluster. "),
+    ] {
+        let kubeconfig = fake_apiserver(code, body);
+        let expected = format!("Error: {says}{CHECK}");
+        for args in [&["tree", "-A"][..], &["describe", "x"], &["create", "kid", "-n", "x"], &["set", "x", "--root"], &["config", "describe"]] {
+            assert_eq!(refused(hns_with(&kubeconfig, args)), expected, "{code} {args:?}");
+        }
+        let out = hns_with(&kubeconfig, &["version"]);
+        assert_eq!(
+            (stdout(&out), refused(out)),
+            ("kubectl-hns version v0.1.0\nKubernetes version v1.20.2\n".to_string(), expected.clone()),
+        );
+        std::fs::remove_file(&kubeconfig).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn version_reports_client_and_served_api() {
+    let env = Env::get();
+    let out = ok(hns(&env, &["version"]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("kubectl-hns version v{}", env!("CARGO_PKG_VERSION")));
+    assert!(lines[1].starts_with("Kubernetes version v1."), "{out}");
+    assert_eq!(
+        lines[2],
+        "hns API hnc.x-k8s.io/v1alpha2 served: hierarchyconfigurations, hncconfigurations, subnamespaceanchors, subnamespaces"
+    );
+    let v: Value = serde_yaml::from_str(&ok(hns(&env, &["version", "-o", "yaml"]))).unwrap();
+    assert_eq!(v["hnsApi"]["served"], true);
+    assert_eq!(v["hnsApi"]["resources"][3], "subnamespaces");
+    assert_eq!(v["clientVersion"], format!("v{}", env!("CARGO_PKG_VERSION")));
+}
+
+/// A `config` command, retried while another writer's change makes ours stale (the plugin
+/// writes only on top of what it read).
+fn config(env: &Env, args: &[&str]) -> Output {
+    let mut all = vec!["config"];
+    all.extend_from_slice(args);
+    for _ in 0..5 {
+        let out = hns(env, &all);
+        if !stderr(&out).contains("has been modified") {
+            return out;
+        }
+    }
+    panic!("config {args:?}: conflicts 5 times in a row")
+}
+
+async fn copies(client: &Client) -> Option<i32> {
+    let c: hns_api::HNCConfiguration = Api::all(client.clone()).get("config").await.unwrap();
+    let status = c.status.unwrap_or_default();
+    status.resources.iter().find(|r| r.resource == "limitranges").and_then(|r| r.num_propagated_objects)
+}
+
+/// Every change to the cluster-wide configuration here is in this one test, and to a kind no
+/// other test configures (limitranges), so nothing races it.
+#[tokio::test]
+async fn config_describe_set_resource_delete_type() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let described = ok(config(&env, &["describe"]));
+    assert!(described.starts_with("Synchronized resources:\n"), "{described}");
+    assert!(described.contains("* Propagating: roles (rbac.authorization.k8s.io/v1)"), "{described}");
+    let data: Value = serde_json::from_str(&ok(config(&env, &["describe", "-o", "json"]))).unwrap();
+    assert!(data["resources"].as_array().unwrap().iter().any(|r| r["resource"] == "rolebindings"), "{data}");
+
+    let line = |mode: &str| {
+        format!("Configuration for type with group: , resource: limitranges is set to mode {mode}\n")
+    };
+    assert_eq!(ok(config(&env, &["set-resource", "limitranges", "--mode", "Ignore"])), line("Ignore"));
+    let warned = refused(config(&env, &["set-resource", "limitranges", "--mode", "propagate"]));
+    assert!(warned.starts_with("Switching directly from 'Ignore' to 'Propagate' mode"), "{warned}");
+    assert!(ok(config(&env, &["describe"])).contains("* Ignoring: limitranges (/v1)"), "unchanged");
+    assert_eq!(
+        ok(config(&env, &["set-resource", "limitranges", "--mode", "Propagate", "--force"])),
+        line("Propagate")
+    );
+
+    // With a copy made, changes that touch copies ask first.
+    let root = create_namespace(&client, &unique("pl-cfg"), &[]).await;
+    let child = format!("{root}-child");
+    create_subns(&client, &root, &child).await.unwrap();
+    let limits: LimitRange =
+        serde_json::from_value(json!({"metadata": {"name": "limits"}, "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}}]}}))
+            .unwrap();
+    Api::<LimitRange>::namespaced(client.clone(), &root)
+        .create(&PostParams::default(), &limits)
+        .await
+        .unwrap();
+    let child_limits: Api<LimitRange> = Api::namespaced(client.clone(), &child);
+    eventually("the copy and its count", WAIT, || async {
+        let copied = child_limits.get_opt("limits").await.unwrap().is_some();
+        (copied && copies(&client).await.is_some_and(|n| n >= 1)).then_some(())
+    })
+    .await;
+    let err = refused(config(&env, &["delete-type", "--resource", "limitranges"]));
+    assert!(err.contains("Stop synchronizing limitranges?") && err.contains("--yes"), "{err}");
+    let err = refused(config(&env, &["set-resource", "limitranges", "--mode", "Remove"]));
+    assert!(err.contains("Set limitranges to Remove? hns deletes its") && err.contains("--yes"), "{err}");
+    assert!(child_limits.get_opt("limits").await.unwrap().is_some(), "nothing was changed");
+    assert_eq!(
+        ok(config(&env, &["set-resource", "limitranges", "--mode", "Remove", "--yes"])),
+        line("Remove")
+    );
+    eventually("the copy removed", WAIT, || async {
+        child_limits.get_opt("limits").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        ok(config(&env, &["delete-type", "--resource", "limitranges"])),
+        "Configuration for type with group: , resource: limitranges is deleted\n"
+    );
+    let err = refused(config(&env, &["delete-type", "--group", "", "--resource", "limitranges"]));
+    assert_eq!(err, "Error: type with group: , resource: limitranges is not in the HNC configuration\n");
+    let err = refused(config(&env, &["set-resource", "no-such-things", "--mode", "Propagate"]));
+    assert!(
+        err.starts_with("Error: ") && err.contains("resource \"no-such-things\" in group \"\" is not found"),
+        "{err}"
+    );
+    delete_tree(&client, &root).await;
+}
