@@ -95,9 +95,12 @@ impl Syncer {
     }
 }
 
-/// Keeps what the watch needs and drops what it does not (managed fields are most of the
-/// bytes of a small object).
+/// Keeps what planning needs and drops the rest: managed fields (most of the bytes of a small
+/// object) and, for copies, everything but their identity and a digest of their content.
 fn strip(mut obj: DynamicObject) -> DynamicObject {
+    if rules::is_copy(&obj) {
+        return rules::compact(obj);
+    }
     obj.metadata.managed_fields = None;
     obj
 }

@@ -173,12 +173,51 @@ fn content(data: &Value) -> Map<String, Value> {
     m
 }
 
-/// Whether `actual` (a copy found in the cluster) already equals `wanted`.
-pub fn same_copy(actual: &DynamicObject, wanted: &DynamicObject) -> bool {
+/// In-memory only: the digest of a compacted copy's content (never written to the cluster).
+const DIGEST: &str = "hns.hnc.x-k8s.io/in-memory-digest";
+
+/// A digest of what makes two copies equal: labels, annotations and content.
+fn digest(obj: &DynamicObject) -> String {
+    use std::hash::{Hash, Hasher};
     let norm = |m: &Option<BTreeMap<String, String>>| m.clone().unwrap_or_default();
-    norm(&actual.metadata.labels) == norm(&wanted.metadata.labels)
-        && norm(&actual.metadata.annotations) == norm(&wanted.metadata.annotations)
-        && content(&actual.data) == content(&wanted.data)
+    let mut annotations = norm(&obj.metadata.annotations);
+    annotations.remove(DIGEST);
+    let canonical = serde_json::to_string(&(norm(&obj.metadata.labels), annotations, content(&obj.data)))
+        .unwrap_or_default();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    canonical.hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// A copy reduced to what planning needs: identity, its origin label and a digest of its
+/// content. Copies are most of the objects hns holds (one per source per descendant), and their
+/// content is already known from the source; this keeps memory proportional to the sources.
+pub fn compact(copy: DynamicObject) -> DynamicObject {
+    let origin =
+        copy.metadata.labels.as_ref().and_then(|l| l.get(INHERITED_FROM)).cloned().unwrap_or_default();
+    let digest = digest(&copy);
+    DynamicObject {
+        types: None,
+        metadata: kube::api::ObjectMeta {
+            name: copy.metadata.name,
+            namespace: copy.metadata.namespace,
+            uid: copy.metadata.uid,
+            resource_version: copy.metadata.resource_version,
+            deletion_timestamp: copy.metadata.deletion_timestamp,
+            labels: Some(BTreeMap::from([(INHERITED_FROM.to_string(), origin)])),
+            annotations: Some(BTreeMap::from([(DIGEST.to_string(), digest)])),
+            ..Default::default()
+        },
+        data: Value::Null,
+    }
+}
+
+/// Whether `actual` (a copy found in the cluster, possibly compacted) already equals `wanted`.
+pub fn same_copy(actual: &DynamicObject, wanted: &DynamicObject) -> bool {
+    match annotation(actual, DIGEST) {
+        Some(d) => d == digest(wanted),
+        None => digest(actual) == digest(wanted),
+    }
 }
 
 #[cfg(test)]
@@ -285,8 +324,11 @@ mod tests {
         let mut found = c.clone();
         found.metadata.resource_version = Some("9".into());
         assert!(same_copy(&found, &c));
+        assert!(same_copy(&compact(found.clone()), &c), "a compacted copy compares the same");
+        assert!(is_copy(&compact(found.clone())));
         found.data["rules"][0]["verbs"] = json!(["get", "delete"]);
         assert!(!same_copy(&found, &c), "a tampered copy differs");
+        assert!(!same_copy(&compact(found), &c), "also when compacted");
     }
 
     #[test]
