@@ -127,7 +127,12 @@ async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadc
                 let _ = changes.send(Change::All);
             }
             Ok(Some(Event::Apply(o))) => {
-                notify(&o);
+                // The version we already hold (our own write, recorded from its response) needs
+                // no second look; anything else does.
+                let held = syncer.objects().get(&key(&o)).map(|h| h.metadata.resource_version.clone());
+                if held.flatten() != o.metadata.resource_version || o.metadata.resource_version.is_none() {
+                    notify(&o);
+                }
                 syncer.objects.write().unwrap_or_else(|e| e.into_inner()).insert(key(&o), Arc::new(strip(o)));
             }
             Ok(Some(Event::Delete(o))) => {
