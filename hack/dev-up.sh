@@ -18,8 +18,17 @@ echo
 log "kubectl api-resources --api-group=hnc.x-k8s.io"
 kubectl api-resources --api-group=hnc.x-k8s.io
 echo
-log "kubectl get hierarchyconfigurations -A"
-kubectl get hierarchyconfigurations -A
+log "a small demo hierarchy: demo-org with subnamespaces demo-team-a and demo-team-b"
+kubectl get ns demo-org >/dev/null 2>&1 || kubectl create ns demo-org >/dev/null
+for team in demo-team-a demo-team-b; do
+  kubectl get ns "$team" >/dev/null 2>&1 || kubectl hns create "$team" -n demo-org
+done
+echo
+log "kubectl hns tree demo-org"
+kubectl hns tree demo-org
+echo
+log "kubectl get subnamespaces -n demo-org"
+kubectl get subnamespaces -n demo-org
 cat <<MSG
 
 hns is running. To use it:
@@ -27,6 +36,7 @@ hns is running. To use it:
   export KUBECONFIG=$DIR/kubeconfig
   export PATH=$ROOT/target/debug:\$PATH     # kubectl-hns is $ROOT/target/debug/kubectl-hns
   kubectl get hierarchyconfigurations -A
+  kubectl hns tree -A
   kubectl hns version
 
 Logs: $DIR/logs/   Stop everything: make dev-down
