@@ -47,22 +47,30 @@ async fn get_all_prints_one_row_per_namespace() {
     let child = create_namespace(&client, &unique("team"), &[]).await;
     set_parent(&client, &child, Some(&root)).await.unwrap();
 
-    let rows = eventually("both namespaces in the table", WAIT, || async {
+    eventually("both namespaces in the table", WAIT, || async {
         let out = ok(env.kubectl(&["get", "hierarchyconfigurations", "-A", "--no-headers"]));
-        (out.contains(&root) && out.contains(&child)).then_some(out)
+        (out.contains(&root) && out.contains(&child)).then_some(())
     })
     .await;
-    let namespaces =
-        ok(env.kubectl(&["get", "namespaces", "--no-headers", "-o", "custom-columns=N:.metadata.name"]));
-    let mut want: Vec<&str> = namespaces.lines().collect();
-    let mut got: Vec<&str> = rows.lines().filter_map(|l| l.split_whitespace().next()).collect();
-    want.sort();
-    got.sort();
-    // Namespaces made by tests running beside this one may appear in one listing only.
+    // Namespaces made by tests running beside this one, or still being deleted by earlier ones,
+    // may appear in one listing and not yet the other: compare until the cluster is still.
     let marker = format!("-{}-", std::process::id());
-    got.retain(|n| !n.contains(&marker));
-    want.retain(|n| !n.contains(&marker));
-    assert_eq!(got, want, "one row per namespace");
+    let names = |out: &str| -> Vec<String> {
+        let mut v: Vec<String> = out
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| !n.contains(&marker))
+            .map(String::from)
+            .collect();
+        v.sort();
+        v
+    };
+    eventually("one row per namespace", Duration::from_secs(90), || async {
+        let rows = names(&ok(env.kubectl(&["get", "hierarchyconfigurations", "-A", "--no-headers"])));
+        let namespaces = names(&ok(env.kubectl(&["get", "namespaces", "--no-headers"])));
+        (rows == namespaces).then_some(())
+    })
+    .await;
 
     let header = ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &child]));
     let mut lines = header.lines();
