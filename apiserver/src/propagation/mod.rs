@@ -236,12 +236,22 @@ impl Propagation {
     }
 }
 
-/// The API resource of `resource` in `group` at the group's preferred version.
+/// The API resource of namespaced `resource` in `group` at the group's preferred version.
 pub async fn resolve(
     client: &Client,
     group: &str,
     resource: &str,
 ) -> Result<Option<ApiResource>, kube::Error> {
+    Ok(discover(client, group, resource).await?.filter(|(_, namespaced)| *namespaced).map(|(r, _)| r))
+}
+
+/// `resource` in `group` as the cluster serves it (preferred version), and whether it is
+/// namespaced; `None` when the cluster does not serve it.
+pub async fn discover(
+    client: &Client,
+    group: &str,
+    resource: &str,
+) -> Result<Option<(ApiResource, bool)>, kube::Error> {
     let (group_version, list) = if group.is_empty() {
         ("v1".to_string(), client.list_core_api_resources("v1").await?)
     } else {
@@ -257,13 +267,14 @@ pub async fn resolve(
         let list = client.list_api_group_resources(&gv.group_version).await?;
         (gv.group_version, list)
     };
-    let Some(r) = list.resources.iter().find(|r| r.name == resource && r.namespaced) else { return Ok(None) };
+    let Some(r) = list.resources.iter().find(|r| r.name == resource) else { return Ok(None) };
     let version = group_version.rsplit('/').next().unwrap_or("v1").to_string();
-    Ok(Some(ApiResource {
+    let found = ApiResource {
         group: group.to_string(),
         version,
         api_version: group_version.clone(),
         kind: r.kind.clone(),
         plural: r.name.clone(),
-    }))
+    };
+    Ok(Some((found, r.namespaced)))
 }

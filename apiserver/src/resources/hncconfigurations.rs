@@ -141,7 +141,7 @@ async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), 
     let mut causes = check_static(spec);
     if causes.is_empty() {
         for (i, r) in spec.resources.iter().enumerate() {
-            match lookup(client, &r.group, &r.resource).await {
+            match crate::propagation::discover(client, &r.group, &r.resource).await.map(|d| d.map(|(_, n)| n)) {
                 Ok(Some(true)) => {}
                 Ok(Some(false)) => causes.push((
                     format!("spec.resources[{i}]"),
@@ -284,25 +284,6 @@ fn check_static(spec: &HNCConfigurationSpec) -> Vec<(String, String)> {
         }
     }
     causes
-}
-
-/// Whether the cluster serves `resource` in `group`, and if so whether it is namespaced.
-async fn lookup(client: &Client, group: &str, resource: &str) -> Result<Option<bool>, kube::Error> {
-    let list = if group.is_empty() {
-        client.list_core_api_resources("v1").await?
-    } else {
-        let groups = client.list_api_groups().await?;
-        let Some(preferred) = groups
-            .groups
-            .iter()
-            .find(|g| g.name == group)
-            .and_then(|g| g.preferred_version.as_ref().or(g.versions.first()))
-        else {
-            return Ok(None);
-        };
-        client.list_api_group_resources(&preferred.group_version).await?
-    };
-    Ok(list.resources.iter().find(|r| r.name == resource).map(|r| r.namespaced))
 }
 
 fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
