@@ -100,3 +100,5 @@ OUT="$(find "$KDIR/_output" -path '*bin/kube-apiserver' -type f | head -n1)"
 [ -n "$OUT" ] || die "build finished but kube-apiserver was not found under $KDIR/_output"
 cp "$(dirname "$OUT")/kube-apiserver" "$(dirname "$OUT")/kube-controller-manager" "$BIN/"
 log "cached kube-apiserver and kube-controller-manager in $BIN"
+# The source tree and Go's build cache under it take over 2 GiB; only the binaries are needed.
+rm -rf "$SRC"
