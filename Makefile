@@ -1,11 +1,14 @@
 # hns — hierarchical namespaces for Kubernetes.
 #   make dev-up     local control plane + hns, ready for kubectl (state in .dev/)
 #   make dev-down   stop it
-#   make test       unit tests + end-to-end tests against a real control plane
+#   make test       unit tests, end-to-end tests and the short reliability suites, against a real control plane
 #   make lint       cargo fmt --check and clippy -D warnings
+#   make audit      cargo deny: licences, bans, sources, advisories (deny.toml); part of make lint
+#   make reliability        bad input, auth matrix, load, faults, outage safety: a table of figures
+#   make reliability-short  the same, minutes long (CI runs it)
 #   make release    kubectl-hns packed for krew for this machine's platform
 
-.PHONY: bench build dev-up dev-down dev-clean test test-unit e2e lint fmt manifests verify-manifests release
+.PHONY: reliability reliability-short bench build dev-up dev-down dev-clean test test-unit e2e lint audit fmt manifests verify-manifests release
 
 build:
 	cargo build --workspace
@@ -19,13 +22,21 @@ dev-down:
 dev-clean: dev-down
 	rm -rf .dev
 
-test: test-unit e2e
+test: test-unit e2e reliability-short
 
 test-unit:
 	cargo test --workspace --exclude hns-e2e
 
 e2e:
 	hack/e2e.sh
+
+# Reliability suites against a fresh control plane with two hns replicas; a figure that misses
+# its target fails the run.
+reliability:
+	hack/reliability.sh
+
+reliability-short:
+	hack/reliability.sh --short
 
 # Benchmarks print figures and ratios against a baseline measured in the same run.
 bench:
@@ -48,9 +59,14 @@ release:
 	grep -q "sha256: $$sum" deploy/krew/hns.yaml || { echo "no $$os/$$arch entry in deploy/krew/hns.yaml"; exit 1; }; \
 	echo "$(RELEASE_DIR)/$$archive: sha256 $$sum, written to deploy/krew/hns.yaml"
 
-lint: verify-manifests
+lint: verify-manifests audit
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+
+# Supply-chain policy in deny.toml; cargo-deny is built once and cached in $HNS_CACHE. RustSec
+# advisories are checked only when github.com is reachable.
+audit:
+	hack/cargo-deny.sh
 
 # deploy/hns.yaml is rendered from config/default; CI checks it is current.
 manifests:

@@ -6,6 +6,9 @@
 #   hack/control-plane.sh down DIR   stop everything started in DIR
 #
 # DIR holds the PKI, data, logs and pid files. Nothing listens anywhere but 127.0.0.1.
+# HNS_AGGREGATOR_ROUTING=1 makes kube-apiserver reach aggregated APIs and webhooks through
+# Service Endpoints (as with several hns replicas, hack/hns-up.sh HNS_REPLICAS) rather than one
+# address.
 source "$(dirname "$0")/lib.sh"
 
 cmd="${1:-}"; DIR="${2:-}"
@@ -80,7 +83,8 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --requestheader-username-headers X-Remote-User \
   --requestheader-group-headers X-Remote-Group \
   --requestheader-extra-headers-prefix X-Remote-Extra- \
-  --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key"
+  --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
+  ${HNS_AGGREGATOR_ROUTING:+--enable-aggregator-routing=true}
 kubeconfig_for "$DIR/kubeconfig" admin
 wait_for 60 kubectl --kubeconfig "$DIR/kubeconfig" get --raw /readyz \
   || { tail -30 "$LOGS/kube-apiserver.log" >&2; die "kube-apiserver did not become ready (log: $LOGS/kube-apiserver.log)"; }

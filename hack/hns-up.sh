@@ -7,6 +7,8 @@
 #   hack/hns-up.sh down DIR   stop hns-apiserver
 #
 # HNS_APISERVER_BIN overrides the binary (default: target/debug/hns-apiserver).
+# HNS_REPLICAS=N (N > 1) runs N processes behind the hns-apiserver Service, as the Deployment's
+# replicas (config/replicas); it needs a control plane started with HNS_AGGREGATOR_ROUTING=1.
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -14,8 +16,15 @@ cmd="${1:-}"; DIR="${2:-}"
 [ -n "$cmd" ] && [ -d "${DIR:-/nonexistent}" ] || die "usage: $0 up|down DIR (a directory made by control-plane.sh)"
 DIR="$(cd "$DIR" && pwd)"
 set_dirs
+# Replica 0 is "hns-apiserver", replica i > 0 "hns-apiserver-i" (pid and log file names).
+replica_name() { if [ "$1" = 0 ]; then echo hns-apiserver; else echo "hns-apiserver-$1"; fi; }
+stop_all() {
+  local f
+  for f in "$PIDS"/hns-apiserver*.pid; do [ -e "$f" ] && stop "$(basename "$f" .pid)"; done
+  return 0
+}
 if [ "$cmd" = down ]; then
-  stop hns-apiserver
+  stop_all
   exit 0
 fi
 [ "$cmd" = up ] || die "usage: $0 up|down DIR"
@@ -30,33 +39,62 @@ new_cert hns-apiserver-client ca \
   "/O=system:serviceaccounts/O=system:serviceaccounts:hns-system/CN=system:serviceaccount:hns-system:hns-apiserver" clientAuth
 kubeconfig_for "$DIR/hns-apiserver.kubeconfig" hns-apiserver-client
 
-HNS_PORT="${HNS_PORT:-$(free_port)}"
-METRICS_PORT="${METRICS_PORT:-$(free_port)}"
-log "applying config/dev (APIService and webhook → localhost:$HNS_PORT)"
-kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|$HNS_PORT|" \
-  | kubectl apply -f - >/dev/null || die "applying config/dev failed"
+REPLICAS="${HNS_REPLICAS:-1}"
+PORTS=(); METRICS=()
+for ((i = 0; i < REPLICAS; i++)); do
+  if [ "$i" = 0 ]; then PORTS+=("${HNS_PORT:-$(free_port)}"); METRICS+=("${METRICS_PORT:-$(free_port)}")
+  else PORTS+=("$(free_port)"); METRICS+=("$(free_port)"); fi
+done
 
-stop hns-apiserver
-log "starting hns-apiserver on 127.0.0.1:$HNS_PORT"
-# The same allocator settings as the Deployment (config/default/deployment.yaml).
-_RJEM_MALLOC_CONF="${_RJEM_MALLOC_CONF:-background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0}" \
-RUST_LOG="${RUST_LOG:-info}" start hns-apiserver "$BIN" \
-  --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
-  --bind-address 127.0.0.1 --secure-port "$HNS_PORT" \
-  --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 \
-  --metrics-bind-address "127.0.0.1:$METRICS_PORT"
-wait_for 60 curl -sfk "https://127.0.0.1:$HNS_PORT/readyz" || {
-  tail -30 "$LOGS/hns-apiserver.log" >&2
-  die "hns-apiserver did not become ready (log: $LOGS/hns-apiserver.log)"
-}
+if [ "$REPLICAS" = 1 ]; then
+  HOST=127.0.0.1
+  log "applying config/dev (APIService and webhook → localhost:${PORTS[0]})"
+  kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|${PORTS[0]}|" \
+    | kubectl apply -f - >/dev/null || die "applying config/dev failed"
+else
+  HOST="$(ip -4 -o addr show scope global | awk '{sub("/.*", "", $4); print $4; exit}')"
+  [ -n "$HOST" ] || die "HNS_REPLICAS=$REPLICAS needs a non-loopback IPv4 address for the Endpoints; this machine has none"
+  log "applying config/replicas (Service hns-apiserver → $REPLICAS processes on $HOST)"
+  kubectl kustomize "$ROOT/config/replicas" | kubectl apply -f - >/dev/null || die "applying config/replicas failed"
+  subsets=""
+  for p in "${PORTS[@]}"; do subsets+="  - addresses: [{ip: \"$HOST\"}]
+    ports: [{name: https, port: $p}]
+"; done
+  printf 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: hns-apiserver, namespace: hns-system}\nsubsets:\n%s' "$subsets" \
+    | kubectl apply -f - >/dev/null || die "writing the hns-apiserver Endpoints failed"
+fi
+
+stop_all
+for ((i = 0; i < REPLICAS; i++)); do
+  name="$(replica_name "$i")"
+  log "starting $name on $HOST:${PORTS[$i]}"
+  # The same allocator settings as the Deployment (config/default/deployment.yaml).
+  _RJEM_MALLOC_CONF="${_RJEM_MALLOC_CONF:-background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0}" \
+  RUST_LOG="${RUST_LOG:-info}" HOSTNAME="$name" start "$name" "$BIN" \
+    --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
+    --bind-address "$HOST" --secure-port "${PORTS[$i]}" \
+    --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 --cert-dns-name "$HOST" \
+    --metrics-bind-address "127.0.0.1:${METRICS[$i]}"
+done
+for ((i = 0; i < REPLICAS; i++)); do
+  name="$(replica_name "$i")"
+  wait_for 60 curl -sfk "https://$HOST:${PORTS[$i]}/readyz" || {
+    tail -30 "$LOGS/$name.log" >&2
+    die "$name did not become ready (log: $LOGS/$name.log)"
+  }
+done
 kubectl wait --for=condition=Available --timeout=60s apiservice/v1alpha2.hnc.x-k8s.io >/dev/null || {
   kubectl get apiservice v1alpha2.hnc.x-k8s.io -o yaml >&2
   die "APIService v1alpha2.hnc.x-k8s.io did not become Available"
 }
 # The CA hns made for itself, for clients that talk to it directly (the e2e tests).
 kubectl -n hns-system get secret hns-serving-cert -o jsonpath='{.data.ca\.crt}' | base64 -d > "$PKI/hns-ca.crt"
-grep -vE '^(HNS_PORT|METRICS_PORT)=' "$DIR/env" > "$DIR/env.new" || true
-echo "HNS_PORT=$HNS_PORT" >> "$DIR/env.new"
-echo "METRICS_PORT=$METRICS_PORT" >> "$DIR/env.new"
+grep -vE '^(HNS_HOST|HNS_PORTS?|METRICS_PORTS?)=' "$DIR/env" > "$DIR/env.new" || true
+{
+  echo "HNS_HOST=$HOST"
+  echo "HNS_PORT=${PORTS[0]}"
+  echo "METRICS_PORT=${METRICS[0]}"
+  (IFS=,; echo "HNS_PORTS=${PORTS[*]}"; echo "METRICS_PORTS=${METRICS[*]}")
+} >> "$DIR/env.new"
 mv "$DIR/env.new" "$DIR/env"
-log "hns-apiserver ready; APIService v1alpha2.hnc.x-k8s.io Available"
+log "hns-apiserver ready ($REPLICAS replica(s)); APIService v1alpha2.hnc.x-k8s.io Available"

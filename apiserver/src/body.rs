@@ -108,13 +108,20 @@ fn check_type_fields(value: &Value, kind: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Parses a JSON body.
-pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+/// Refuses a Content-Type other than JSON with 415, even for an empty body: a request that
+/// names a format hns does not read was not meant for it.
+pub fn require_json(content_type: Option<&str>) -> Result<(), ApiError> {
     let essence =
         content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("application/json");
     if !matches!(essence, "application/json" | "") {
         return Err(ApiError::unsupported_media_type(essence, &["application/json"]));
     }
+    Ok(())
+}
+
+/// Parses a JSON body.
+pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+    require_json(content_type)?;
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
 }

@@ -37,6 +37,8 @@ struct ContinueToken {
 impl ListOptions {
     /// Reads the options from the query parameters, refusing malformed ones with a 400.
     pub fn from_query(q: &HashMap<String, String>) -> Result<Self, ApiError> {
+        check_booleans(q)?;
+        check_numbers(q)?;
         let labels = selector::parse_label_selector(q.get("labelSelector").map_or("", String::as_str))?;
         let fields = FieldSelector::parse(q.get("fieldSelector").map_or("", String::as_str))?;
         let limit = match q.get("limit").map(String::as_str) {
@@ -63,6 +65,37 @@ impl ListOptions {
         self.fields.matches(meta["namespace"].as_str().unwrap_or(""), meta["name"].as_str().unwrap_or(""))
             && selector::matches(&self.labels, labels.as_ref())
     }
+}
+
+/// Boolean parameters take what kubectl and client-go send. Anything else is refused rather than
+/// guessed at (Kubernetes reads every value but "false" and "0" as true, so `watch=null` would
+/// open a watch there).
+fn check_booleans(q: &HashMap<String, String>) -> Result<(), ApiError> {
+    for key in ["watch", "allowWatchBookmarks", "sendInitialEvents"] {
+        if let Some(v) = q.get(key) {
+            if !matches!(v.to_ascii_lowercase().as_str(), "" | "true" | "false" | "1" | "0") {
+                return Err(ApiError::bad_request(format!(
+                    "{key}: invalid value \"{v}\": must be true or false"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `timeoutSeconds` and `resourceVersion` are unsigned integers (a resourceVersion is opaque to
+/// clients, but every one hns hands out is a number, so anything else was never issued).
+fn check_numbers(q: &HashMap<String, String>) -> Result<(), ApiError> {
+    for key in ["timeoutSeconds", "resourceVersion"] {
+        if let Some(v) = q.get(key).filter(|v| !v.is_empty()) {
+            if v.parse::<u64>().is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "{key}: invalid value \"{v}\": must be a non-negative integer"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn decode_token(token: &str) -> Result<ContinueToken, ApiError> {
@@ -164,6 +197,11 @@ mod tests {
             ("continue", "garbage!"),
             ("labelSelector", "a in b"),
             ("fieldSelector", "spec.x=1"),
+            ("watch", "null"),
+            ("allowWatchBookmarks", "yes"),
+            ("timeoutSeconds", "false"),
+            ("timeoutSeconds", "-1"),
+            ("resourceVersion", "abc"),
         ] {
             assert_eq!(ListOptions::from_query(&q(&[(k, v)])).unwrap_err().code, 400, "{k}={v}");
         }

@@ -24,6 +24,8 @@ use openssl::rsa::Rsa;
 use openssl::x509::extension::ExtendedKeyUsage;
 use openssl::x509::{X509NameBuilder, X509};
 
+pub mod reliability;
+
 /// The cluster under test.
 pub struct Env {
     /// Admin kubeconfig.
@@ -36,8 +38,13 @@ pub struct Env {
 pub struct Local {
     /// Its directory (`pki/`, `logs/`, `env`).
     pub dir: PathBuf,
-    /// hns-apiserver's port on 127.0.0.1.
+    /// The address hns-apiserver listens on (127.0.0.1, or the machine's own address when
+    /// several replicas run behind a Service).
+    pub hns_host: String,
+    /// hns-apiserver's port (of replica 0).
     pub hns_port: u16,
+    /// The ports of every replica, replica 0 first (HNS_PORTS, comma-separated).
+    pub hns_ports: Vec<u16>,
     /// kube-apiserver's port on 127.0.0.1.
     pub kube_apiserver_port: u16,
     /// hns-apiserver's metrics port on 127.0.0.1.
@@ -56,7 +63,12 @@ impl Env {
                 env.get(k).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{k} missing in env"))
             };
             Local {
+                hns_host: env.get("HNS_HOST").cloned().unwrap_or_else(|| "127.0.0.1".into()),
                 hns_port: port("HNS_PORT"),
+                hns_ports: env
+                    .get("HNS_PORTS")
+                    .map(|v| v.split(',').filter_map(|p| p.parse().ok()).collect())
+                    .unwrap_or_else(|| vec![port("HNS_PORT")]),
                 kube_apiserver_port: port("KUBE_APISERVER_PORT"),
                 metrics_port: port("METRICS_PORT"),
                 dir,
@@ -121,9 +133,12 @@ pub fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> Output {
         .expect("kubectl must be on PATH")
 }
 
-/// The directory holding the built `kubectl-hns`: CARGO_TARGET_DIR's, else the workspace's
-/// (`hack/e2e.sh` builds it first).
+/// The directory holding the built `kubectl-hns`: HNS_PLUGIN_DIR, else CARGO_TARGET_DIR's debug
+/// directory, else the workspace's (`hack/e2e.sh` builds it first).
 pub fn plugin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("HNS_PLUGIN_DIR") {
+        return PathBuf::from(dir);
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
@@ -216,7 +231,7 @@ impl Local {
 
     /// The base URL of hns-apiserver, bypassing kube-apiserver.
     pub fn hns_url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.hns_port)
+        format!("https://{}:{}", self.hns_host, self.hns_port)
     }
 
     /// A direct HTTPS client to hns-apiserver presenting `identity` (certificate and key PEM).

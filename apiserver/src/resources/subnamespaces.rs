@@ -297,6 +297,7 @@ struct Preconditions {
 
 fn delete_options(call: &Call<'_>) -> Result<(DeleteOptions, bool), ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
+    body::require_json(call.content_type)?;
     let parsed: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
     } else {

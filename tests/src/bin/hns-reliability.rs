@@ -1,0 +1,61 @@
+//! `hns-reliability`: the reliability suites against a local control plane with several hns
+//! replicas (started by `make reliability`, i.e. `hack/reliability.sh`). Prints one table of
+//! figures and exits non-zero if any figure misses its target.
+//!
+//!   hns-reliability [--short] [SUITE...]   suites: bad-input auth load faults outage (default: all)
+//!
+//! HNS_RELIABILITY_SEED repeats a run's random choices; HNS_SCHEMATHESIS names the schemathesis
+//! executable.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hns_e2e::reliability::processes::{Processes, Replicas};
+use hns_e2e::reliability::{auth, bad_input, faults, load, outage, table, Context, Scale};
+use hns_e2e::Env;
+
+const SUITES: [&str; 5] = ["bad-input", "auth", "load", "faults", "outage"];
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let short = args.iter().any(|a| a == "--short");
+    let mut suites: Vec<&str> = args.iter().filter(|a| !a.starts_with("--")).map(String::as_str).collect();
+    if let Some(unknown) = suites.iter().find(|s| !SUITES.contains(s)) {
+        anyhow::bail!("unknown suite {unknown:?}; known: {}", SUITES.join(", "));
+    }
+    if suites.is_empty() {
+        suites = SUITES.to_vec();
+    }
+    let env = Env::get();
+    let local =
+        env.local.as_ref().ok_or_else(|| anyhow::anyhow!("HNS_E2E_DIR is not set: run make reliability"))?;
+    let seed = match std::env::var("HNS_RELIABILITY_SEED") {
+        Ok(s) => s.parse()?,
+        Err(_) => SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as u64,
+    };
+    println!("seed {seed} (HNS_RELIABILITY_SEED={seed} repeats this run's choices)");
+    let ctx = Context {
+        client: env.admin().await,
+        processes: Processes::new(&local.dir),
+        replicas: Replicas::new(local.hns_ports.len()),
+        scale: Scale { short },
+        seed,
+        env,
+    };
+
+    let mut figures = Vec::new();
+    for suite in suites {
+        println!("== {suite}");
+        figures.extend(match suite {
+            "bad-input" => bad_input::run(&ctx).await,
+            "auth" => auth::run(&ctx).await,
+            "load" => load::run(&ctx).await,
+            "faults" => faults::run(&ctx).await,
+            _ => outage::run(&ctx).await,
+        });
+    }
+    println!("\n{}", table(&figures));
+    let missed = figures.iter().filter(|f| f.met == Some(false)).count();
+    anyhow::ensure!(missed == 0, "{missed} figure(s) missed their target");
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! The auth matrix: every operation hns serves × every role, both through kube-apiserver (a
+//! user's client certificate) and straight to hns-apiserver with kube-apiserver's front-proxy
+//! certificate (so hns's own SubjectAccessReviews decide, not kube-apiserver's RBAC filter); and
+//! every operation attempted straight at hns-apiserver without a valid front-proxy identity.
+//! Mutations are dry runs, so the matrix changes nothing.
+
+use http::{Method, Request};
+use kube::Client;
+use serde_json::{json, Value};
+
+use super::{Context, Figure};
+use crate::{client_for, create_namespace, create_subns, delete_tree, rogue_identity, Local};
+
+const SUITE: &str = "auth";
+const API: &str = "/apis/hnc.x-k8s.io/v1alpha2";
+
+/// Who makes the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    ClusterAdmin,
+    NamespaceAdmin,
+    SubnamespaceCreator,
+    Nobody,
+}
+
+const ROLES: [Who; 4] = [Who::ClusterAdmin, Who::NamespaceAdmin, Who::SubnamespaceCreator, Who::Nobody];
+
+impl Who {
+    fn user(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            Who::ClusterAdmin => ("auth-root", &["system:masters"]),
+            Who::NamespaceAdmin => ("auth-alice", &[]),
+            Who::SubnamespaceCreator => ("auth-carol", &[]),
+            Who::Nobody => ("auth-nobody", &[]),
+        }
+    }
+}
+
+/// A connection straight to hns-apiserver that must not be trusted as kube-apiserver.
+#[derive(Debug, Clone, Copy)]
+enum Attack {
+    NoCertificate,
+    CertificateFromAnotherCa,
+    FrontProxyCaDisallowedCn,
+    /// A valid cluster client certificate plus `X-Remote-*` headers claiming system:masters.
+    ForgedHeaders,
+}
+
+const ATTACKS: [Attack; 4] = [
+    Attack::NoCertificate,
+    Attack::CertificateFromAnotherCa,
+    Attack::FrontProxyCaDisallowedCn,
+    Attack::ForgedHeaders,
+];
+
+/// One request of the matrix and who may make it.
+struct Op {
+    what: &'static str,
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    allowed: &'static [Who],
+}
+
+fn ops(p: &str, q: &str) -> Vec<Op> {
+    use Who::*;
+    let readers: &[Who] = &[ClusterAdmin, NamespaceAdmin, SubnamespaceCreator];
+    let merge = |v: Value| Some(v);
+    vec![
+        Op {
+            what: "get hierarchyconfiguration",
+            method: Method::GET,
+            path: format!("{API}/namespaces/{p}/hierarchyconfigurations/hierarchy"),
+            body: None,
+            allowed: readers,
+        },
+        Op {
+            what: "list subnamespaces",
+            method: Method::GET,
+            path: format!("{API}/namespaces/{p}/subnamespaces"),
+            body: None,
+            allowed: readers,
+        },
+        Op {
+            what: "watch subnamespaces",
+            method: Method::GET,
+            path: format!("{API}/namespaces/{p}/subnamespaces?watch=1&timeoutSeconds=1"),
+            body: None,
+            allowed: readers,
+        },
+        Op {
+            what: "create subnamespace",
+            method: Method::POST,
+            path: format!("{API}/namespaces/{p}/subnamespaces?dryRun=All"),
+            body: Some(
+                json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "Subnamespace", "metadata": {"name": format!("{p}-new")}}),
+            ),
+            allowed: readers,
+        },
+        Op {
+            what: "delete subnamespace",
+            method: Method::DELETE,
+            path: format!("{API}/namespaces/{p}/subnamespaces/{p}-child?dryRun=All"),
+            body: None,
+            allowed: &[ClusterAdmin, NamespaceAdmin],
+        },
+        Op {
+            what: "patch hierarchyconfiguration",
+            method: Method::PATCH,
+            path: format!("{API}/namespaces/{p}/hierarchyconfigurations/hierarchy?dryRun=All"),
+            body: merge(json!({"spec": {"allowCascadingDeletion": true}})),
+            allowed: &[ClusterAdmin, NamespaceAdmin],
+        },
+        Op {
+            what: "move under a namespace they do not administer",
+            method: Method::PATCH,
+            path: format!("{API}/namespaces/{p}/hierarchyconfigurations/hierarchy?dryRun=All"),
+            body: merge(json!({"spec": {"parent": q}})),
+            allowed: &[ClusterAdmin],
+        },
+        Op {
+            what: "get hncconfiguration",
+            method: Method::GET,
+            path: format!("{API}/hncconfigurations/config"),
+            body: None,
+            allowed: &[ClusterAdmin],
+        },
+        Op {
+            what: "patch hncconfiguration",
+            method: Method::PATCH,
+            path: format!("{API}/hncconfigurations/config?dryRun=All"),
+            body: merge(json!({"metadata": {"labels": {"auth-matrix": "dry-run"}}})),
+            allowed: &[ClusterAdmin],
+        },
+        Op {
+            what: "list hierarchyconfigurations in all namespaces",
+            method: Method::GET,
+            path: format!("{API}/hierarchyconfigurations"),
+            body: None,
+            allowed: &[ClusterAdmin],
+        },
+    ]
+}
+
+pub async fn run(ctx: &Context) -> Vec<Figure> {
+    let local = ctx.local();
+    let pid = std::process::id();
+    let (p, q) = (format!("auth{pid}-p"), format!("auth{pid}-q"));
+    setup(ctx, &p, &q).await;
+    let ops = ops(&p, &q);
+    let mut wrong: Vec<String> = Vec::new();
+    let mut cells = 0;
+
+    for who in ROLES {
+        let (user, groups) = who.user();
+        let through_kube = client_for(&local.user_kubeconfig(user, groups)).await;
+        let direct = local.direct_client(Some(local.front_proxy_identity()));
+        for op in &ops {
+            let want = if op.allowed.contains(&who) { "2xx" } else { "403" };
+            let via_kube = send_kube(&through_kube, op).await;
+            let via_hns = send_direct(&direct, local, op, Some((user, groups))).await;
+            for (path, got) in [("through kube-apiserver", via_kube), ("front-proxy to hns", via_hns)] {
+                cells += 1;
+                let ok = if want == "2xx" { (200..300).contains(&got) } else { got == 403 };
+                if !ok {
+                    wrong.push(format!("{who:?} {} ({path}): got {got}, want {want}", op.what));
+                }
+            }
+        }
+    }
+    for attack in ATTACKS {
+        let (client, headers) = attack_client(local, attack);
+        let want: u16 = if matches!(attack, Attack::ForgedHeaders) { 403 } else { 401 };
+        for op in &ops {
+            cells += 1;
+            let got = send_direct(&client, local, op, headers).await;
+            if got != want {
+                wrong.push(format!("{attack:?} {}: got {got}, want {want}", op.what));
+            }
+        }
+    }
+    delete_tree(&ctx.client, &p).await;
+    delete_tree(&ctx.client, &q).await;
+    for w in &wrong {
+        println!("auth: wrong cell: {w}");
+    }
+    vec![Figure::info(SUITE, "cells checked", cells), Figure::zero(SUITE, "cells wrong", wrong.len())]
+}
+
+/// `p` with a subnamespace, `q` elsewhere; the namespace admin and the subnamespace creator are
+/// bound in `p` only.
+async fn setup(ctx: &Context, p: &str, q: &str) {
+    create_namespace(&ctx.client, p, &[]).await;
+    create_namespace(&ctx.client, q, &[]).await;
+    create_subns(&ctx.client, p, &format!("{p}-child")).await.expect("create the subnamespace");
+    for (name, role, who) in [
+        ("alice-admin", "admin", Who::NamespaceAdmin),
+        ("carol-creator", "hns-subnamespace-creator", Who::SubnamespaceCreator),
+    ] {
+        let rb: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": who.user().0}],
+        }))
+        .expect("a valid RoleBinding");
+        kube::Api::namespaced(ctx.client.clone(), p)
+            .create(&Default::default(), &rb)
+            .await
+            .expect("bind a role");
+    }
+    // hns caches SubjectAccessReview answers for a few seconds; let RBAC settle first.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+}
+
+fn content_type(method: &Method) -> &'static str {
+    if method == Method::PATCH {
+        "application/merge-patch+json"
+    } else {
+        "application/json"
+    }
+}
+
+async fn send_kube(client: &Client, op: &Op) -> u16 {
+    let body = op.body.as_ref().map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let req = Request::builder()
+        .method(op.method.clone())
+        .uri(&op.path)
+        .header("content-type", content_type(&op.method))
+        .body(body)
+        .expect("a valid request");
+    match client.request_text(req).await {
+        Ok(_) => 200,
+        Err(kube::Error::Api(e)) => e.code,
+        Err(e) => {
+            println!("auth: {} through kube-apiserver: {e}", op.what);
+            0
+        }
+    }
+}
+
+async fn send_direct(client: &reqwest::Client, local: &Local, op: &Op, user: Option<(&str, &[&str])>) -> u16 {
+    let mut req = client
+        .request(op.method.clone(), format!("{}{}", local.hns_url(), op.path))
+        .header("content-type", content_type(&op.method));
+    if let Some((name, groups)) = user {
+        req = req.header("X-Remote-User", name);
+        for g in groups {
+            req = req.header("X-Remote-Group", *g);
+        }
+    }
+    if let Some(b) = &op.body {
+        req = req.body(b.to_string());
+    }
+    match req.send().await {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => {
+            println!("auth: {} straight to hns: {e}", op.what);
+            0
+        }
+    }
+}
+
+fn attack_client(
+    local: &Local,
+    attack: Attack,
+) -> (reqwest::Client, Option<(&'static str, &'static [&'static str])>) {
+    let admin: Option<(&'static str, &'static [&'static str])> = Some(("admin", &["system:masters"]));
+    match attack {
+        Attack::NoCertificate => (local.direct_client(None), admin),
+        Attack::CertificateFromAnotherCa => {
+            (local.direct_client(Some(rogue_identity("front-proxy-client"))), admin)
+        }
+        Attack::FrontProxyCaDisallowedCn => {
+            (local.direct_client(Some(local.identity_from("front-proxy-ca", "mallory"))), admin)
+        }
+        Attack::ForgedHeaders => {
+            (local.direct_client(Some(local.identity_from("ca", "auth-mallory"))), admin)
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The reliability suites behind `make reliability` (`hack/reliability.sh`): bad input, the auth
+//! matrix, load, faults and outage safety, each against the real local control plane with
+//! several hns replicas. Each suite returns figures; the `hns-reliability` binary prints them as
+//! one table and fails if a figure misses its target.
+
+pub mod auth;
+pub mod bad_input;
+pub mod faults;
+pub mod invariants;
+pub mod load;
+pub mod outage;
+pub mod processes;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// One figure of a suite: what was measured, its value, and the target it must meet, if any.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub suite: &'static str,
+    pub name: String,
+    pub value: String,
+    /// The target, e.g. "0"; `None` for figures that are only reported (latencies, counts tried).
+    pub target: Option<String>,
+    /// Whether the target is met; `None` when there is no target.
+    pub met: Option<bool>,
+}
+
+impl Figure {
+    /// A figure reported without a target.
+    pub fn info(suite: &'static str, name: impl Into<String>, value: impl ToString) -> Figure {
+        Figure { suite, name: name.into(), value: value.to_string(), target: None, met: None }
+    }
+
+    /// A count whose target is zero.
+    pub fn zero(suite: &'static str, name: impl Into<String>, value: usize) -> Figure {
+        Figure {
+            suite,
+            name: name.into(),
+            value: value.to_string(),
+            target: Some("0".into()),
+            met: Some(value == 0),
+        }
+    }
+
+    /// A figure with a target stated in words, met or not.
+    pub fn target(
+        suite: &'static str,
+        name: impl Into<String>,
+        value: impl ToString,
+        target: impl Into<String>,
+        met: bool,
+    ) -> Figure {
+        Figure {
+            suite,
+            name: name.into(),
+            value: value.to_string(),
+            target: Some(target.into()),
+            met: Some(met),
+        }
+    }
+}
+
+/// The figures as a text table.
+pub fn table(figures: &[Figure]) -> String {
+    let header = ["suite", "figure", "value", "target", "result"];
+    let rows: Vec<[String; 5]> = figures
+        .iter()
+        .map(|f| {
+            let result = match f.met {
+                Some(true) => "ok",
+                Some(false) => "MISSED",
+                None => "",
+            };
+            [
+                f.suite.to_string(),
+                f.name.clone(),
+                f.value.clone(),
+                f.target.clone().unwrap_or_default(),
+                result.into(),
+            ]
+        })
+        .collect();
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..header.len()).map(width).collect();
+    let mut out = String::new();
+    let mut line = |cells: &[&str]| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
+    };
+    line(&header);
+    line(
+        &widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    for r in &rows {
+        line(&r.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    out
+}
+
+/// What every suite works with: the cluster, its processes and how hard to push.
+pub struct Context {
+    pub env: crate::Env,
+    pub client: kube::Client,
+    pub processes: processes::Processes,
+    pub replicas: processes::Replicas,
+    pub scale: Scale,
+    /// Seed of the random choices (fault timing, which replica), printed so a run can be repeated.
+    pub seed: u64,
+}
+
+impl Context {
+    /// The local control plane; the suites need its processes and PKI.
+    pub fn local(&self) -> &crate::Local {
+        self.env
+            .local
+            .as_ref()
+            .expect("the reliability suites run against a local control plane (HNS_E2E_DIR)")
+    }
+}
+
+/// How long and how hard the suites run: the full version for `make reliability`, a short one
+/// for CI.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale {
+    pub short: bool,
+}
+
+impl Scale {
+    pub fn pick<T>(self, short: T, full: T) -> T {
+        if self.short {
+            short
+        } else {
+            full
+        }
+    }
+}
+
+/// The value at quantile `q` (0..=1) of sorted `durations`, in milliseconds.
+pub fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
+}
+
+/// A small deterministic random source (xorshift), so a run can be repeated from its seed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns_and_marks_missed_targets() {
+        let t =
+            table(&[Figure::zero("faults", "invariant violations", 0), Figure::zero("load", "errors", 3)]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[2].ends_with("ok"), "{t}");
+        assert!(lines[3].ends_with("MISSED"), "{t}");
+        assert_eq!(lines[0].find("value"), lines[3].find('3'), "{t}");
+    }
+
+    #[test]
+    fn quantiles_pick_from_sorted_durations() {
+        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(quantile_ms(&d, 0.5).round(), 51.0);
+        assert_eq!(quantile_ms(&d, 0.99).round(), 99.0);
+        assert_eq!(quantile_ms(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn rng_repeats_from_a_seed() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        assert_eq!(
+            (0..5).map(|_| a.below(10)).collect::<Vec<_>>(),
+            (0..5).map(|_| b.below(10)).collect::<Vec<_>>()
+        );
+    }
+}
