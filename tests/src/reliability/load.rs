@@ -207,7 +207,9 @@ async fn write_for(
 ) -> usize {
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // An open-loop generator: ticks the runtime was too busy to take are made up at once, so
+    // a slow moment does not quietly lower the rate.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let live: Arc<Mutex<VecDeque<(String, String, Instant)>>> = Arc::default();
     let started = Instant::now();
     let mut n = 0usize;
