@@ -67,13 +67,13 @@ impl ListOptions {
     }
 }
 
-/// Boolean parameters take what kubectl and client-go send. Anything else is refused rather than
-/// guessed at (Kubernetes reads every value but "false" and "0" as true, so `watch=null` would
-/// open a watch there).
+/// Boolean parameters take what kubectl and client-go send. Anything else, an empty value too, is
+/// refused rather than guessed at (Kubernetes reads every value but "false" and "0" as true, so
+/// `watch=null` would open a watch there).
 fn check_booleans(q: &HashMap<String, String>) -> Result<(), ApiError> {
     for key in ["watch", "allowWatchBookmarks", "sendInitialEvents"] {
         if let Some(v) = q.get(key) {
-            if !matches!(v.to_ascii_lowercase().as_str(), "" | "true" | "false" | "1" | "0") {
+            if !matches!(v.to_ascii_lowercase().as_str(), "true" | "false" | "1" | "0") {
                 return Err(ApiError::bad_request(format!(
                     "{key}: invalid value \"{v}\": must be true or false"
                 )));
@@ -83,11 +83,12 @@ fn check_booleans(q: &HashMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `timeoutSeconds` and `resourceVersion` are unsigned integers (a resourceVersion is opaque to
-/// clients, but every one hns hands out is a number, so anything else was never issued).
+/// `limit` and `timeoutSeconds` are integers, present only with a value; `resourceVersion` may be
+/// empty (any version), else a number (it is opaque to clients, but every one hns hands out is a
+/// number, so anything else was never issued).
 fn check_numbers(q: &HashMap<String, String>) -> Result<(), ApiError> {
-    for key in ["timeoutSeconds", "resourceVersion"] {
-        if let Some(v) = q.get(key).filter(|v| !v.is_empty()) {
+    for key in ["limit", "timeoutSeconds", "resourceVersion"] {
+        if let Some(v) = q.get(key).filter(|v| key != "resourceVersion" || !v.is_empty()) {
             if v.parse::<u64>().is_err() {
                 return Err(ApiError::bad_request(format!(
                     "{key}: invalid value \"{v}\": must be a non-negative integer"
@@ -202,6 +203,8 @@ mod tests {
             ("timeoutSeconds", "false"),
             ("timeoutSeconds", "-1"),
             ("resourceVersion", "abc"),
+            ("limit", ""),
+            ("watch", ""),
         ] {
             assert_eq!(ListOptions::from_query(&q(&[(k, v)])).unwrap_err().code, 400, "{k}={v}");
         }

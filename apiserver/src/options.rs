@@ -27,6 +27,10 @@ use crate::writer::Writer;
 /// The Lease the controller replicas compete for.
 const LEASE: &str = "hns-controller";
 
+/// How long an idle client connection stays open: longer than the 90 s kube-apiserver's HTTP
+/// client keeps one, so kube-apiserver always closes first.
+const KEEP_ALIVE_SECONDS: u64 = 120;
+
 /// hns-apiserver serves the hierarchical-namespace API (group hnc.x-k8s.io) behind
 /// kube-apiserver's aggregation layer.
 #[derive(Parser, Debug)]
@@ -249,6 +253,10 @@ impl Args {
         let addr = SocketAddr::new(self.bind_address, self.secure_port);
         let mut http = HttpServer::new(move || server::app(state.clone()))
             .on_connect(tls::record_peer_certificates)
+            // kube-apiserver keeps idle connections to us for up to 90 s (Go's IdleConnTimeout) and
+            // does not retry a webhook POST on a connection we closed under it ("EOF"); so the
+            // client, not us, must be the one to close idle connections.
+            .keep_alive(std::time::Duration::from_secs(KEEP_ALIVE_SECONDS))
             .shutdown_timeout(10);
         if self.workers > 0 {
             http = http.workers(self.workers);

@@ -171,9 +171,28 @@ pub async fn dispatch(
     };
     let mut resp = HttpResponse::build(actix_web::http::StatusCode::from_u16(reply.code).unwrap_or_default());
     for w in reply.warnings {
-        resp.append_header((header::WARNING, format!("299 - {}", serde_json::Value::String(w))));
+        resp.append_header((header::WARNING, warning_header(&w)));
     }
     Ok(resp.json(reply.body))
+}
+
+/// A `Warning` header value (RFC 7234: `299 - "text"`). Header values must be visible ASCII, and
+/// the text can hold anything a client sent (an unknown field's name), so everything else is
+/// escaped; otherwise building the response would fail after the write was made.
+fn warning_header(text: &str) -> String {
+    let mut quoted = String::from("299 - \"");
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                quoted.push('\\');
+                quoted.push(c);
+            }
+            ' '..='~' => quoted.push(c),
+            _ => quoted.extend(c.escape_unicode()),
+        }
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// The objects of `def` in `namespace` (all namespaces when empty), for a watch's initial events.
@@ -270,5 +289,17 @@ pub fn check_namespace(url_ns: &str, body_ns: Option<&str>) -> Result<(), ApiErr
             "the namespace of the provided object ({n}) does not match the namespace sent on the request ({url_ns})"
         ))),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_headers_are_visible_ascii_whatever_the_client_sent() {
+        let w = warning_header("unknown field \"\u{1}\u{e9}\u{10ffff}\"");
+        assert_eq!(w, r#"299 - "unknown field \"\u{1}\u{e9}\u{10ffff}\"""#);
+        assert!(actix_web::http::header::HeaderValue::from_str(&w).is_ok());
     }
 }
