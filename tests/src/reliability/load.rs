@@ -77,7 +77,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     println!("load: {watchers} watchers open; writing at {rate}/s for {} s", duration.as_secs());
     let written = Arc::new(Mutex::new(Written::default()));
     let started = Instant::now();
-    let writes = write_for(client, &parents, &movers, rate, duration, written.clone()).await;
+    let (writes, issuing) = write_for(client, &parents, &movers, rate, duration, written.clone()).await;
     let elapsed = started.elapsed();
     let mut rss_samples = vec![rss(ctx)];
 
@@ -121,14 +121,19 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         Figure::info(
             SUITE,
             "watchers / writes",
-            format!("{watchers} / {writes} in {:.0} s", elapsed.as_secs_f64()),
+            format!(
+                "{watchers} / {writes}, all answered {:.1} s after the last was sent",
+                (elapsed - issuing).as_secs_f64()
+            ),
         ),
+        // Writes are sent on a clock, not after the previous answer; the rate drops only if
+        // IN_FLIGHT writes are waiting for answers at once.
         Figure::target(
             SUITE,
-            "write rate achieved",
-            format!("{:.1}/s", writes as f64 / elapsed.as_secs_f64()),
+            "write rate sustained",
+            format!("{:.1}/s", writes as f64 / issuing.as_secs_f64()),
             format!("{rate}/s"),
-            writes as f64 / elapsed.as_secs_f64() >= rate as f64 * 0.95,
+            writes as f64 / issuing.as_secs_f64() >= rate as f64 * 0.95,
         ),
         Figure::zero(SUITE, "write errors", w.errors),
         Figure::info(
@@ -196,7 +201,8 @@ async fn watch(api: Api<Subnamespace>, mut rv: String, seen: Arc<Mutex<Seen>>) {
 }
 
 /// Writes at `rate` per second for `duration`: two creates, two deletes and one parent change
-/// in every five. Returns the number of writes made.
+/// in every five. Returns the number of writes sent and how long sending them took; it waits for
+/// every answer before returning.
 async fn write_for(
     client: &Client,
     parents: &[String],
@@ -204,7 +210,7 @@ async fn write_for(
     rate: u64,
     duration: Duration,
     written: Arc<Mutex<Written>>,
-) -> usize {
+) -> (usize, Duration) {
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     // An open-loop generator: ticks the runtime was too busy to take are made up at once, so
@@ -246,10 +252,11 @@ async fn write_for(
         }));
         n += 1;
     }
+    let issuing = started.elapsed();
     for t in tasks {
         let _ = t.await;
     }
-    n
+    (n, issuing)
 }
 
 #[derive(Debug)]
