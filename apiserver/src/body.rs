@@ -90,6 +90,11 @@ fn check_type_fields(value: &Value, kind: &str) -> Result<(), ApiError> {
     if !value.is_object() {
         return Err(ApiError::bad_request("the body of the request must be a JSON object"));
     }
+    for field in ["apiVersion", "kind"] {
+        if value.get(field).is_some_and(|v| !v.is_string()) {
+            return Err(ApiError::bad_request(format!("{field} in the data must be a string")));
+        }
+    }
     match value.get("apiVersion").and_then(Value::as_str) {
         None | Some(hns_api::API_VERSION) => {}
         Some(other) => {
@@ -185,9 +190,13 @@ mod tests {
 
     #[test]
     fn wrong_kind_or_version_is_400() {
-        for bad in
-            [json!({"kind": "Subnamespace"}), json!({"apiVersion": "hnc.x-k8s.io/v1alpha1"}), json!([1])]
-        {
+        for bad in [
+            json!({"kind": "Subnamespace"}),
+            json!({"apiVersion": "hnc.x-k8s.io/v1alpha1"}),
+            json!([1]),
+            json!({"apiVersion": true}),
+            json!({"kind": 3}),
+        ] {
             let body = if bad.is_array() { bad } else { hc(bad) };
             let e = decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Warn)
                 .unwrap_err();
