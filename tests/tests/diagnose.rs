@@ -664,6 +664,8 @@ async fn diagnose_with_read_rights_only() {
 /// (custom resource definitions make up the difference). Five namespaces held by an
 /// unavailable APIService.
 /// Run with `cargo test -p hns-e2e --test diagnose -- --ignored --nocapture diagnose_bench`.
+// Ignored in `make test` because it is a benchmark (figures, no assertion on time);
+// `make bench` (hack/bench.sh) runs it with --ignored.
 #[tokio::test]
 #[ignore = "benchmark: prints figures"]
 async fn diagnose_bench_scan() {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
 use hns_api::HierarchyConfiguration;
+use hns_e2e::reliability::processes::Processes;
 use hns_e2e::{create_namespace, Env};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
@@ -150,13 +151,9 @@ async fn copies(client: &Client, name: &str) -> anyhow::Result<usize> {
     Ok(api.list_metadata(&lp).await?.items.len())
 }
 
-/// hns-apiserver's resident memory, from /proc (local control plane only).
+/// hns-apiserver's resident memory (local control plane only).
 fn rss_mib(env: &Env) -> Option<f64> {
-    let pid = std::fs::read_to_string(env.local.as_ref()?.dir.join("pids/hns-apiserver.pid")).ok()?;
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).ok()?;
-    let kib: f64 =
-        status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    Processes::new(&env.local.as_ref()?.dir).rss_mib("hns-apiserver")
 }
 
 async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {

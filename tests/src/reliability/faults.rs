@@ -316,14 +316,17 @@ async fn cleanup(client: &Client, prefix: &str) {
     let Ok(list) = namespaces.list(&ListParams::default()).await else { return };
     let full: Vec<String> = list
         .items
-        .iter()
-        .filter_map(|n| n.metadata.name.clone())
-        .filter(|n| n.starts_with(prefix))
+        .into_iter()
         .filter(|n| {
-            let sub = list.items.iter().find(|i| i.metadata.name.as_deref() == Some(n));
-            !sub.and_then(|s| s.metadata.annotations.as_ref())
-                .is_some_and(|a| a.contains_key(hns_api::keys::SUBNAMESPACE_OF))
+            let sub = n
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(hns_api::keys::SUBNAMESPACE_OF));
+            !sub
         })
+        .filter_map(|n| n.metadata.name)
+        .filter(|n| n.starts_with(prefix))
         .collect();
     for n in &full {
         let cascade = json!({"spec": {"allowCascadingDeletion": true}});
