@@ -3,9 +3,15 @@
 //! Reads never call the API server; they read the forest, which this watch keeps current. Until
 //! the first full list has been applied the cache is not synced and `/readyz` says so, so no
 //! replica answers from a partial picture.
+//!
+//! Only the watch changes the forest, in resourceVersion order, so watchers of the derived
+//! objects get their events in order and a resume from any resourceVersion misses nothing. A
+//! writer that wants to read its own write waits for the watch to bring it ([`Cache::caught_up`])
+//! rather than putting the object in itself.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -45,7 +51,13 @@ pub struct Cache {
     pub changes: tokio::sync::broadcast::Sender<Change>,
     /// Seconds from a namespace write (its newest managed-fields time) to this cache seeing it.
     pub watch_lag: prometheus_client::metrics::histogram::Histogram,
+    /// The resourceVersion the forest has reached, for writers waiting on their own writes.
+    reached: tokio::sync::watch::Sender<u64>,
 }
+
+/// How long a writer waits for the watch to bring its own write. The watch normally takes
+/// milliseconds; past this, kube-apiserver or the watch is in trouble and the caller says so.
+const CATCH_UP: Duration = Duration::from_secs(10);
 
 impl Cache {
     /// An empty cache; `policy` decides how derived objects look (e.g. Forbidden subnamespaces).
@@ -60,6 +72,7 @@ impl Cache {
             watch_lag: prometheus_client::metrics::histogram::Histogram::new(
                 prometheus_client::metrics::histogram::exponential_buckets(0.05, 2.0, 10),
             ),
+            reached: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -77,10 +90,24 @@ impl Cache {
         self.synced.load(Ordering::Acquire)
     }
 
-    /// Records a namespace as returned by one of hns's own writes, so the writer's next read
-    /// sees it even before the watch delivers it.
-    pub fn observe(&self, ns: Namespace) {
-        self.change(ns, false);
+    /// Waits until the forest reflects resourceVersion `rv` (e.g. a namespace as one of hns's
+    /// writes returned it), so what the caller reads next includes that write. False if the
+    /// watch did not get there in time.
+    pub async fn caught_up(&self, rv: u64) -> bool {
+        let mut reached = self.reached.subscribe();
+        let outcome = tokio::time::timeout(CATCH_UP, reached.wait_for(|at| *at >= rv)).await;
+        matches!(outcome, Ok(Ok(_)))
+    }
+
+    /// Waits until the forest holds namespace `ns` at least as it was returned by kube-apiserver.
+    pub async fn caught_up_with(&self, ns: &Namespace) -> bool {
+        self.caught_up(crate::forest::rv_number(ns)).await
+    }
+
+    /// Tells waiting writers how far the forest has got.
+    fn reached(&self, forest: &Forest) {
+        let rv = forest.resource_version_number();
+        self.reached.send_if_modified(|at| std::mem::replace(at, rv) != rv);
     }
 
     /// Applies a change of one namespace and publishes the events of the derived objects it
@@ -92,7 +119,7 @@ impl Cache {
         if known.is_some_and(|rv| rv > node.resource_version())
             || (!delete && known == Some(node.resource_version()))
         {
-            return; // already seen (our own write, then the watch) or older
+            return; // older than what the forest holds
         }
         let keys = watch::keys_for(
             &forest,
@@ -109,6 +136,7 @@ impl Cache {
         }
         let after = watch::snapshot(&forest, &self.policy, &keys);
         self.hub.publish(watch::diff(&before, &after, node.resource_version()));
+        self.reached(&forest);
         let mut names = vec![node.name().to_string()];
         names.extend(old_parent);
         names.extend(node.parent.clone());
@@ -135,7 +163,8 @@ impl Cache {
                 let mut forest = self.write();
                 forest.replace_all(relist.drain(..));
                 // Changes during the outage are unknown: watchers must start over.
-                self.hub.reset(forest.resource_version().parse().unwrap_or(0));
+                self.hub.reset(forest.resource_version_number());
+                self.reached(&forest);
                 let _ = self.changes.send(Change::All);
                 self.synced.store(true, Ordering::Release);
                 tracing::info!(namespaces = forest.len(), "namespace cache synced");

@@ -182,6 +182,11 @@ impl Forest {
         self.resource_version.to_string()
     }
 
+    /// The resourceVersion the forest reflects, as a number.
+    pub fn resource_version_number(&self) -> u64 {
+        self.resource_version
+    }
+
     /// Replaces the whole forest, e.g. after the watch was re-listed.
     pub fn replace_all(&mut self, namespaces: impl IntoIterator<Item = Namespace>) {
         *self = Forest::default();
@@ -318,7 +323,8 @@ impl Forest {
     }
 }
 
-fn rv_number(ns: &Namespace) -> u64 {
+/// A namespace's resourceVersion as a number (namespaces' come from one etcd revision counter).
+pub fn rv_number(ns: &Namespace) -> u64 {
     ns.metadata.resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0)
 }
 

@@ -5,7 +5,8 @@
 //! and publishes the differences here, under the forest's write lock, so a watcher that
 //! snapshots under the read lock and then subscribes sees every change exactly once. A bounded
 //! history serves `resourceVersion` resumes; older versions get `410 Expired`, as from
-//! kube-apiserver, and the client relists.
+//! kube-apiserver, and the client relists. The same history lets a watcher that fell behind
+//! the live channel catch up instead of being cut off.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -25,10 +26,13 @@ use crate::resources::{hierarchyconfigurations, hncconfigurations, subnamespaces
 use crate::server::AppState;
 use crate::status::ApiError;
 
-/// Events kept for resumes. kube-apiserver's watch cache keeps 100 per resource by default; a
-/// client further behind gets 410 and relists. The history is most of hns's memory when large.
-const HISTORY: usize = 2_000;
-/// Events buffered per watcher before it is cut off as too slow (it then relists).
+/// Events kept for resumes and for watchers catching up: at 300 events/s (100 hierarchy writes
+/// a second) about half a minute, more than the time between two bookmarks, so a watcher that
+/// reconnects from its last bookmark is not sent back to relist. A client further behind gets
+/// 410 and relists, as from kube-apiserver.
+const HISTORY: usize = 10_000;
+/// Events buffered for the live watchers; one that falls further behind catches up from the
+/// history.
 const CHANNEL: usize = 1_024;
 /// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).
 const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -69,10 +73,13 @@ pub struct Event {
     pub rv: u64,
 }
 
+/// An event and its place in the order of publication.
+type Numbered = (u64, Arc<Event>);
+
 /// What watchers receive.
 #[derive(Debug, Clone)]
 enum Message {
-    Event(Arc<Event>),
+    Event(Numbered),
     /// The cache re-listed and may have missed changes: every watcher must start over.
     Reset,
 }
@@ -159,15 +166,17 @@ impl std::fmt::Debug for Hub {
 }
 
 struct History {
-    events: VecDeque<Arc<Event>>,
+    events: VecDeque<Numbered>,
     /// Every event after this resourceVersion is in `events`.
     complete_after: u64,
+    /// The number of the last event published.
+    last: u64,
 }
 
 impl Default for Hub {
     fn default() -> Self {
         let (tx, _) = broadcast::channel(CHANNEL);
-        Hub { history: Mutex::new(History { events: VecDeque::new(), complete_after: 0 }), tx }
+        Hub { history: Mutex::new(History { events: VecDeque::new(), complete_after: 0, last: 0 }), tx }
     }
 }
 
@@ -176,14 +185,15 @@ impl Hub {
     pub fn publish(&self, events: Vec<Event>) {
         let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
         for e in events {
-            let e = Arc::new(e);
+            h.last += 1;
+            let numbered = (h.last, Arc::new(e));
             if h.events.len() == HISTORY {
-                if let Some(old) = h.events.pop_front() {
+                if let Some((_, old)) = h.events.pop_front() {
                     h.complete_after = old.rv;
                 }
             }
-            h.events.push_back(e.clone());
-            let _ = self.tx.send(Message::Event(e));
+            h.events.push_back(numbered.clone());
+            let _ = self.tx.send(Message::Event(numbered));
         }
     }
 
@@ -198,7 +208,20 @@ impl Hub {
     /// Events after `rv`, or `None` when the history no longer reaches back that far.
     fn since(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
         let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        (rv >= h.complete_after).then(|| h.events.iter().filter(|e| e.rv > rv).cloned().collect())
+        (rv >= h.complete_after)
+            .then(|| h.events.iter().filter(|(_, e)| e.rv > rv).map(|(_, e)| e.clone()).collect())
+    }
+
+    /// The number of the last event published: a new subscriber receives the ones after it.
+    fn last(&self) -> u64 {
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).last
+    }
+
+    /// The events published after number `n`, or `None` if some of them have left the history.
+    fn after(&self, n: u64) -> Option<Vec<Numbered>> {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest = h.events.front().map_or(h.last + 1, |(first, _)| *first);
+        (oldest <= n + 1).then(|| h.events.iter().filter(|(m, _)| *m > n).cloned().collect())
     }
 }
 
@@ -313,10 +336,11 @@ pub fn serve(
     };
     // Snapshot and subscribe under one read lock: every later change reaches the channel, and
     // none before it does.
-    let (begin, mut rx, mut last_rv) = {
+    let (begin, mut rx, mut last_rv, mut last_seen) = {
         let forest = state.cache.read();
         let rx = state.cache.hub.tx.subscribe();
-        let now_rv: u64 = forest.resource_version().parse().unwrap_or(0);
+        let last_seen = state.cache.hub.last();
+        let now_rv = forest.resource_version_number();
         let begin = match start {
             Start::Current { initial_events_end } => {
                 let objects = crate::resources::current_objects(state, &forest, def, &req.namespace);
@@ -341,8 +365,9 @@ pub fn serve(
                 }
             },
         };
-        (begin, rx, now_rv)
+        (begin, rx, now_rv, last_seen)
     };
+    let cache = state.cache.clone();
     let stream = async_stream::stream! {
         let initial_events_end = match begin {
             Begin::Expired(line) => {
@@ -363,21 +388,44 @@ pub fn serve(
         let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
         ticker.tick().await;
         loop {
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => return,
-                _ = ticker.tick(), if bookmarks => yield Ok(watcher.bookmark(last_rv, false)),
-                msg = rx.recv() => match msg {
-                    Ok(Message::Event(e)) => {
-                        last_rv = last_rv.max(e.rv);
-                        if watcher.wants(&e) {
-                            yield Ok(watcher.line(e.kind, &e.object));
-                        }
+            // Events to send now: one from the channel, or those a lagging watcher missed.
+            let events: Vec<Numbered> = tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {
+                    // As kube-apiserver does, a last bookmark lets the client resume from here.
+                    if bookmarks {
+                        yield Ok(watcher.bookmark(last_rv, false));
                     }
-                    Ok(Message::Reset) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                        yield Ok(watcher.expired("the watch fell behind or the cache re-listed; list again"));
+                    return;
+                }
+                _ = ticker.tick(), if bookmarks => {
+                    yield Ok(watcher.bookmark(last_rv, false));
+                    continue;
+                }
+                msg = rx.recv() => match msg {
+                    Ok(Message::Event(numbered)) => vec![numbered],
+                    Err(broadcast::error::RecvError::Lagged(_)) => match cache.hub.after(last_seen) {
+                        Some(missed) => missed,
+                        None => {
+                            yield Ok(watcher.expired("the watch fell too far behind; list again"));
+                            return;
+                        }
+                    },
+                    Ok(Message::Reset) => {
+                        yield Ok(watcher.expired("the namespace cache re-listed; list again"));
                         return;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
+                }
+            };
+            // After a catch-up, the channel still holds some of the same events: skip them.
+            for (n, e) in events {
+                if n <= last_seen {
+                    continue;
+                }
+                last_seen = n;
+                last_rv = last_rv.max(e.rv);
+                if watcher.wants(&e) {
+                    yield Ok(watcher.line(e.kind, &e.object));
                 }
             }
         }
@@ -468,6 +516,21 @@ mod tests {
         assert_eq!(hub.since(11).unwrap().len(), 1);
         assert_eq!(hub.since(10).unwrap().len(), 2);
         assert!(hub.since(9).is_none(), "before the history starts: 410");
+    }
+
+    #[test]
+    fn a_lagging_watcher_catches_up_while_the_history_reaches_back() {
+        let hub = Hub::default();
+        let ev = |rv| Event { kind: "ADDED", family: Family::Hierarchy, object: json!({}), rv };
+        assert_eq!(hub.last(), 0);
+        hub.publish(vec![ev(5), ev(5), ev(6)]);
+        assert_eq!(hub.last(), 3);
+        let missed: Vec<u64> = hub.after(1).unwrap().iter().map(|(n, _)| *n).collect();
+        assert_eq!(missed, [2, 3], "numbered, so events sharing a resourceVersion are not lost");
+        assert!(hub.after(3).unwrap().is_empty());
+        hub.publish((0..HISTORY as u64).map(|i| ev(10 + i)).collect());
+        assert!(hub.after(1).is_none(), "gone from the history: 410");
+        assert!(hub.after(3).is_some());
     }
 
     #[test]

@@ -185,7 +185,8 @@ impl Controller {
             self.metrics.namespace_writes.inc();
             match self.writer.patch(ns, &patch, false).await {
                 Ok(updated) => {
-                    self.cache.observe(updated);
+                    // The next look at this namespace must see this write, not the old labels.
+                    self.cache.caught_up_with(&updated).await;
                     for c in &new_conditions {
                         self.events.condition(ns, uid.clone(), c).await;
                     }

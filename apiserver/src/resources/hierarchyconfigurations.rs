@@ -4,10 +4,11 @@
 use hns_api::hierarchy::HIERARCHY_SINGLETON;
 use hns_api::{HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus};
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::{check_name, check_namespace, refused, Call, Reply, ResourceDef};
+use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
 use crate::body::{self, WriteOptions};
 use crate::forest::{Forest, Node, ObjectLabels};
 use crate::list::{paginate, ListOptions};
@@ -147,7 +148,7 @@ fn is_pristine(node: &Node) -> bool {
 
 /// How often a write is retried when the namespace changed under it (e.g. the controller
 /// relabelled it) and the client did not ask for a resourceVersion precondition.
-const WRITE_ATTEMPTS: usize = 5;
+const WRITE_ATTEMPTS: usize = 10;
 
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
     let mut attempt = 0;
@@ -155,9 +156,11 @@ async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
         attempt += 1;
         match write_once(call).await {
             // kube-apiserver retries unconditional updates on conflicts; so do we, from a
-            // fresh look at the namespace once the watch has brought its new version.
+            // fresh look at the namespace: read it, and wait for the cache to hold that version.
             Err((e, false)) if e.code == 409 && attempt < WRITE_ATTEMPTS => {
-                tokio::time::sleep(std::time::Duration::from_millis(50 * attempt as u64)).await;
+                if let Some(ns) = call.state.writer.get(&call.req.namespace).await? {
+                    call.state.cache.caught_up_with(&ns).await;
+                }
             }
             other => return other.map_err(|(e, _)| e),
         }
@@ -215,9 +218,14 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
         subnamespace_meta: current_state.subnamespace_meta.clone(),
     };
     authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
-    apply(call, ns, &desired, opts.dry_run).await.map_err(|e| (e, client_rv.is_some()))?;
+    let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| (e, client_rv.is_some()))?;
     let forest = call.state.cache.read();
-    let obj = value_of(&forest, ns).unwrap_or_default();
+    let obj = match written {
+        Some(updated) => {
+            serde_json::to_value(from_forest(&forest, &Node::from_namespace(updated))).unwrap_or_default()
+        }
+        None => current,
+    };
     let code = if call.req.verb == "create" { 201 } else { 200 };
     Ok(Reply {
         code,
@@ -269,8 +277,14 @@ async fn authorize_and_validate(
 }
 
 /// Writes the new state: first marks the new parent as a hierarchy member, then patches the
-/// namespace in one write guarded by its resourceVersion.
-async fn apply(call: &Call<'_>, ns: &str, desired: &HierarchyState, dry_run: bool) -> Result<(), ApiError> {
+/// namespace in one write guarded by its resourceVersion. Returns the namespace as written, if
+/// anything had to change.
+async fn apply(
+    call: &Call<'_>,
+    ns: &str,
+    desired: &HierarchyState,
+    dry_run: bool,
+) -> Result<Option<Namespace>, ApiError> {
     let (mark, patch) = {
         let forest = call.state.cache.read();
         let node =
@@ -282,21 +296,19 @@ async fn apply(call: &Call<'_>, ns: &str, desired: &HierarchyState, dry_run: boo
             .and_then(|p| plan::mark_member(p).map(|m| (p.name().to_string(), m)));
         (mark, plan::hierarchy_patch(&forest, node, desired))
     };
+    let Some(patch) = patch else {
+        return Ok(None);
+    };
     if dry_run {
-        if let Some(p) = patch {
-            call.state.writer.patch(ns, &p, true).await?;
-        }
-        return Ok(());
+        call.state.writer.patch(ns, &patch, true).await?;
+        return Ok(None);
     }
     if let Some((parent, m)) = mark {
-        let updated = call.state.writer.patch(&parent, &m, false).await?;
-        call.state.cache.observe(updated);
+        call.state.writer.patch(&parent, &m, false).await?;
     }
-    if let Some(p) = patch {
-        let updated = call.state.writer.patch(ns, &p, false).await?;
-        call.state.cache.observe(updated);
-    }
-    Ok(())
+    let updated = call.state.writer.patch(ns, &patch, false).await?;
+    await_write(call.state, &updated).await;
+    Ok(Some(updated))
 }
 
 /// With `dryRun`, nothing was stored: show the configuration as it would be.

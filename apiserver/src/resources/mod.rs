@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use serde_json::Value;
 
@@ -151,8 +152,12 @@ pub async fn dispatch(
         return crate::watch::serve(&state, def, &r, &query, &render);
     }
     let body = read_body(payload).await?;
-    if matches!(r.verb, "get" | "create" | "update" | "patch") {
+    if matches!(r.verb, "get" | "create" | "update" | "patch" | "delete") {
         ensure_seen(&state, &r.namespace).await?;
+        // A subnamespace is its own namespace: a replica may not have seen it yet.
+        if def.plural != hierarchyconfigurations::PLURAL && r.verb != "create" {
+            ensure_seen(&state, &r.name).await?;
+        }
     }
     let call = Call {
         state: &state,
@@ -222,16 +227,35 @@ pub fn current_objects(
 }
 
 /// Makes sure the cache has seen namespace `ns` if it exists: a namespace created a moment ago
-/// may not have reached the watch yet, and a client that just created it expects to use it.
-/// Costs one GET, and only on a cache miss.
+/// (perhaps through another replica) may not have reached this replica's watch yet, and a
+/// client that just created it expects to use it. Costs one GET, and only on a cache miss.
 pub async fn ensure_seen(state: &AppState, ns: &str) -> Result<(), ApiError> {
     if ns.is_empty() || state.cache.read().get(ns).is_some() {
         return Ok(());
     }
-    if let Some(found) = state.writer.get(ns).await? {
-        state.cache.observe(found);
+    match state.writer.get(ns).await? {
+        Some(found) if !state.cache.caught_up_with(&found).await => Err(lagging()),
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// Waits until the cache holds a namespace as one of hns's writes returned it, so the client's
+/// next read from this replica includes its write. The write is made either way; a watch that
+/// lags this long is only logged (responses are rendered from the written object).
+pub async fn await_write(state: &AppState, written: &Namespace) {
+    if !state.cache.caught_up_with(written).await {
+        tracing::warn!(
+            namespace = written.metadata.name.as_deref().unwrap_or_default(),
+            "the namespace watch has not brought hns's own write yet"
+        );
+    }
+}
+
+/// The namespace watch has not brought a change kube-apiserver already made.
+fn lagging() -> ApiError {
+    ApiError::service_unavailable(
+        "hns-apiserver's namespace cache has not caught up with kube-apiserver; retry in a few seconds",
+    )
 }
 
 /// A refusal from [`crate::rules`] as the `Status` for object `name` of `def`.

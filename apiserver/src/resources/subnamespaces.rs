@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{check_name, check_namespace, refused, Call, Reply, ResourceDef};
+use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
 use crate::body::{self, WriteOptions};
 use crate::forest::{Forest, Node, ObjectLabels};
 use crate::list::{paginate, ListOptions};
@@ -191,8 +191,7 @@ async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
         (plan::new_subnamespace(&forest, parent, &name, &state), mark)
     };
     if let (Some(m), false) = (mark, opts.dry_run) {
-        let updated = call.state.writer.patch(parent, &m, false).await?;
-        call.state.cache.observe(updated);
+        call.state.writer.patch(parent, &m, false).await?;
     }
     let created = call
         .state
@@ -200,10 +199,10 @@ async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
         .create(&namespace, opts.dry_run)
         .await
         .map_err(|e| already_there(call, &name, e))?;
-    let node = Node::from_namespace(created.clone());
     if !opts.dry_run {
-        call.state.cache.observe(created);
+        await_write(call.state, &created).await;
     }
+    let node = Node::from_namespace(created);
     let body = render::object(call.def, value_of(&call.state.policy, &node, call.def.kind), call.render);
     Ok(Reply { code: 201, body, warnings })
 }
@@ -267,10 +266,10 @@ async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
     let mut node = None;
     if let Some(p) = patch {
         let updated = call.state.writer.patch(name, &p, opts.dry_run).await?;
-        node = Some(Node::from_namespace(updated.clone()));
         if !opts.dry_run {
-            call.state.cache.observe(updated);
+            await_write(call.state, &updated).await;
         }
+        node = Some(Node::from_namespace(updated));
     }
     let obj = match node {
         Some(n) => value_of(&call.state.policy, &n, call.def.kind),
@@ -316,6 +315,9 @@ async fn delete_one(
     dry_run: bool,
 ) -> Result<Value, ApiError> {
     let remaining = call.state.writer.delete(name, uid, dry_run).await?;
+    if let (Some(ns), false) = (&remaining, dry_run) {
+        await_write(call.state, ns).await;
+    }
     let forest = call.state.cache.read();
     let shown = match remaining {
         Some(ns) => value_of(&call.state.policy, &Node::from_namespace(ns), call.def.kind),

@@ -1,7 +1,9 @@
 //! Load: many watchers of subnamespaces and a steady stream of writes (subnamespace creates and
 //! deletes, parent changes) through kube-apiserver, with every hns replica serving. Figures:
 //! errors, write latency, the replicas' memory over the run, and watch events missed (every
-//! watcher must see the creation and the deletion of every subnamespace of its namespace).
+//! watcher must see the creation and the deletion of every subnamespace of its namespace: the
+//! DELETED event once the namespace is gone, and until then the change that marks it
+//! terminating, since kube-controller-manager empties namespaces at its own pace).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -28,6 +30,8 @@ const IN_FLIGHT: usize = 256;
 #[derive(Default)]
 struct Seen {
     added: BTreeSet<String>,
+    /// Shown with a deletionTimestamp (the namespace is terminating).
+    terminating: BTreeSet<String>,
     deleted: BTreeSet<String>,
     /// Watches ended by 410 Gone: the events in between were lost to this watcher.
     expired: usize,
@@ -88,22 +92,30 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         let get = |m: &BTreeMap<String, BTreeSet<String>>| m.get(&parents[j]).cloned().unwrap_or_default();
         (get(&w.created), get(&w.deleted))
     };
-    let missed = || -> usize {
+    let missed = |existing: &BTreeSet<String>| -> usize {
         seen.iter()
             .enumerate()
             .map(|(i, s)| {
                 let (created, deleted) = expected(i % PARENTS);
                 let s = s.lock().unwrap();
-                created.difference(&s.added).count() + deleted.difference(&s.deleted).count()
+                let deletion_seen =
+                    |d: &String| s.deleted.contains(d) || (existing.contains(d) && s.terminating.contains(d));
+                created.difference(&s.added).count() + deleted.iter().filter(|d| !deletion_seen(d)).count()
             })
             .sum()
     };
     let drain = Instant::now();
-    while missed() > 0 && drain.elapsed() < Duration::from_secs(180) {
+    let mut existing = namespaces(client).await;
+    while missed(&existing) > 0 && drain.elapsed() < Duration::from_secs(180) {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        existing = namespaces(client).await;
     }
     rss_samples.push(rss(ctx));
-    let missed = missed();
+    let missed = missed(&existing);
+    let terminating = {
+        let w = written.lock().unwrap();
+        w.deleted.values().flatten().filter(|d| existing.contains(*d)).count()
+    };
     let expired: usize = seen.iter().map(|s| s.lock().unwrap().expired).sum();
     for t in watch_tasks {
         t.abort();
@@ -142,6 +154,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
             format!("{:.0} ms / {:.0} ms", quantile_ms(&w.latencies, 0.5), quantile_ms(&w.latencies, 0.99)),
         ),
         Figure::zero(SUITE, "watch events missed", missed),
+        Figure::info(SUITE, "deleted subnamespaces still terminating at the end", terminating.to_string()),
         Figure::zero(SUITE, "watches expired (410 Gone)", expired),
     ];
     for (name, start) in rss_start {
@@ -155,6 +168,13 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         ));
     }
     figures
+}
+
+/// The names of the namespaces that exist now (terminating or not).
+async fn namespaces(client: &Client) -> BTreeSet<String> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let list = api.list_metadata(&ListParams::default()).await.expect("list namespaces");
+    list.items.into_iter().filter_map(|n| n.metadata.name).collect()
 }
 
 fn rss(ctx: &Context) -> BTreeMap<String, f64> {
@@ -174,7 +194,11 @@ async fn watch(api: Api<Subnamespace>, mut rv: String, seen: Arc<Mutex<Seen>>) {
             let mut s = seen.lock().unwrap();
             match event {
                 Ok(WatchEvent::Added(o)) | Ok(WatchEvent::Modified(o)) => {
-                    s.added.insert(o.metadata.name.clone().unwrap_or_default());
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    if o.metadata.deletion_timestamp.is_some() {
+                        s.terminating.insert(name.clone());
+                    }
+                    s.added.insert(name);
                     rv = o.metadata.resource_version.unwrap_or(rv);
                 }
                 Ok(WatchEvent::Deleted(o)) => {
