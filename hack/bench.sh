@@ -6,13 +6,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
-DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-bench.XXXXXX")"
-cleanup() {
-  "$ROOT/hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
-  "$ROOT/hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-}
-trap cleanup EXIT
+throwaway_cluster bench
 "$ROOT/hack/control-plane.sh" up "$DIR"
 HNS_APISERVER_BIN="$ROOT/target/release/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"

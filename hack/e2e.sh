@@ -11,18 +11,7 @@ if [ -n "${HNS_E2E_KUBECONFIG:-}" ]; then
   exec cargo test -p hns-e2e -- "$@"
 fi
 
-DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-e2e.XXXXXX")"
-cleanup() {
-  local rc=$?
-  if [ $rc -ne 0 ] && [ -d "$DIR/logs" ]; then
-    for f in "$DIR"/logs/*.log; do echo "----- last lines of $f" >&2; tail -n 25 "$f" >&2; done
-  fi
-  "$ROOT/hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
-  "$ROOT/hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-  exit $rc
-}
-trap cleanup EXIT
+throwaway_cluster e2e
 "$ROOT/hack/control-plane.sh" up "$DIR"
 "$ROOT/hack/hns-up.sh" up "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"

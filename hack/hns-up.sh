@@ -89,12 +89,13 @@ kubectl wait --for=condition=Available --timeout=60s apiservice/v1alpha2.hnc.x-k
 }
 # The CA hns made for itself, for clients that talk to it directly (the e2e tests).
 kubectl -n hns-system get secret hns-serving-cert -o jsonpath='{.data.ca\.crt}' | base64 -d > "$PKI/hns-ca.crt"
-grep -vE '^(HNS_HOST|HNS_PORTS?|METRICS_PORTS?)=' "$DIR/env" > "$DIR/env.new" || true
+grep -vE '^(HNS_HOST|HNS_PORTS?|METRICS_PORTS?|HNS_REPLICA_NAMES)=' "$DIR/env" > "$DIR/env.new" || true
+NAMES=(); for ((i = 0; i < REPLICAS; i++)); do NAMES+=("$(replica_name "$i")"); done
 {
   echo "HNS_HOST=$HOST"
   echo "HNS_PORT=${PORTS[0]}"
   echo "METRICS_PORT=${METRICS[0]}"
-  (IFS=,; echo "HNS_PORTS=${PORTS[*]}"; echo "METRICS_PORTS=${METRICS[*]}")
+  (IFS=,; echo "HNS_PORTS=${PORTS[*]}"; echo "METRICS_PORTS=${METRICS[*]}"; echo "HNS_REPLICA_NAMES=${NAMES[*]}")
 } >> "$DIR/env.new"
 mv "$DIR/env.new" "$DIR/env"
 log "hns-apiserver ready ($REPLICAS replica(s)); APIService v1alpha2.hnc.x-k8s.io Available"

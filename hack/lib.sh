@@ -33,6 +33,30 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# --- throw-away clusters -------------------------------------------------------------------
+# throwaway_cluster PURPOSE: sets DIR to a new directory for a control plane with hns; when the
+# script exits, both are stopped and the directory removed, after printing the components' last
+# log lines if the script failed.
+throwaway_cluster() {
+  DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-$1.XXXXXX")"
+  trap teardown EXIT
+}
+teardown() {
+  local rc=$? hack
+  hack="$(dirname "${BASH_SOURCE[0]}")"
+  if [ $rc -ne 0 ] && [ -d "$DIR/logs" ]; then
+    for f in "$DIR"/logs/*.log; do echo "----- last lines of $f" >&2; tail -n 25 "$f" >&2; done
+  fi
+  if [ $rc -ne 0 ] && [ -f "$DIR/report.txt" ]; then
+    echo "----- the end of the run's report again (the table of figures and what preceded it)" >&2
+    tail -n 60 "$DIR/report.txt" >&2
+  fi
+  "$hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
+  "$hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+  exit $rc
+}
+
 # --- state directories ---------------------------------------------------------------------
 # Callers set DIR; certificates go to $PKI, logs to $LOGS, pid files to $PIDS.
 set_dirs() {

@@ -24,22 +24,14 @@ if [ ! -x "$VENV/bin/schemathesis" ]; then
   "$VENV/bin/pip" install -q -r "$ROOT/hack/reliability-requirements.txt" || die "pip install schemathesis failed"
 fi
 
-DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-reliability.XXXXXX")"
-cleanup() {
-  local rc=$?
-  if [ $rc -ne 0 ] && [ -d "$DIR/logs" ]; then
-    for f in "$DIR"/logs/*.log; do echo "----- last lines of $f" >&2; tail -n 15 "$f" >&2; done
-  fi
-  "$ROOT/hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
-  "$ROOT/hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
-  rm -rf "$DIR"
-  exit $rc
-}
-trap cleanup EXIT
+throwaway_cluster reliability
 HNS_AGGREGATOR_ROUTING=1 "$ROOT/hack/control-plane.sh" up "$DIR"
 HNS_REPLICAS=2 HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG="${RUST_LOG:-warn}" "$ROOT/hack/hns-up.sh" up "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR" HNS_SCHEMATHESIS="$VENV/bin/schemathesis"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 # kubectl hns (for the outage suite's diagnose) from the same build.
 export HNS_PLUGIN_DIR="$TARGET"
-"$TARGET/hns-reliability" "$@"
+# The report is kept so that, if the run fails, teardown can print the table again after the
+# components' log tails: the figure that missed is then the last thing a CI log shows.
+set -o pipefail
+"$TARGET/hns-reliability" "$@" 2>&1 | tee "$DIR/report.txt"

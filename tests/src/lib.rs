@@ -45,6 +45,9 @@ pub struct Local {
     pub hns_port: u16,
     /// The ports of every replica, replica 0 first (HNS_PORTS, comma-separated).
     pub hns_ports: Vec<u16>,
+    /// The replicas' process names (pid and log file names), replica 0 first
+    /// (HNS_REPLICA_NAMES, comma-separated).
+    pub replica_names: Vec<String>,
     /// kube-apiserver's port on 127.0.0.1.
     pub kube_apiserver_port: u16,
     /// hns-apiserver's metrics port on 127.0.0.1.
@@ -69,6 +72,10 @@ impl Env {
                     .get("HNS_PORTS")
                     .map(|v| v.split(',').filter_map(|p| p.parse().ok()).collect())
                     .unwrap_or_else(|| vec![port("HNS_PORT")]),
+                replica_names: env
+                    .get("HNS_REPLICA_NAMES")
+                    .map(|v| v.split(',').map(str::to_string).collect())
+                    .unwrap_or_else(|| vec!["hns-apiserver".into()]),
                 kube_apiserver_port: port("KUBE_APISERVER_PORT"),
                 metrics_port: port("METRICS_PORT"),
                 dir,
@@ -303,6 +310,17 @@ fn build_cert(cn: &str, orgs: &[&str], key: &PKey<Private>, issuer: Option<(&X50
         }
     }
     b.build()
+}
+
+/// A RoleBinding `name` granting ClusterRole `view` to group `group`: the object the
+/// propagation tests, benchmarks and fault trials copy down hierarchies.
+pub fn view_binding(name: &str, group: &str) -> k8s_openapi::api::rbac::v1::RoleBinding {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+    }))
+    .expect("a valid RoleBinding")
 }
 
 /// A namespace name unique to this test run: `<prefix>-<pid>-<n>`.

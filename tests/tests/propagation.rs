@@ -15,12 +15,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
 
 async fn rolebinding(client: &Client, ns: &str, name: &str, group: &str) {
-    let rb: RoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": ns},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-    }))
-    .unwrap();
+    let rb = view_binding(name, group);
     Api::<RoleBinding>::namespaced(client.clone(), ns).create(&PostParams::default(), &rb).await.unwrap();
 }
 

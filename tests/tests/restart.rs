@@ -16,15 +16,6 @@ use serde_json::json;
 const CHILDREN: usize = 500;
 const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
 
-fn binding(name: &str, group: &str) -> RoleBinding {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-    }))
-    .unwrap()
-}
-
 /// How many children hold exactly the wanted copies: `keep` with subjects `group`, `fresh`, and
 /// no copy of `gone`.
 async fn converged(client: &Client, root: &str, group: &str) -> usize {
@@ -71,8 +62,8 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
         })
         .await;
     let rbs: Api<RoleBinding> = Api::namespaced(client.clone(), &root);
-    rbs.create(&PostParams::default(), &binding("keep", "before")).await.unwrap();
-    rbs.create(&PostParams::default(), &binding("gone", "before")).await.unwrap();
+    rbs.create(&PostParams::default(), &view_binding("keep", "before")).await.unwrap();
+    rbs.create(&PostParams::default(), &view_binding("gone", "before")).await.unwrap();
     eventually("the first two bindings everywhere", Duration::from_secs(180), || async {
         let all = Api::<RoleBinding>::all(client.clone())
             .list(&ListParams::default().labels(INHERITED_FROM))
@@ -88,7 +79,7 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     .await;
 
     // A new source, and hns killed while it propagates.
-    rbs.create(&PostParams::default(), &binding("fresh", "during")).await.unwrap();
+    rbs.create(&PostParams::default(), &view_binding("fresh", "during")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
     let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();

@@ -157,13 +157,18 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))
 }
 
-/// The parts of a written Subnamespace or SubnamespaceAnchor that hns stores.
+/// The parts of a written Subnamespace or SubnamespaceAnchor that hns stores, and its status:
+/// hns sets the status itself and ignores a written one, as Kubernetes does for resources with
+/// a status subresource, but reads it so that a malformed status is refused (400) rather than
+/// silently accepted, and a well-formed one is not reported as an unknown field.
 #[derive(Deserialize)]
 struct Written {
     #[serde(default)]
     metadata: ObjectMeta,
     #[serde(default)]
     spec: SubnamespaceSpec,
+    #[serde(default, rename = "status")]
+    _status: Option<SubnamespaceStatus>,
 }
 
 async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
@@ -398,6 +403,7 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::body::FieldValidation;
     use crate::forest::testing::forest;
     use crate::policy::testing::policy;
 
@@ -412,6 +418,16 @@ mod tests {
         assert_eq!(cells(&v, jiff::Timestamp::now())[1], "Ok");
         assert!(subnamespace(&f, "team-a", "dev").is_some());
         assert!(subnamespace(&f, "other", "dev").is_none());
+    }
+
+    #[test]
+    fn a_written_status_is_checked_but_not_stored() {
+        let body = |status| serde_json::json!({"metadata": {"name": "dev"}, "status": {"status": status}});
+        let (_, warnings): (Written, _) =
+            body::decode(body("Missing"), "Subnamespace", FieldValidation::Strict).unwrap();
+        assert!(warnings.is_empty());
+        let e = body::decode::<Written>(body("B"), "Subnamespace", FieldValidation::Ignore).err().unwrap();
+        assert_eq!(e.code, 400);
     }
 
     #[test]

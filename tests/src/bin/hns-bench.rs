@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::{stream, StreamExt};
 use hns_api::HierarchyConfiguration;
 use hns_e2e::reliability::processes::Processes;
-use hns_e2e::{create_namespace, Env};
+use hns_e2e::{create_namespace, view_binding, Env};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -134,15 +134,6 @@ async fn api(client: &Client) -> anyhow::Result<()> {
 const TREE: &str = "bench-tree";
 const DESCENDANTS: usize = 1_000;
 
-fn view_binding(name: &str) -> k8s_openapi::api::rbac::v1::RoleBinding {
-    serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "bench"}],
-    }))
-    .expect("a valid RoleBinding")
-}
-
 /// Copies of `name` made by hns.
 async fn copies(client: &Client, name: &str) -> anyhow::Result<usize> {
     let api: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::all(client.clone());
@@ -183,7 +174,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     stream::iter(0..DESCENDANTS)
         .for_each_concurrent(32, |i| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{TREE}-{i}"));
-            api.create(&PostParams::default(), &view_binding("by-hand")).await.expect("RoleBinding");
+            api.create(&PostParams::default(), &view_binding("by-hand", "bench")).await.expect("RoleBinding");
         })
         .await;
     let by_hand = t.elapsed();
@@ -204,7 +195,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv).await?);
     let t = Instant::now();
     Api::<RoleBinding>::namespaced(client.clone(), &root)
-        .create(&PostParams::default(), &view_binding("inherited"))
+        .create(&PostParams::default(), &view_binding("inherited", "bench"))
         .await?;
     let mut seen = std::collections::HashSet::new();
     while seen.len() < DESCENDANTS {
@@ -231,7 +222,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     for i in 0..9 {
         let name = format!("inherited-{i}");
         Api::<RoleBinding>::namespaced(client.clone(), &root)
-            .create(&PostParams::default(), &view_binding(&name))
+            .create(&PostParams::default(), &view_binding(&name, "bench"))
             .await?;
     }
     for i in 0..9 {

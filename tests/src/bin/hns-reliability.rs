@@ -39,7 +39,7 @@ async fn main() -> anyhow::Result<()> {
     let ctx = Context {
         client: env.admin().await,
         processes: Processes::new(&local.dir),
-        replicas: Replicas::new(local.hns_ports.len()),
+        replicas: Replicas::new(local.replica_names.clone()),
         scale: Scale { short },
         seed,
         env,

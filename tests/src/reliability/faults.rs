@@ -16,7 +16,7 @@ use serde_json::json;
 use super::invariants::converge;
 use super::processes::Role as ReplicaRole;
 use super::{quantile_ms, Context, Figure, Rng};
-use crate::{create_namespace, create_subns, set_parent};
+use crate::{create_namespace, create_subns, set_parent, view_binding};
 
 const SUITE: &str = "faults";
 /// How long an operation keeps retrying while its target is down.
@@ -173,15 +173,6 @@ async fn trial(ctx: &Context, i: usize, op: Op, fault: Fault, rng: &mut Rng) -> 
     Outcome { converged_in, violations }
 }
 
-fn binding(name: &str, group: &str) -> RoleBinding {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
-    }))
-    .expect("a valid RoleBinding")
-}
-
 fn role(name: &str) -> Role {
     serde_json::from_value(json!({
         "metadata": {"name": name},
@@ -207,7 +198,7 @@ async fn setup(client: &Client, op: Op, p: &str) -> anyhow::Result<()> {
             }
             for (ns, name) in [("x", "rb-x"), ("y", "rb-y"), ("root", "rb-root")] {
                 let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{p}{ns}"));
-                api.create(&PostParams::default(), &binding(name, ns)).await?;
+                api.create(&PostParams::default(), &view_binding(name, ns)).await?;
             }
         }
         Op::Cascade => {
@@ -223,7 +214,7 @@ async fn setup(client: &Client, op: Op, p: &str) -> anyhow::Result<()> {
         }
         Op::Propagate => {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &root);
-            api.create(&PostParams::default(), &binding("rb-old", "before")).await?;
+            api.create(&PostParams::default(), &view_binding("rb-old", "before")).await?;
             for k in 0..12 {
                 create_subns(client, &root, &format!("{p}s{k}")).await?;
                 create_subns(client, &format!("{p}s{k}"), &format!("{p}s{k}-1")).await?;
@@ -269,7 +260,7 @@ async fn operate(client: Client, op: Op, p: String) -> anyhow::Result<()> {
             let roles: Api<Role> = Api::namespaced(client.clone(), &root);
             retry(|| async {
                 ignore_conflict(
-                    rbs.create(&PostParams::default(), &binding("rb-new", "new")).await.map(|_| ()),
+                    rbs.create(&PostParams::default(), &view_binding("rb-new", "new")).await.map(|_| ()),
                 )
             })
             .await?;

@@ -123,7 +123,7 @@ fn capture(pid: u32) -> anyhow::Result<Captured> {
 
 /// The hns-apiserver replicas started by `hack/hns-up.sh` (HNS_REPLICAS).
 pub struct Replicas {
-    /// Process names, replica 0 first ("hns-apiserver", "hns-apiserver-1", …).
+    /// Process names, replica 0 first, as `hack/hns-up.sh` wrote them in the env file.
     pub names: Vec<String>,
 }
 
@@ -135,10 +135,7 @@ pub enum Role {
 }
 
 impl Replicas {
-    pub fn new(count: usize) -> Replicas {
-        let names = (0..count)
-            .map(|i| if i == 0 { "hns-apiserver".into() } else { format!("hns-apiserver-{i}") })
-            .collect();
+    pub fn new(names: Vec<String>) -> Replicas {
         Replicas { names }
     }
 
