@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -26,8 +26,14 @@ use crate::watch::{self, Hub};
 /// Which namespaces changed, for the controller.
 #[derive(Debug, Clone)]
 pub enum Change {
-    /// These namespaces changed (or were deleted).
-    Namespaces(Vec<String>),
+    /// A namespace changed (or was deleted); `parents` are its parents before and after, whose
+    /// membership may depend on it.
+    Namespace {
+        /// The namespace.
+        name: String,
+        /// Its old and new parents.
+        parents: Vec<String>,
+    },
     /// Everything may have changed (a re-list).
     All,
     /// A propagated object changed in `namespace`: a source (its descendants need a look) or a
@@ -49,7 +55,10 @@ pub struct Cache {
     pub hub: Hub,
     /// Names of changed namespaces, for the controller.
     pub changes: tokio::sync::broadcast::Sender<Change>,
-    /// Seconds from a namespace write (its newest managed-fields time) to this cache seeing it.
+    /// Seconds a caller waited for the watch to bring a namespace version it already knew of
+    /// (its own write, or one it read from kube-apiserver): the watch's lag, measured exactly
+    /// where it matters. (Managed-fields times would cover every write, but they are whole
+    /// seconds and are not renewed by every change, e.g. not by a deletion.)
     pub watch_lag: prometheus_client::metrics::histogram::Histogram,
     /// The resourceVersion the forest has reached, for writers waiting on their own writes.
     reached: tokio::sync::watch::Sender<u64>,
@@ -70,7 +79,7 @@ impl Cache {
             hub: Hub::default(),
             changes,
             watch_lag: prometheus_client::metrics::histogram::Histogram::new(
-                prometheus_client::metrics::histogram::exponential_buckets(0.05, 2.0, 10),
+                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 15),
             ),
             reached: tokio::sync::watch::Sender::new(0),
         }
@@ -95,7 +104,9 @@ impl Cache {
     /// watch did not get there in time.
     pub async fn caught_up(&self, rv: u64) -> bool {
         let mut reached = self.reached.subscribe();
+        let started = Instant::now();
         let outcome = tokio::time::timeout(CATCH_UP, reached.wait_for(|at| *at >= rv)).await;
+        self.watch_lag.observe(started.elapsed().as_secs_f64());
         matches!(outcome, Ok(Ok(_)))
     }
 
@@ -137,21 +148,8 @@ impl Cache {
         let after = watch::snapshot(&forest, &self.policy, &keys);
         self.hub.publish(watch::diff(&before, &after, node.resource_version()));
         self.reached(&forest);
-        let mut names = vec![node.name().to_string()];
-        names.extend(old_parent);
-        names.extend(node.parent.clone());
-        let _ = self.changes.send(Change::Namespaces(names));
-    }
-
-    /// Records how long a change took to arrive: managed-fields times are written by
-    /// kube-apiserver with the change (to the second, which bounds the precision).
-    fn observe_lag(&self, ns: &Namespace) {
-        let newest =
-            ns.metadata.managed_fields.iter().flatten().filter_map(|m| m.time.as_ref()).map(|t| t.0).max();
-        if let Some(written) = newest {
-            let lag = jiff::Timestamp::now().as_millisecond() - written.as_millisecond();
-            self.watch_lag.observe((lag.max(0) as f64) / 1000.0);
-        }
+        let parents = old_parent.into_iter().chain(node.parent.clone()).collect();
+        let _ = self.changes.send(Change::Namespace { name: node.name().to_string(), parents });
     }
 
     /// Applies one watch event.
@@ -169,10 +167,7 @@ impl Cache {
                 self.synced.store(true, Ordering::Release);
                 tracing::info!(namespaces = forest.len(), "namespace cache synced");
             }
-            Event::Apply(ns) => {
-                self.observe_lag(&ns);
-                self.change(ns, false)
-            }
+            Event::Apply(ns) => self.change(ns, false),
             Event::Delete(ns) => self.change(ns, true),
         }
     }

@@ -90,7 +90,7 @@ impl Sources {
         registry.register("object_writes", "Writes of propagated objects", m.object_writes.clone());
         registry.register(
             "watch_lag_seconds",
-            "Delay from a namespace write to hns seeing it",
+            "Wait for the namespace watch to bring a namespace version hns already knew of (e.g. its own write)",
             self.cache.watch_lag.clone(),
         );
         registry.register("leader", "1 while this replica leads", m.leader.clone());

@@ -3,7 +3,7 @@
 //!
 //! Reconciling is an idempotent function of the forest ([`namespaces::patch`]): the controller
 //! only decides *which* namespaces to look at. Every namespace change enqueues the namespace,
-//! its parent and its descendants; a re-list enqueues everything. Only the leader writes; the
+//! its old and new parents and its descendants; a re-list enqueues everything. Only the leader writes; the
 //! other replicas keep their queues empty and take over from scratch if they become leader, so
 //! a restart or a leader change converges without any state carried across.
 
@@ -108,8 +108,11 @@ impl Controller {
         loop {
             tokio::select! {
                 change = changes.recv() => match change {
-                    Ok(Change::Namespaces(names)) => self.enqueue_around(&names),
-                    Ok(Change::Objects { namespace, source: true }) => self.enqueue_around(&[namespace]),
+                    Ok(Change::Namespace { name, parents }) => {
+                        self.enqueue_subtree(&name);
+                        self.queue.push(parents);
+                    }
+                    Ok(Change::Objects { namespace, source: true }) => self.enqueue_subtree(&namespace),
                     Ok(Change::Objects { namespace, source: false }) => self.queue.push([namespace]),
                     Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => self.enqueue_all(),
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -132,17 +135,12 @@ impl Controller {
         self.queue.push(names);
     }
 
-    /// The changed namespaces, their parents and all their descendants: a move changes the tree
-    /// labels of a whole subtree, and a parent's membership depends on its children.
-    fn enqueue_around(&self, names: &[String]) {
-        let forest = self.cache.read();
-        let mut all = Vec::new();
-        for n in names {
-            all.push(n.clone());
-            all.extend(forest.get(n).and_then(|node| node.parent.clone()));
-            all.extend(forest.descendant_names(n));
-        }
-        drop(forest);
+    /// A namespace and all its descendants: a move changes the tree labels of a whole subtree,
+    /// and a source object reaches every namespace below its own. (Its parent's membership
+    /// depends on it too, but not its siblings: the cache names the parents apart.)
+    fn enqueue_subtree(&self, name: &str) {
+        let mut all = vec![name.to_string()];
+        all.extend(self.cache.read().descendant_names(name));
         self.queue.push(all);
     }
 
