@@ -87,6 +87,9 @@ kubectl wait --for=condition=Available --timeout=60s apiservice/v1alpha2.hnc.x-k
   kubectl get apiservice v1alpha2.hnc.x-k8s.io -o yaml >&2
   die "APIService v1alpha2.hnc.x-k8s.io did not become Available"
 }
+# Available can precede kube-apiserver's proxy routing the group (a plain "404 page not found"
+# for the first requests); wait until a request through it is answered.
+wait_for 30 kubectl get --raw /apis/hnc.x-k8s.io/v1alpha2/subnamespaces || die "kube-apiserver does not route hnc.x-k8s.io to hns"
 # The CA hns made for itself, for clients that talk to it directly (the e2e tests).
 kubectl -n hns-system get secret hns-serving-cert -o jsonpath='{.data.ca\.crt}' | base64 -d > "$PKI/hns-ca.crt"
 grep -vE '^(HNS_HOST|HNS_PORTS?|METRICS_PORTS?|HNS_REPLICA_NAMES)=' "$DIR/env" > "$DIR/env.new" || true
