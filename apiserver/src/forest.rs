@@ -70,10 +70,13 @@ fn json_annotation<T: serde::de::DeserializeOwned + Default>(value: Option<&Stri
 }
 
 impl Node {
-    /// Reads the hierarchy facts out of a Namespace object. Managed fields are dropped: they
-    /// are most of a namespace's bytes and nothing here reads them.
+    /// Reads the hierarchy facts out of a Namespace object. Managed fields, spec and status are
+    /// dropped: nothing here reads them, and managed fields (and, while a namespace terminates,
+    /// its status conditions) are most of a namespace's bytes.
     pub fn from_namespace(mut ns: Namespace) -> Self {
         ns.metadata.managed_fields = None;
+        ns.spec = None;
+        ns.status = None;
         let annotations = ns.metadata.annotations.as_ref();
         let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
         let raw = |k: &str| annotations.and_then(|a| a.get(k));

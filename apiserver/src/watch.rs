@@ -31,6 +31,9 @@ use crate::status::ApiError;
 /// reconnects from its last bookmark is not sent back to relist. A client further behind gets
 /// 410 and relists, as from kube-apiserver.
 const HISTORY: usize = 10_000;
+/// The history's memory bound, compressed: events of a HierarchyConfiguration with hundreds of
+/// children are large, and a fixed count of them would make memory grow with the tree.
+const HISTORY_BYTES: usize = 32 << 20;
 /// Events buffered for the live watchers; one that falls further behind catches up from the
 /// history.
 const CHANNEL: usize = 1_024;
@@ -79,7 +82,8 @@ type Numbered = (u64, Arc<Event>);
 /// What watchers receive.
 #[derive(Debug, Clone)]
 enum Message {
-    Event(Numbered),
+    /// The events of one namespace change, in order.
+    Events(Arc<[Numbered]>),
     /// The cache re-listed and may have missed changes: every watcher must start over.
     Reset,
 }
@@ -165,8 +169,9 @@ impl std::fmt::Debug for Hub {
     }
 }
 
-/// An event as the history keeps it: the object as compact JSON, a third of the memory of a
-/// `Value`, since the history is read only by watchers catching up.
+/// An event as the history keeps it: the object as LZ4-compressed JSON, a tenth or less of the
+/// memory of a `Value` (lists of children names compress well), since the history is read only
+/// by watchers catching up.
 struct Stored {
     n: u64,
     kind: &'static str,
@@ -177,18 +182,23 @@ struct Stored {
 
 impl Stored {
     fn new(n: u64, e: &Event) -> Stored {
-        let object = serde_json::to_vec(&e.object).expect("a Value serializes").into_boxed_slice();
+        let json = serde_json::to_vec(&e.object).expect("a Value serializes");
+        let object = lz4_flex::compress_prepend_size(&json).into_boxed_slice();
         Stored { n, kind: e.kind, family: e.family, rv: e.rv, object }
     }
 
     fn event(&self) -> Arc<Event> {
-        let object = serde_json::from_slice(&self.object).expect("the history holds JSON it wrote");
+        let json =
+            lz4_flex::decompress_size_prepended(&self.object).expect("the history holds what it compressed");
+        let object = serde_json::from_slice(&json).expect("the history holds JSON it wrote");
         Arc::new(Event { kind: self.kind, family: self.family, object, rv: self.rv })
     }
 }
 
 struct History {
     events: VecDeque<Stored>,
+    /// The bytes of the stored objects.
+    bytes: usize,
     /// Every event after this resourceVersion is in `events`.
     complete_after: u64,
     /// The number of the last event published.
@@ -198,31 +208,45 @@ struct History {
 impl Default for Hub {
     fn default() -> Self {
         let (tx, _) = broadcast::channel(CHANNEL);
-        Hub { history: Mutex::new(History { events: VecDeque::new(), complete_after: 0, last: 0 }), tx }
+        Hub {
+            history: Mutex::new(History { events: VecDeque::new(), bytes: 0, complete_after: 0, last: 0 }),
+            tx,
+        }
     }
 }
 
 impl Hub {
-    /// Publishes events. Called under the forest's write lock.
+    /// Publishes the events of one namespace change. Called under the forest's write lock.
+    ///
+    /// They share one resourceVersion, so they travel as one message: a watcher sends all of
+    /// them before it can send a bookmark, and a client resuming from that bookmark (or a
+    /// replica's `since`, which serves events after a resourceVersion) cannot skip the rest.
     pub fn publish(&self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
         let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let mut batch = Vec::with_capacity(events.len());
         for e in events {
             h.last += 1;
-            if h.events.len() == HISTORY {
-                if let Some(old) = h.events.pop_front() {
-                    h.complete_after = old.rv;
-                }
-            }
             let stored = Stored::new(h.last, &e);
+            h.bytes += stored.object.len();
             h.events.push_back(stored);
-            let _ = self.tx.send(Message::Event((h.last, Arc::new(e))));
+            while h.events.len() > HISTORY || h.bytes > HISTORY_BYTES {
+                let Some(old) = h.events.pop_front() else { break };
+                h.bytes -= old.object.len();
+                h.complete_after = old.rv;
+            }
+            batch.push((h.last, Arc::new(e)));
         }
+        let _ = self.tx.send(Message::Events(batch.into()));
     }
 
     /// Forgets the history after a re-list at `rv` and cuts every watcher off.
     pub fn reset(&self, rv: u64) {
         let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
         h.events.clear();
+        h.bytes = 0;
         h.complete_after = rv;
         let _ = self.tx.send(Message::Reset);
     }
@@ -423,7 +447,7 @@ pub fn serve(
                     continue;
                 }
                 msg = rx.recv() => match msg {
-                    Ok(Message::Event(numbered)) => vec![numbered],
+                    Ok(Message::Events(batch)) => batch.to_vec(),
                     Err(broadcast::error::RecvError::Lagged(_)) => match cache.hub.after(last_seen) {
                         Some(missed) => missed,
                         None => {
@@ -554,6 +578,57 @@ mod tests {
         hub.publish((0..HISTORY as u64).map(|i| ev(10 + i)).collect());
         assert!(hub.after(1).is_none(), "gone from the history: 410");
         assert!(hub.after(3).is_some());
+    }
+
+    #[test]
+    fn the_events_of_one_change_reach_watchers_together() {
+        let hub = Hub::default();
+        let mut rx = hub.tx.subscribe();
+        let ev = |kind| Event { kind, family: Family::Hierarchy, object: json!({}), rv: 8 };
+        hub.publish(vec![ev("ADDED"), ev("MODIFIED")]);
+        hub.publish(Vec::new());
+        match rx.try_recv() {
+            Ok(Message::Events(batch)) => {
+                assert_eq!(
+                    batch.iter().map(|(n, e)| (*n, e.kind)).collect::<Vec<_>>(),
+                    [(1, "ADDED"), (2, "MODIFIED")]
+                );
+            }
+            other => panic!("expected one message with both events, got {other:?}"),
+        }
+        assert!(rx.try_recv().is_err(), "an empty change sends nothing");
+    }
+
+    #[test]
+    fn the_history_is_bounded_in_bytes_as_well_as_in_count() {
+        let hub = Hub::default();
+        // Hex of a multiplicative hash: text that LZ4 can barely compress, 64 KiB an event.
+        let noise = |rv: u64| -> String {
+            (0..4_096u64)
+                .map(|i| format!("{:016x}", (rv * 4_096 + i).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+                .collect()
+        };
+        let ev = |rv| Event {
+            kind: "MODIFIED",
+            family: Family::Hierarchy,
+            object: json!({ "children": noise(rv) }),
+            rv,
+        };
+        hub.reset(0);
+        let events = (HISTORY_BYTES / 65_536 * 2) as u64;
+        for rv in 1..=events {
+            hub.publish(vec![ev(rv)]);
+        }
+        let h = hub.history.lock().unwrap();
+        assert!(
+            h.bytes <= HISTORY_BYTES && h.events.len() < events as usize,
+            "the oldest events were dropped"
+        );
+        assert_eq!(h.bytes, h.events.iter().map(|e| e.object.len()).sum::<usize>());
+        drop(h);
+        assert!(hub.since(1).is_none(), "gone from the history: 410");
+        let last = hub.since(events - 1).expect("the newest events are kept");
+        assert_eq!(last[0].object, json!({ "children": noise(events) }));
     }
 
     #[test]

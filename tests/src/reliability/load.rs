@@ -95,26 +95,33 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         let get = |m: &BTreeMap<String, BTreeSet<String>>| m.get(&parents[j]).cloned().unwrap_or_default();
         (get(&w.created), get(&w.deleted))
     };
-    let missed = |existing: &BTreeSet<String>| -> usize {
-        seen.iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let (created, deleted) = expected(i % PARENTS);
-                let s = s.lock().unwrap();
-                let deletion_seen =
-                    |d: &String| s.deleted.contains(d) || (existing.contains(d) && s.terminating.contains(d));
-                created.difference(&s.added).count() + deleted.iter().filter(|d| !deletion_seen(d)).count()
-            })
-            .sum()
+    // The events not seen, as "watcher N: created|deleted NAME".
+    let missed = |existing: &BTreeSet<String>| -> Vec<String> {
+        let mut missed = Vec::new();
+        for (i, s) in seen.iter().enumerate() {
+            let (created, deleted) = expected(i % PARENTS);
+            let s = s.lock().unwrap();
+            let deletion_seen =
+                |d: &String| s.deleted.contains(d) || (existing.contains(d) && s.terminating.contains(d));
+            missed.extend(created.difference(&s.added).map(|n| format!("watcher {i}: created {n}")));
+            missed.extend(
+                deleted.iter().filter(|d| !deletion_seen(d)).map(|n| format!("watcher {i}: deleted {n}")),
+            );
+        }
+        missed
     };
     let drain = Instant::now();
     let mut existing = namespaces(client).await;
-    while missed(&existing) > 0 && drain.elapsed() < Duration::from_secs(180) {
+    while !missed(&existing).is_empty() && drain.elapsed() < Duration::from_secs(180) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         existing = namespaces(client).await;
     }
     rss_samples.push(rss(ctx));
     let missed = missed(&existing);
+    for m in missed.iter().take(10) {
+        println!("load: event missed by {m}");
+    }
+    let missed = missed.len();
     let terminating = {
         let w = written.lock().unwrap();
         w.deleted.values().flatten().filter(|d| existing.contains(*d)).count()
