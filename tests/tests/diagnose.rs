@@ -703,6 +703,7 @@ async fn diagnose_bench_scan() {
         )
         .unwrap();
         ok(env.kubectl(&["apply", "-f", list.to_str().unwrap()]));
+        let _ = std::fs::remove_file(&list);
         ok(env.kubectl(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=120s"]));
     }
     dead_api_service(&env, &mut cleanup).await;
