@@ -17,7 +17,8 @@ use hns_api::HierarchyConfiguration;
 use hns_e2e::reliability::processes::Processes;
 use hns_e2e::{create_namespace, view_binding, Env};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::ListParams;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
 const PREFIX: &str = "bench-ns";
@@ -137,7 +138,7 @@ const DESCENDANTS: usize = 1_000;
 
 /// Copies of `name` made by hns.
 async fn copies(client: &Client, name: &str) -> anyhow::Result<usize> {
-    let api: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::all(client.clone());
+    let api: Api<RoleBinding> = Api::all(client.clone());
     let lp =
         ListParams::default().labels("hnc.x-k8s.io/inherited-from").fields(&format!("metadata.name={name}"));
     Ok(api.list_metadata(&lp).await?.items.len())
@@ -153,14 +154,11 @@ const PROPAGATION_ROUNDS: usize = 3;
 
 /// The baseline: a client creating RoleBinding `name` in each of the tree's descendants itself.
 async fn by_hand(client: &Client, name: &str) -> Duration {
-    use k8s_openapi::api::rbac::v1::RoleBinding;
     let t = Instant::now();
     stream::iter(0..DESCENDANTS)
         .for_each_concurrent(32, |i| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{TREE}-{i}"));
-            api.create(&kube::api::PostParams::default(), &view_binding(name, "bench"))
-                .await
-                .expect("RoleBinding");
+            api.create(&PostParams::default(), &view_binding(name, "bench")).await.expect("RoleBinding");
         })
         .await;
     t.elapsed()
@@ -170,7 +168,6 @@ async fn by_hand(client: &Client, name: &str) -> Duration {
 /// counted from a watch opened first: polling with LISTs would load kube-apiserver and etcd
 /// while hns works, which the baseline does not have to bear.
 async fn by_hns(client: &Client, root: &str, name: &str) -> anyhow::Result<Duration> {
-    use k8s_openapi::api::rbac::v1::RoleBinding;
     let all: Api<RoleBinding> = Api::all(client.clone());
     let wp = kube::api::WatchParams::default()
         .labels(&format!("hnc.x-k8s.io/inherited-from={root}"))
@@ -184,7 +181,7 @@ async fn by_hns(client: &Client, root: &str, name: &str) -> anyhow::Result<Durat
     let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv).await?);
     let t = Instant::now();
     Api::<RoleBinding>::namespaced(client.clone(), root)
-        .create(&kube::api::PostParams::default(), &view_binding(name, "bench"))
+        .create(&PostParams::default(), &view_binding(name, "bench"))
         .await?;
     let mut seen = std::collections::HashSet::new();
     while seen.len() < DESCENDANTS {
@@ -201,8 +198,6 @@ async fn by_hns(client: &Client, root: &str, name: &str) -> anyhow::Result<Durat
 }
 
 async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::RoleBinding;
-    use kube::api::PostParams;
     let root = create_namespace(client, TREE, &[]).await;
     let started = Instant::now();
     stream::iter(0..DESCENDANTS)
