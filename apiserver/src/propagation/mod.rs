@@ -73,13 +73,67 @@ impl Syncer {
         self.objects.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records a write's result before the watch brings it.
+    /// A syncer for `resource` in `mode`, not synced and not watching yet.
+    fn new(resource: ApiResource, mode: Mode) -> Self {
+        let syncer = Syncer {
+            resource,
+            mode: AtomicU8::new(0),
+            objects: RwLock::default(),
+            synced: AtomicBool::new(false),
+            task: std::sync::Mutex::new(None),
+        };
+        syncer.set_mode(mode);
+        syncer
+    }
+
+    /// Records a write's result before the watch brings it, unless the watch has already brought
+    /// a newer version (someone changed the object right after our write).
     pub fn observe(&self, obj: DynamicObject) {
-        let key = (
-            obj.metadata.namespace.clone().unwrap_or_default(),
-            obj.metadata.name.clone().unwrap_or_default(),
-        );
-        self.objects.write().unwrap_or_else(|e| e.into_inner()).insert(key, Arc::new(strip(obj)));
+        let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        let held = objects.get(&key(&obj)).map(|h| rv_number(h));
+        if held.is_none_or(|held| held < rv_number(&obj)) {
+            objects.insert(key(&obj), Arc::new(strip(obj)));
+        }
+    }
+
+    /// Applies one watch event to the objects and returns what the controller must look at.
+    ///
+    /// The objects are updated *before* the change is returned: the controller may plan the
+    /// moment it hears of a change, and a plan made from objects that do not hold the change yet
+    /// would miss it for good (a new source's first descendants never getting their copy).
+    fn record(&self, event: Event<DynamicObject>, relist: &mut Vec<DynamicObject>) -> Option<Change> {
+        let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Init => {
+                relist.clear();
+                None
+            }
+            Event::InitApply(o) => {
+                relist.push(strip(o));
+                None
+            }
+            Event::InitDone => {
+                *objects = relist.drain(..).map(|o| (key(&o), Arc::new(o))).collect();
+                self.synced.store(true, Ordering::Release);
+                tracing::info!(kind = %self.resource.kind, objects = objects.len(), "objects synced");
+                Some(Change::All)
+            }
+            Event::Apply(o) => {
+                // A version we already hold (our own write, recorded from its response) or an
+                // older one needs no second look; anything else does.
+                let held = objects.get(&key(&o)).map(|h| rv_number(h));
+                if held.is_some_and(|held| held >= rv_number(&o)) && rv_number(&o) != 0 {
+                    return None;
+                }
+                let change = Change::Objects { namespace: key(&o).0, source: !rules::is_copy(&o) };
+                objects.insert(key(&o), Arc::new(strip(o)));
+                Some(change)
+            }
+            Event::Delete(o) => {
+                objects.remove(&key(&o));
+                Some(Change::Objects { namespace: key(&o).0, source: !rules::is_copy(&o) })
+            }
+        }
     }
 
     /// Counts of sources and copies (for the configuration's status).
@@ -93,6 +147,16 @@ impl Syncer {
     pub fn api(&self, client: &Client, ns: &str) -> Api<DynamicObject> {
         Api::namespaced_with(client.clone(), ns, &self.resource)
     }
+}
+
+/// The object's key in [`Objects`].
+fn key(o: &DynamicObject) -> (String, String) {
+    (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
+}
+
+/// An object's resourceVersion as a number (kube-apiserver's are etcd revisions), 0 if absent.
+fn rv_number(o: &DynamicObject) -> u64 {
+    o.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// Keeps what planning needs and drops the rest: managed fields (most of the bytes of a small
@@ -109,35 +173,12 @@ async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadc
     let api: Api<DynamicObject> = Api::all_with(client, &syncer.resource);
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut relist: Vec<DynamicObject> = Vec::new();
-    let key = |o: &DynamicObject| {
-        (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
-    };
-    let notify = |o: &DynamicObject| {
-        let _ = changes.send(Change::Objects { namespace: key(o).0, source: !rules::is_copy(o) });
-    };
     loop {
         match stream.try_next().await {
-            Ok(Some(Event::Init)) => relist.clear(),
-            Ok(Some(Event::InitApply(o))) => relist.push(strip(o)),
-            Ok(Some(Event::InitDone)) => {
-                let all: Objects = relist.drain(..).map(|o| (key(&o), Arc::new(o))).collect();
-                *syncer.objects.write().unwrap_or_else(|e| e.into_inner()) = all;
-                syncer.synced.store(true, Ordering::Release);
-                tracing::info!(kind = %syncer.resource.kind, objects = syncer.objects().len(), "objects synced");
-                let _ = changes.send(Change::All);
-            }
-            Ok(Some(Event::Apply(o))) => {
-                // The version we already hold (our own write, recorded from its response) needs
-                // no second look; anything else does.
-                let held = syncer.objects().get(&key(&o)).map(|h| h.metadata.resource_version.clone());
-                if held.flatten() != o.metadata.resource_version || o.metadata.resource_version.is_none() {
-                    notify(&o);
+            Ok(Some(event)) => {
+                if let Some(change) = syncer.record(event, &mut relist) {
+                    let _ = changes.send(change);
                 }
-                syncer.objects.write().unwrap_or_else(|e| e.into_inner()).insert(key(&o), Arc::new(strip(o)));
-            }
-            Ok(Some(Event::Delete(o))) => {
-                notify(&o);
-                syncer.objects.write().unwrap_or_else(|e| e.into_inner()).remove(&key(&o));
             }
             Ok(None) => return,
             Err(error) => {
@@ -212,14 +253,7 @@ impl Propagation {
             }
             match resolve(&self.client, &kind.0, &kind.1).await {
                 Ok(Some(resource)) => {
-                    let syncer = Arc::new(Syncer {
-                        resource,
-                        mode: AtomicU8::new(0),
-                        objects: RwLock::default(),
-                        synced: AtomicBool::new(false),
-                        task: std::sync::Mutex::new(None),
-                    });
-                    syncer.set_mode(mode);
+                    let syncer = Arc::new(Syncer::new(resource, mode));
                     let task = tokio::spawn(watch(self.client.clone(), syncer.clone(), self.changes.clone()));
                     *syncer.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
                     tracing::info!(kind = %syncer.resource.kind, mode = mode.as_str(), "propagating");
@@ -277,4 +311,98 @@ pub async fn discover(
         plural: r.name.clone(),
     };
     Ok(Some((found, r.namespaced)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::propagation::rules::testing::obj;
+    use crate::propagation::rules::INHERITED_FROM;
+    use serde_json::json;
+
+    fn syncer() -> Syncer {
+        let resource = ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: "RoleBinding".into(),
+            plural: "rolebindings".into(),
+        };
+        Syncer::new(resource, Mode::Propagate)
+    }
+
+    fn at(mut o: DynamicObject, rv: &str) -> DynamicObject {
+        o.metadata.resource_version = Some(rv.into());
+        o
+    }
+
+    fn source(rv: &str) -> DynamicObject {
+        at(obj("root", "rb", &[], &[], json!({"subjects": []})), rv)
+    }
+
+    fn copy(rv: &str) -> DynamicObject {
+        at(obj("child", "rb", &[(INHERITED_FROM, "root")], &[], json!({"subjects": []})), rv)
+    }
+
+    fn synced() -> (Syncer, Vec<DynamicObject>) {
+        let (s, mut relist) = (syncer(), Vec::new());
+        assert!(s.record(Event::Init, &mut relist).is_none());
+        assert!(matches!(s.record(Event::InitDone, &mut relist), Some(Change::All)));
+        assert!(s.is_synced());
+        (s, relist)
+    }
+
+    fn held_rv(s: &Syncer, ns: &str) -> Option<String> {
+        s.objects().get(&(ns.to_string(), "rb".to_string())).and_then(|o| o.metadata.resource_version.clone())
+    }
+
+    /// The regression behind a CI failure: the controller heard of a new source, planned the
+    /// source's first children before the syncer held the source, and they never got a copy.
+    #[test]
+    fn a_change_is_announced_only_once_the_objects_hold_it() {
+        let (s, mut relist) = synced();
+        let change = s.record(Event::Apply(source("10")), &mut relist);
+        assert!(
+            matches!(change, Some(Change::Objects { ref namespace, source: true }) if namespace == "root")
+        );
+        assert_eq!(held_rv(&s, "root").as_deref(), Some("10"));
+        let change = s.record(Event::Delete(source("11")), &mut relist);
+        assert!(
+            matches!(change, Some(Change::Objects { ref namespace, source: true }) if namespace == "root")
+        );
+        assert_eq!(held_rv(&s, "root"), None);
+    }
+
+    #[test]
+    fn our_own_writes_and_older_versions_need_no_second_look() {
+        let (s, mut relist) = synced();
+        s.observe(copy("20"));
+        assert!(s.record(Event::Apply(copy("20")), &mut relist).is_none(), "our own write");
+        assert!(s.record(Event::Apply(copy("19")), &mut relist).is_none(), "older than held");
+        assert_eq!(held_rv(&s, "child").as_deref(), Some("20"));
+        let change = s.record(Event::Apply(copy("21")), &mut relist);
+        assert!(
+            matches!(change, Some(Change::Objects { ref namespace, source: false }) if namespace == "child")
+        );
+    }
+
+    #[test]
+    fn a_write_response_never_replaces_a_newer_version_from_the_watch() {
+        let (s, mut relist) = synced();
+        s.record(Event::Apply(copy("31")), &mut relist);
+        s.observe(copy("30"));
+        assert_eq!(held_rv(&s, "child").as_deref(), Some("31"));
+    }
+
+    #[test]
+    fn a_partial_relist_is_not_used() {
+        let (s, mut relist) = synced();
+        s.record(Event::Apply(source("40")), &mut relist);
+        s.record(Event::Init, &mut relist);
+        s.record(Event::InitApply(copy("41")), &mut relist);
+        assert_eq!(held_rv(&s, "root").as_deref(), Some("40"), "the old objects until the list ends");
+        s.record(Event::InitDone, &mut relist);
+        assert_eq!(held_rv(&s, "root"), None);
+        assert_eq!(held_rv(&s, "child").as_deref(), Some("41"));
+    }
 }
