@@ -271,7 +271,8 @@ impl Args {
     }
 }
 
-/// Starts and stops propagation syncers as the HNCConfiguration changes.
+/// Starts and stops propagation syncers as the HNCConfiguration changes, and looks the
+/// configured kinds up again every [`crate::propagation::REFRESH`] (a CRD deleted or restored).
 async fn follow_config(
     propagation: Arc<Propagation>,
     mut spec: tokio::sync::watch::Receiver<hns_api::HNCConfigurationSpec>,
@@ -279,8 +280,9 @@ async fn follow_config(
     loop {
         let current = spec.borrow_and_update().clone();
         propagation.configure(&current).await;
-        if spec.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = spec.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(crate::propagation::REFRESH) => {}
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use hns_e2e::*;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ResourceQuota, Secret};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -192,6 +192,32 @@ async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
     assert_eq!(copied["spec"]["size"], 3);
     assert_eq!(copied["metadata"]["labels"][INHERITED_FROM], root.as_str());
 
+    // The CRD deleted while configured: reported as HNC does, and propagation resumes when the
+    // CRD is back, with no change to the configuration.
+    let not_found = || async {
+        let status = config.get("config").await.unwrap().status.unwrap_or_default();
+        status
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "BadConfiguration" && c.reason == "ResourceNotFound")
+            .map(|c| (c.message, status.resources))
+    };
+    ok(env.kubectl(&["delete", "crd", "widgets.e2e.example.com", "--timeout=60s"]));
+    let (message, resources) =
+        eventually("ResourceNotFound in the configuration's status", WAIT, || async { not_found().await })
+            .await;
+    assert!(message.contains("\"widgets\" in group \"e2e.example.com\" is not served"), "{message}");
+    assert!(!resources.iter().any(|r| r.resource == "widgets"), "{resources:?}");
+    ok(env.kubectl(&["apply", "-f", manifests.to_str().unwrap()]));
+    ok(env.kubectl(&["wait", "--for=condition=Established", "crd/widgets.e2e.example.com", "--timeout=60s"]));
+    eventually("ResourceNotFound cleared", WAIT, || async { not_found().await.is_none().then_some(()) })
+        .await;
+    eventually("a widget made after the CRD came back copied", WAIT, || async {
+        env.kubectl(&["apply", "-f", widget.to_str().unwrap()]).status.success().then_some(())?;
+        env.kubectl(&["get", "widget", "gadget", "-n", &child]).status.success().then_some(())
+    })
+    .await;
+
     set(json!([])).await;
     ok(env.kubectl(&["delete", "-f", manifests.to_str().unwrap(), "--wait=false"]));
     delete_tree(&client, &root).await;
@@ -202,4 +228,62 @@ async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
         .iter()
         .all(|s| s.metadata.name.as_deref() != Some("db-pass")
             || s.metadata.namespace.as_deref() != Some(&child)));
+}
+
+/// A copy the cluster refuses (here because of a quota allowing no RoleBindings) is reported as
+/// HNC reports it, on the copy and on its source, and made as soon as the cause is gone.
+#[tokio::test]
+async fn refused_copies_are_reported_and_made_once_allowed() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let org = create_namespace(&client, &unique("quota-org"), &[]).await;
+    let team = format!("{org}-team");
+    create_subns(&client, &org, &team).await.unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &team);
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "no-rolebindings"},
+        "spec": {"hard": {"count/rolebindings.rbac.authorization.k8s.io": "0"}}
+    }))
+    .unwrap();
+    quotas.create(&PostParams::default(), &quota).await.unwrap();
+    eventually("the quota counted by kube-controller-manager", WAIT, || async {
+        let status = quotas.get("no-rolebindings").await.ok()?.status?;
+        status.hard.filter(|h| !h.is_empty()).map(|_| ())
+    })
+    .await;
+
+    rolebinding(&client, &org, "org-admins", "org-admins").await;
+    let messages = |ns: &str, reason: &str| {
+        let field = format!("reason={reason},involvedObject.name=org-admins");
+        ok(env.kubectl(&[
+            "get",
+            "events",
+            "-n",
+            ns,
+            "--field-selector",
+            &field,
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]))
+    };
+    let on_copy = eventually("CannotUpdateObject on the copy", WAIT, || async {
+        let m = messages(&team, "CannotUpdateObject");
+        (!m.is_empty()).then_some(m)
+    })
+    .await;
+    assert!(on_copy.contains(&format!("Could not write from source namespace \"{org}\"")), "{on_copy}");
+    assert!(on_copy.contains("exceeded quota"), "the cluster's reason is passed on: {on_copy}");
+    let on_source = eventually("CannotPropagateObject on the source", WAIT, || async {
+        let m = messages(&org, "CannotPropagateObject");
+        (!m.is_empty()).then_some(m)
+    })
+    .await;
+    assert!(
+        on_source.contains(&format!("Could not write to destination namespace \"{team}\"")),
+        "{on_source}"
+    );
+
+    quotas.delete("no-rolebindings", &DeleteParams::default()).await.unwrap();
+    wait_copy::<RoleBinding>(&client, &team, "org-admins", Some(&org)).await;
+    delete_tree(&client, &org).await;
 }

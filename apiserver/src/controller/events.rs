@@ -1,5 +1,5 @@
-//! Kubernetes Events for what people should notice: a namespace gaining a condition, and a
-//! source that cannot be propagated. Published by the leader only, best effort: an Event that
+//! Kubernetes Events for what people should notice: a namespace gaining a condition, a source
+//! that cannot be propagated, a copy that cannot be written. Published by the leader only, best effort: an Event that
 //! cannot be written is logged, never retried at the expense of reconciling.
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -52,25 +52,58 @@ impl Events {
             .await;
     }
 
-    /// Source `name` (of `kind`, in `source_namespace`) was not copied into `destination`.
-    pub async fn cannot_propagate(
-        &self,
-        api_version: &str,
-        kind: &str,
-        name: &str,
-        source_namespace: &str,
-        destination: &str,
-    ) {
-        let regarding = ObjectReference {
-            api_version: Some(api_version.into()),
-            kind: Some(kind.into()),
-            name: Some(name.into()),
-            namespace: Some(source_namespace.into()),
-            ..Default::default()
-        };
+    /// Source `copy.name` would overwrite the destination's own object of that name.
+    pub async fn conflict(&self, copy: &CopyRef<'_>) {
         let note = format!(
-            "Could not write to destination namespace \"{destination}\": it has its own {kind} named \"{name}\", which hns does not overwrite"
+            "Could not write to destination namespace \"{}\": it has its own {} named \"{}\", which hns does not overwrite",
+            copy.destination, copy.kind, copy.name
         );
-        self.publish("CannotPropagateObject", note, regarding).await;
+        self.publish("CannotPropagateObject", note, copy.source()).await;
+    }
+
+    /// Writing (`act` is "write") or removing (`act` is "remove") a copy failed with `error`.
+    /// As HNC does: `CannotUpdateObject` about the copy, in the destination namespace, and for a
+    /// write also `CannotPropagateObject` about the source, where its owner looks.
+    pub async fn write_failed(&self, copy: &CopyRef<'_>, act: &str, error: &str) {
+        let note = format!("Could not {act} from source namespace \"{}\": {error}", copy.source_namespace);
+        self.publish("CannotUpdateObject", note, copy.copy()).await;
+        if act == "write" {
+            let note = format!("Could not {act} to destination namespace \"{}\": {error}", copy.destination);
+            self.publish("CannotPropagateObject", note, copy.source()).await;
+        }
+    }
+}
+
+/// A copy hns writes: its kind, its name, and the namespaces it comes from and goes to.
+pub struct CopyRef<'a> {
+    /// The kind's apiVersion.
+    pub api_version: &'a str,
+    /// The kind.
+    pub kind: &'a str,
+    /// The name of the source and of the copy.
+    pub name: &'a str,
+    /// Where the source is.
+    pub source_namespace: &'a str,
+    /// Where the copy is.
+    pub destination: &'a str,
+}
+
+impl CopyRef<'_> {
+    fn in_namespace(&self, namespace: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(self.api_version.into()),
+            kind: Some(self.kind.into()),
+            name: Some(self.name.into()),
+            namespace: Some(namespace.into()),
+            ..Default::default()
+        }
+    }
+
+    fn source(&self) -> ObjectReference {
+        self.in_namespace(self.source_namespace)
+    }
+
+    fn copy(&self) -> ObjectReference {
+        self.in_namespace(self.destination)
     }
 }

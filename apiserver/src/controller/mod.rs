@@ -222,35 +222,44 @@ impl Controller {
     /// Makes one propagation write.
     async fn apply(&self, syncer: &Syncer, ns: &str, action: Action) -> Result<(), u16> {
         let api = syncer.api(&self.client, ns);
-        let kind = &syncer.resource.kind;
-        let action_name = match &action {
-            Action::Create(_) => "create",
-            Action::Update(_) => "update",
-            Action::Delete { .. } => "delete",
-            Action::Conflict { .. } => "conflict",
+        let (name, source_namespace) = action.target();
+        let (name, source_namespace) = (name.to_string(), source_namespace.to_string());
+        let copy = events::CopyRef {
+            api_version: &syncer.resource.api_version,
+            kind: &syncer.resource.kind,
+            name: &name,
+            source_namespace: &source_namespace,
+            destination: ns,
+        };
+        let (action_name, act) = match &action {
+            Action::Create(_) => ("create", "write"),
+            Action::Update(_) => ("update", "write"),
+            Action::Delete { .. } => ("delete", "remove"),
+            Action::Conflict { .. } => ("conflict", ""),
         };
         self.metrics
             .object_writes
-            .get_or_create(&crate::metrics::WriteLabels { kind: kind.clone(), action: action_name.into() })
+            .get_or_create(&crate::metrics::WriteLabels {
+                kind: copy.kind.to_string(),
+                action: action_name.into(),
+            })
             .inc();
         let outcome = match action {
             Action::Create(obj) => api.create(&PostParams::default(), &obj).await.map(|o| syncer.observe(o)),
             Action::Update(obj) => {
-                let name = obj.metadata.name.clone().unwrap_or_default();
                 api.replace(&name, &PostParams::default(), &obj).await.map(|o| syncer.observe(o))
             }
-            Action::Delete { name, uid } => {
+            Action::Delete { uid, .. } => {
                 let dp = DeleteParams {
                     preconditions: Some(Preconditions { uid, resource_version: None }),
                     ..Default::default()
                 };
                 api.delete(&name, &dp).await.map(|_| ())
             }
-            Action::Conflict { name, source_namespace } => {
-                tracing::warn!(%kind, namespace = %ns, %name, source = %source_namespace,
+            Action::Conflict { .. } => {
+                tracing::warn!(kind = copy.kind, namespace = %ns, %name, source = %source_namespace,
                     "CannotPropagateObject: the namespace has its own object of that name; not overwritten");
-                let api_version = &syncer.resource.api_version;
-                self.events.cannot_propagate(api_version, kind, &name, &source_namespace, ns).await;
+                self.events.conflict(&copy).await;
                 return Ok(());
             }
         };
@@ -261,11 +270,17 @@ impl Controller {
                 Ok(())
             }
             Err(kube::Error::Api(s)) => {
-                tracing::warn!(%kind, namespace = %ns, code = s.code, message = %s.message, "propagation write failed");
+                tracing::warn!(kind = copy.kind, namespace = %ns, %name, code = s.code, message = %s.message,
+                    "propagation write failed");
+                // A conflict only means our copy of the object was stale, and the watch brings the
+                // new one; anything else (a quota, a webhook, a missing permission) people must see.
+                if s.code != 409 {
+                    self.events.write_failed(&copy, act, &s.message).await;
+                }
                 Err(s.code)
             }
             Err(e) => {
-                tracing::warn!(%kind, namespace = %ns, error = %e, "propagation write failed");
+                tracing::warn!(kind = copy.kind, namespace = %ns, %name, error = %e, "propagation write failed");
                 Err(500)
             }
         }

@@ -15,6 +15,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::{StreamExt, TryStreamExt};
 use hns_api::{HNCConfigurationSpec, ResourceStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -188,17 +189,31 @@ async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadc
     }
 }
 
+/// How often the configured kinds are looked up again: a CRD can be deleted, or come back, with
+/// no change to the configuration.
+pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A configured kind hns cannot propagate: one of HNC's `BadConfiguration` conditions.
+#[derive(Debug, Clone, PartialEq)]
+struct Problem {
+    reason: &'static str,
+    message: String,
+    since: jiff::Timestamp,
+}
+
 /// The propagated kinds and their syncers.
 pub struct Propagation {
     client: Client,
     syncers: RwLock<BTreeMap<Kind, Arc<Syncer>>>,
+    /// Configured kinds the cluster does not serve as namespaced kinds.
+    problems: RwLock<BTreeMap<Kind, Problem>>,
     changes: tokio::sync::broadcast::Sender<Change>,
 }
 
 impl Propagation {
     /// No kinds yet; [`Propagation::configure`] starts them.
     pub fn new(client: Client, changes: tokio::sync::broadcast::Sender<Change>) -> Self {
-        Propagation { client, syncers: RwLock::default(), changes }
+        Propagation { client, syncers: RwLock::default(), problems: RwLock::default(), changes }
     }
 
     /// The syncers, in kind order.
@@ -224,8 +239,28 @@ impl Propagation {
             .collect()
     }
 
-    /// Follows `spec`: starts syncers for new kinds, stops those no longer listed, sets modes.
-    /// Kinds the cluster does not serve are skipped (the configuration was checked on write).
+    /// HNC's `BadConfiguration` conditions: configured kinds that are not propagated because the
+    /// cluster does not serve them (`ResourceNotFound`) or serves them cluster-wide
+    /// (`ResourceNotNamespaced`).
+    pub fn conditions(&self) -> Vec<Condition> {
+        let problems = self.problems.read().unwrap_or_else(|e| e.into_inner());
+        problems
+            .values()
+            .map(|p| Condition {
+                type_: "BadConfiguration".into(),
+                status: "True".into(),
+                reason: p.reason.into(),
+                message: p.message.clone(),
+                last_transition_time: Time(p.since),
+                observed_generation: None,
+            })
+            .collect()
+    }
+
+    /// Follows `spec`: starts syncers for listed kinds the cluster serves, stops those no longer
+    /// listed or no longer served (their copies stay, as with HNC's `Ignore`), sets modes, and
+    /// records why a listed kind is not propagated. Called on every change of the configuration
+    /// and every [`REFRESH`].
     pub async fn configure(&self, spec: &HNCConfigurationSpec) {
         let mut wanted: BTreeMap<Kind, Mode> =
             ENFORCED.iter().map(|(g, r)| ((g.to_string(), r.to_string()), Mode::Propagate)).collect();
@@ -235,38 +270,78 @@ impl Propagation {
         let current: Vec<Kind> =
             self.syncers.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
         for kind in current.iter().filter(|k| !wanted.contains_key(*k)) {
-            if let Some(s) = self.syncers.write().unwrap_or_else(|e| e.into_inner()).remove(kind) {
-                if let Some(t) = s.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                    t.abort();
-                }
-                tracing::info!(kind = %s.resource.kind, "stopped propagating");
-            }
+            self.stop(kind, "stopped propagating: no longer configured");
         }
+        self.problems.write().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains_key(k));
         for (kind, mode) in wanted {
             let existing = self.syncers.read().unwrap_or_else(|e| e.into_inner()).get(&kind).cloned();
-            if let Some(s) = existing {
-                if s.mode() != mode {
-                    s.set_mode(mode);
-                    let _ = self.changes.send(Change::All);
-                }
+            let enforced = ENFORCED.iter().any(|(g, r)| (*g, *r) == (kind.0.as_str(), kind.1.as_str()));
+            if let Some(s) = existing.as_ref().filter(|_| enforced) {
+                s.set_mode(mode); // always served: no need to look it up again
                 continue;
             }
-            match resolve(&self.client, &kind.0, &kind.1).await {
-                Ok(Some(resource)) => {
-                    let syncer = Arc::new(Syncer::new(resource, mode));
-                    let task = tokio::spawn(watch(self.client.clone(), syncer.clone(), self.changes.clone()));
-                    *syncer.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
-                    tracing::info!(kind = %syncer.resource.kind, mode = mode.as_str(), "propagating");
-                    self.syncers.write().unwrap_or_else(|e| e.into_inner()).insert(kind, syncer);
+            match discover(&self.client, &kind.0, &kind.1).await {
+                Ok(Some((resource, true))) => {
+                    self.problems.write().unwrap_or_else(|e| e.into_inner()).remove(&kind);
+                    match existing {
+                        Some(s) if s.mode() != mode => {
+                            s.set_mode(mode);
+                            let _ = self.changes.send(Change::All);
+                        }
+                        Some(_) => {}
+                        None => self.start(kind, resource, mode),
+                    }
                 }
-                Ok(None) => {
-                    tracing::warn!(group = %kind.0, resource = %kind.1, "configured kind is not served by the cluster")
+                Ok(found) => {
+                    let (g, r) = (&kind.0, &kind.1);
+                    let (reason, message) = match found {
+                        Some(_) => (
+                            "ResourceNotNamespaced",
+                            format!("Resource \"{r}\" in group \"{g}\" is cluster-scoped; only namespaced kinds can propagate"),
+                        ),
+                        None => (
+                            "ResourceNotFound",
+                            format!("Resource \"{r}\" in group \"{g}\" is not served by the cluster (is its CustomResourceDefinition installed?); its objects are not propagated until it is"),
+                        ),
+                    };
+                    self.stop(
+                        &kind,
+                        "stopped propagating: the cluster does not serve it as a namespaced kind",
+                    );
+                    self.record(kind, reason, message);
                 }
                 Err(error) => {
-                    tracing::warn!(%error, group = %kind.0, resource = %kind.1, "cannot resolve kind")
+                    tracing::warn!(%error, group = %kind.0, resource = %kind.1, "cannot look the kind up; keeping it as it is")
                 }
             }
         }
+    }
+
+    fn start(&self, kind: Kind, resource: ApiResource, mode: Mode) {
+        let syncer = Arc::new(Syncer::new(resource, mode));
+        let task = tokio::spawn(watch(self.client.clone(), syncer.clone(), self.changes.clone()));
+        *syncer.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        tracing::info!(kind = %syncer.resource.kind, mode = mode.as_str(), "propagating");
+        self.syncers.write().unwrap_or_else(|e| e.into_inner()).insert(kind, syncer);
+    }
+
+    fn stop(&self, kind: &Kind, why: &str) {
+        if let Some(s) = self.syncers.write().unwrap_or_else(|e| e.into_inner()).remove(kind) {
+            if let Some(t) = s.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                t.abort();
+            }
+            tracing::info!(kind = %s.resource.kind, "{why}");
+        }
+    }
+
+    /// Records a problem with `kind`, keeping the time it first appeared.
+    fn record(&self, kind: Kind, reason: &'static str, message: String) {
+        let mut problems = self.problems.write().unwrap_or_else(|e| e.into_inner());
+        if problems.get(&kind).is_some_and(|p| p.reason == reason) {
+            return;
+        }
+        tracing::warn!(group = %kind.0, resource = %kind.1, reason, "{message}");
+        problems.insert(kind, Problem { reason, message, since: jiff::Timestamp::now() });
     }
 }
 

@@ -22,10 +22,26 @@ pub enum Action {
     Create(DynamicObject),
     /// Replace the copy of this name (found at this resourceVersion) with this content.
     Update(DynamicObject),
-    /// Delete the copy of this name (its uid, so only that object goes).
-    Delete { name: String, uid: Option<String> },
+    /// Delete the copy of this name (its uid, so only that object goes), copied from
+    /// `source_namespace`.
+    Delete { name: String, uid: Option<String>, source_namespace: String },
     /// A source would overwrite the namespace's own object: reported, not done.
     Conflict { name: String, source_namespace: String },
+}
+
+impl Action {
+    /// The name of the object the action is about, and the namespace its source is (or was) in.
+    pub fn target(&self) -> (&str, &str) {
+        match self {
+            Action::Create(copy) | Action::Update(copy) => (
+                copy.metadata.name.as_deref().unwrap_or_default(),
+                rules::source_namespace(copy).unwrap_or_default(),
+            ),
+            Action::Delete { name, source_namespace, .. } | Action::Conflict { name, source_namespace } => {
+                (name, source_namespace)
+            }
+        }
+    }
 }
 
 /// The objects of one kind, by namespace and name.
@@ -93,7 +109,11 @@ pub fn actions(
     for (name, found) in &here {
         if rules::is_copy(found) && !wanted.contains_key(name) && found.metadata.deletion_timestamp.is_none()
         {
-            out.push(Action::Delete { name: name.clone(), uid: found.metadata.uid.clone() });
+            out.push(Action::Delete {
+                name: name.clone(),
+                uid: found.metadata.uid.clone(),
+                source_namespace: rules::source_namespace(found).unwrap_or_default().to_string(),
+            });
         }
     }
     out

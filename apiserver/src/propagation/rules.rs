@@ -61,7 +61,12 @@ impl Mode {
 
 /// Whether `obj` is a copy made by hns.
 pub fn is_copy(obj: &DynamicObject) -> bool {
-    obj.metadata.labels.as_ref().is_some_and(|l| l.contains_key(INHERITED_FROM))
+    source_namespace(obj).is_some()
+}
+
+/// Where a copy was copied from (its `inherited-from` label); `None` for a source.
+pub fn source_namespace(obj: &DynamicObject) -> Option<&str> {
+    obj.metadata.labels.as_ref().and_then(|l| l.get(INHERITED_FROM)).map(String::as_str)
 }
 
 fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {

@@ -11,16 +11,13 @@ use super::{check_name, refused, Call, Reply, ResourceDef};
 use crate::body::{self, WriteOptions};
 use crate::config_store;
 use crate::list::{paginate, ListOptions};
+use crate::propagation::ENFORCED;
 use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::rules::Refusal;
 use crate::status::ApiError;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hncconfigurations";
-
-/// Kinds that always propagate and cannot be configured (HNC's "enforced" types).
-pub const ENFORCED: &[(&str, &str)] =
-    &[("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings")];
 
 /// How `hncconfigurations` are served.
 pub const DEF: ResourceDef = ResourceDef {
@@ -88,10 +85,11 @@ async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
     Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
 }
 
-/// The configuration with its status: every propagated kind, its mode and counts, and a
-/// summary of the namespaces' conditions.
+/// The configuration with its status: every propagated kind, its mode and counts, the kinds
+/// that cannot propagate, and a summary of the namespaces' conditions.
 fn with_status(call: &Call<'_>, mut obj: Value) -> Value {
-    let conditions = namespace_conditions(&call.state.cache.read());
+    let mut conditions = call.state.propagation.conditions();
+    conditions.extend(namespace_conditions(&call.state.cache.read()));
     let status = HNCConfigurationStatus { resources: call.state.propagation.status(), conditions };
     obj["status"] = serde_json::to_value(status).unwrap_or_default();
     obj
