@@ -70,7 +70,7 @@ impl ConfigStore {
         let after = serde_json::to_value(obj).unwrap_or_default();
         let rv = cm.and_then(|c| c.metadata.resource_version).and_then(|rv| rv.parse().ok()).unwrap_or(0);
         if before != after {
-            hub.publish(vec![Event { kind: "MODIFIED", family: Family::Config, object: after, rv }]);
+            hub.publish(vec![Event::new("MODIFIED", Family::Config, after, rv)]);
         }
     }
 

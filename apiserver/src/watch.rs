@@ -9,7 +9,7 @@
 //! the live channel catch up instead of being cut off.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use actix_web::HttpResponse;
@@ -64,7 +64,7 @@ impl Family {
 }
 
 /// One change.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Event {
     /// `ADDED`, `MODIFIED` or `DELETED`.
     pub kind: &'static str,
@@ -74,6 +74,28 @@ pub struct Event {
     pub object: Value,
     /// The resourceVersion of the namespace event behind it.
     pub rv: u64,
+    /// The watch line most watchers send (the object as it is, as JSON): made by the first
+    /// watcher that needs it and shared by the others, instead of serialized once per watcher.
+    line: OnceLock<bytes::Bytes>,
+}
+
+impl Event {
+    /// A change of `object`, of `kind` (`ADDED`, `MODIFIED` or `DELETED`), at `rv`.
+    pub fn new(kind: &'static str, family: Family, object: Value, rv: u64) -> Event {
+        Event { kind, family, object, rv, line: OnceLock::new() }
+    }
+
+    /// The event as a line of a watch of the plain representation.
+    fn object_line(&self) -> bytes::Bytes {
+        self.line.get_or_init(|| watch_line(self.kind, &self.object)).clone()
+    }
+}
+
+/// The line of a watch stream for an event of `kind` about `object`.
+fn watch_line(kind: &str, object: &Value) -> bytes::Bytes {
+    let mut line = json!({"type": kind, "object": object}).to_string();
+    line.push('\n');
+    bytes::Bytes::from(line)
 }
 
 /// An event and its place in the order of publication.
@@ -149,10 +171,10 @@ pub fn diff(before: &Snapshot, after: &Snapshot, rv: u64) -> Vec<Event> {
             Some(old) if old != new => "MODIFIED",
             Some(_) => continue,
         };
-        events.push(Event { kind, family: key.0, object: stamped(new), rv });
+        events.push(Event::new(kind, key.0, stamped(new), rv));
     }
     for (key, old) in before.iter().filter(|(k, _)| !after.contains_key(*k)) {
-        events.push(Event { kind: "DELETED", family: key.0, object: stamped(old), rv });
+        events.push(Event::new("DELETED", key.0, stamped(old), rv));
     }
     events
 }
@@ -191,7 +213,7 @@ impl Stored {
         let json =
             lz4_flex::decompress_size_prepended(&self.object).expect("the history holds what it compressed");
         let object = serde_json::from_slice(&json).expect("the history holds JSON it wrote");
-        Arc::new(Event { kind: self.kind, family: self.family, object, rv: self.rv })
+        Arc::new(Event::new(self.kind, self.family, object, self.rv))
     }
 }
 
@@ -331,10 +353,18 @@ impl Watcher {
         }
         // Ages are computed when the event is sent, not when the watch began.
         let render = RenderOptions { now: jiff::Timestamp::now(), ..self.render };
-        let object = render::object(self.def, object, &render);
-        let mut line = json!({"type": kind, "object": object}).to_string();
-        line.push('\n');
-        bytes::Bytes::from(line)
+        watch_line(kind, &render::object(self.def, object, &render))
+    }
+
+    /// The line for event `e`: the shared one when this watcher sends the object as it is.
+    fn event_line(&self, e: &Event) -> bytes::Bytes {
+        let as_is = self.render.representation == Representation::Object
+            && (self.family != Family::Subnamespace || e.object["kind"].as_str() == Some(self.def.kind));
+        if as_is {
+            e.object_line()
+        } else {
+            self.line(e.kind, &e.object)
+        }
     }
 
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> bytes::Bytes {
@@ -401,7 +431,7 @@ pub fn serve(
                     lines: events
                         .iter()
                         .filter(|e| watcher.wants(e))
-                        .map(|e| watcher.line(e.kind, &e.object))
+                        .map(|e| watcher.event_line(e))
                         .collect(),
                     initial_events_end: false,
                 },
@@ -434,7 +464,7 @@ pub fn serve(
         ticker.tick().await;
         loop {
             // Events to send now: one from the channel, or those a lagging watcher missed.
-            let events: Vec<Numbered> = tokio::select! {
+            let events: Arc<[Numbered]> = tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => {
                     // As kube-apiserver does, a last bookmark lets the client resume from here.
                     if bookmarks {
@@ -447,9 +477,9 @@ pub fn serve(
                     continue;
                 }
                 msg = rx.recv() => match msg {
-                    Ok(Message::Events(batch)) => batch.to_vec(),
+                    Ok(Message::Events(batch)) => batch,
                     Err(broadcast::error::RecvError::Lagged(_)) => match cache.hub.after(last_seen) {
-                        Some(missed) => missed,
+                        Some(missed) => missed.into(),
                         None => {
                             yield Ok(watcher.expired("the watch fell too far behind; list again"));
                             return;
@@ -463,14 +493,14 @@ pub fn serve(
                 }
             };
             // After a catch-up, the channel still holds some of the same events: skip them.
-            for (n, e) in events {
-                if n <= last_seen {
+            for (n, e) in events.iter() {
+                if *n <= last_seen {
                     continue;
                 }
-                last_seen = n;
+                last_seen = *n;
                 last_rv = last_rv.max(e.rv);
-                if watcher.wants(&e) {
-                    yield Ok(watcher.line(e.kind, &e.object));
+                if watcher.wants(e) {
+                    yield Ok(watcher.event_line(e));
                 }
             }
         }
@@ -555,7 +585,7 @@ mod tests {
     #[test]
     fn history_serves_resumes_and_expires() {
         let hub = Hub::default();
-        let ev = |rv| Event { kind: "ADDED", family: Family::Hierarchy, object: json!({"rv": rv}), rv };
+        let ev = |rv| Event::new("ADDED", Family::Hierarchy, json!({"rv": rv}), rv);
         hub.reset(10);
         hub.publish(vec![ev(11), ev(12)]);
         let resumed = hub.since(11).unwrap();
@@ -568,7 +598,7 @@ mod tests {
     #[test]
     fn a_lagging_watcher_catches_up_while_the_history_reaches_back() {
         let hub = Hub::default();
-        let ev = |rv| Event { kind: "ADDED", family: Family::Hierarchy, object: json!({}), rv };
+        let ev = |rv| Event::new("ADDED", Family::Hierarchy, json!({}), rv);
         assert_eq!(hub.last(), 0);
         hub.publish(vec![ev(5), ev(5), ev(6)]);
         assert_eq!(hub.last(), 3);
@@ -584,7 +614,7 @@ mod tests {
     fn the_events_of_one_change_reach_watchers_together() {
         let hub = Hub::default();
         let mut rx = hub.tx.subscribe();
-        let ev = |kind| Event { kind, family: Family::Hierarchy, object: json!({}), rv: 8 };
+        let ev = |kind| Event::new(kind, Family::Hierarchy, json!({}), 8);
         hub.publish(vec![ev("ADDED"), ev("MODIFIED")]);
         hub.publish(Vec::new());
         match rx.try_recv() {
@@ -608,12 +638,7 @@ mod tests {
                 .map(|i| format!("{:016x}", (rv * 4_096 + i).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
                 .collect()
         };
-        let ev = |rv| Event {
-            kind: "MODIFIED",
-            family: Family::Hierarchy,
-            object: json!({ "children": noise(rv) }),
-            rv,
-        };
+        let ev = |rv| Event::new("MODIFIED", Family::Hierarchy, json!({ "children": noise(rv) }), rv);
         hub.reset(0);
         let events = (HISTORY_BYTES / 65_536 * 2) as u64;
         for rv in 1..=events {
@@ -629,6 +654,37 @@ mod tests {
         assert!(hub.since(1).is_none(), "gone from the history: 410");
         let last = hub.since(events - 1).expect("the newest events are kept");
         assert_eq!(last[0].object, json!({ "children": noise(events) }));
+    }
+
+    fn watcher(def: &'static ResourceDef, representation: Representation) -> Watcher {
+        let include = crate::negotiation::IncludeObject::Metadata;
+        Watcher {
+            def,
+            family: Family::of(def),
+            namespace: String::new(),
+            opts: ListOptions::default(),
+            render: RenderOptions { representation, include, now: jiff::Timestamp::now() },
+        }
+    }
+
+    fn parsed(line: &bytes::Bytes) -> Value {
+        serde_json::from_slice(line).unwrap()
+    }
+
+    #[test]
+    fn watchers_of_the_plain_object_share_one_line_and_the_others_get_their_own() {
+        use crate::resources::subnamespaces::{ANCHORS, SUBNAMESPACES};
+        let object = json!({"kind": "Subnamespace", "metadata": {"name": "s", "namespace": "p"}});
+        let e = Event::new("ADDED", Family::Subnamespace, object, 3);
+        let plain = watcher(&SUBNAMESPACES, Representation::Object);
+        let shared = plain.event_line(&e);
+        assert_eq!(shared, plain.line(e.kind, &e.object), "the same line as the watcher's own");
+        assert_eq!(shared.as_ptr(), plain.event_line(&e).as_ptr(), "made once and shared");
+        let anchors = parsed(&watcher(&ANCHORS, Representation::Object).event_line(&e));
+        assert_eq!(anchors["object"]["kind"], "SubnamespaceAnchor", "served as the watcher's kind");
+        let table = parsed(&watcher(&SUBNAMESPACES, Representation::Table).event_line(&e));
+        assert_eq!(table["object"]["kind"], "Table");
+        assert_eq!(parsed(&shared)["object"]["kind"], "Subnamespace", "the shared line is untouched");
     }
 
     #[test]
