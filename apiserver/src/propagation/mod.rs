@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::{StreamExt, TryStreamExt};
 use hns_api::{HNCConfigurationSpec, ResourceStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, Condition, Time};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -90,11 +90,7 @@ impl Syncer {
     /// Records a write's result before the watch brings it, unless the watch has already brought
     /// a newer version (someone changed the object right after our write).
     pub fn observe(&self, obj: DynamicObject) {
-        let mut objects = self.objects.write().unwrap_or_else(|e| e.into_inner());
-        let held = objects.get(&key(&obj)).map(|h| rv_number(h));
-        if held.is_none_or(|held| held < rv_number(&obj)) {
-            objects.insert(key(&obj), Arc::new(strip(obj)));
-        }
+        insert_if_newer(&mut self.objects.write().unwrap_or_else(|e| e.into_inner()), obj);
     }
 
     /// Applies one watch event to the objects and returns what the controller must look at.
@@ -122,13 +118,8 @@ impl Syncer {
             Event::Apply(o) => {
                 // A version we already hold (our own write, recorded from its response) or an
                 // older one needs no second look; anything else does.
-                let held = objects.get(&key(&o)).map(|h| rv_number(h));
-                if held.is_some_and(|held| held >= rv_number(&o)) && rv_number(&o) != 0 {
-                    return None;
-                }
                 let change = Change::Objects { namespace: key(&o).0, source: !rules::is_copy(&o) };
-                objects.insert(key(&o), Arc::new(strip(o)));
-                Some(change)
+                insert_if_newer(&mut objects, o).then_some(change)
             }
             Event::Delete(o) => {
                 objects.remove(&key(&o));
@@ -158,6 +149,17 @@ fn key(o: &DynamicObject) -> (String, String) {
 /// An object's resourceVersion as a number (kube-apiserver's are etcd revisions), 0 if absent.
 fn rv_number(o: &DynamicObject) -> u64 {
     o.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// Puts `obj` in `objects` unless they hold that version of it or a newer one; whether it did.
+/// (An object without a resourceVersion always goes in.)
+fn insert_if_newer(objects: &mut Objects, obj: DynamicObject) -> bool {
+    let rv = rv_number(&obj);
+    if rv != 0 && objects.get(&key(&obj)).is_some_and(|held| rv_number(held) >= rv) {
+        return false;
+    }
+    objects.insert(key(&obj), Arc::new(strip(obj)));
+    true
 }
 
 /// Keeps what planning needs and drops the rest: managed fields (most of the bytes of a small
@@ -194,7 +196,7 @@ async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadc
 pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A configured kind hns cannot propagate: one of HNC's `BadConfiguration` conditions.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 struct Problem {
     reason: &'static str,
     message: String,
@@ -273,6 +275,7 @@ impl Propagation {
             self.stop(kind, "stopped propagating: no longer configured");
         }
         self.problems.write().unwrap_or_else(|e| e.into_inner()).retain(|k, _| wanted.contains_key(k));
+        let mut discovery = Discovery::new(&self.client);
         for (kind, mode) in wanted {
             let existing = self.syncers.read().unwrap_or_else(|e| e.into_inner()).get(&kind).cloned();
             let enforced = ENFORCED.iter().any(|(g, r)| (*g, *r) == (kind.0.as_str(), kind.1.as_str()));
@@ -280,7 +283,7 @@ impl Propagation {
                 s.set_mode(mode); // always served: no need to look it up again
                 continue;
             }
-            match discover(&self.client, &kind.0, &kind.1).await {
+            match discovery.find(&kind.0, &kind.1).await {
                 Ok(Some((resource, true))) => {
                     self.problems.write().unwrap_or_else(|e| e.into_inner()).remove(&kind);
                     match existing {
@@ -361,31 +364,56 @@ pub async fn discover(
     group: &str,
     resource: &str,
 ) -> Result<Option<(ApiResource, bool)>, kube::Error> {
-    let (group_version, list) = if group.is_empty() {
-        ("v1".to_string(), client.list_core_api_resources("v1").await?)
-    } else {
-        let groups = client.list_api_groups().await?;
-        let Some(gv) = groups
-            .groups
-            .iter()
-            .find(|g| g.name == group)
-            .and_then(|g| g.preferred_version.clone().or_else(|| g.versions.first().cloned()))
-        else {
-            return Ok(None);
+    Discovery::new(client).find(group, resource).await
+}
+
+/// Lookups of served kinds that read the cluster's list of API groups once for all of them.
+pub struct Discovery<'a> {
+    client: &'a Client,
+    groups: Option<APIGroupList>,
+}
+
+impl<'a> Discovery<'a> {
+    /// Nothing read yet.
+    pub fn new(client: &'a Client) -> Self {
+        Discovery { client, groups: None }
+    }
+
+    /// `resource` in `group`, as [`discover`] describes.
+    pub async fn find(
+        &mut self,
+        group: &str,
+        resource: &str,
+    ) -> Result<Option<(ApiResource, bool)>, kube::Error> {
+        let (group_version, list) = if group.is_empty() {
+            ("v1".to_string(), self.client.list_core_api_resources("v1").await?)
+        } else {
+            if self.groups.is_none() {
+                self.groups = Some(self.client.list_api_groups().await?);
+            }
+            let Some(gv) = self
+                .groups
+                .iter()
+                .flat_map(|g| &g.groups)
+                .find(|g| g.name == group)
+                .and_then(|g| g.preferred_version.clone().or_else(|| g.versions.first().cloned()))
+            else {
+                return Ok(None);
+            };
+            let list = self.client.list_api_group_resources(&gv.group_version).await?;
+            (gv.group_version, list)
         };
-        let list = client.list_api_group_resources(&gv.group_version).await?;
-        (gv.group_version, list)
-    };
-    let Some(r) = list.resources.iter().find(|r| r.name == resource) else { return Ok(None) };
-    let version = group_version.rsplit('/').next().unwrap_or("v1").to_string();
-    let found = ApiResource {
-        group: group.to_string(),
-        version,
-        api_version: group_version.clone(),
-        kind: r.kind.clone(),
-        plural: r.name.clone(),
-    };
-    Ok(Some((found, r.namespaced)))
+        let Some(r) = list.resources.iter().find(|r| r.name == resource) else { return Ok(None) };
+        let version = group_version.rsplit('/').next().unwrap_or("v1").to_string();
+        let found = ApiResource {
+            group: group.to_string(),
+            version,
+            api_version: group_version.clone(),
+            kind: r.kind.clone(),
+            plural: r.name.clone(),
+        };
+        Ok(Some((found, r.namespaced)))
+    }
 }
 
 #[cfg(test)]

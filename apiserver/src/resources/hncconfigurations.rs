@@ -138,8 +138,9 @@ fn namespace_conditions(
 async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), Refusal> {
     let mut causes = check_static(spec);
     if causes.is_empty() {
+        let mut discovery = crate::propagation::Discovery::new(client);
         for (i, r) in spec.resources.iter().enumerate() {
-            match crate::propagation::discover(client, &r.group, &r.resource).await.map(|d| d.map(|(_, n)| n)) {
+            match discovery.find(&r.group, &r.resource).await.map(|d| d.map(|(_, n)| n)) {
                 Ok(Some(true)) => {}
                 Ok(Some(false)) => causes.push((
                     format!("spec.resources[{i}]"),
