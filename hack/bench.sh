@@ -10,6 +10,8 @@ cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
 throwaway_cluster bench
 "$ROOT/hack/control-plane.sh" up "$DIR"
 HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$DIR"
+use_control_plane "$DIR"
+log "benchmarks against Kubernetes $K8S_VERSION"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
 # The diagnose benchmark times the release kubectl-hns built above.
 export HNS_PLUGIN_DIR="$TARGET"

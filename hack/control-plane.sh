@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback: etcd, kube-apiserver and kube-controller-manager
-# (built from Debian's sources by build-control-plane.sh), with the aggregation layer configured.
+# of the version HNS_K8S_VERSION asks for (default: the newest; built from the Go module proxy
+# by build-control-plane.sh), with the aggregation layer configured.
 #
 #   hack/control-plane.sh up DIR     start (or find running) in DIR; writes DIR/env and DIR/kubeconfig
+#                                    (DIR/env's K8S_BIN holds the kubectl of the same version)
 #   hack/control-plane.sh down DIR   stop everything started in DIR
 #
 # DIR holds the PKI, data, logs and pid files. Nothing listens anywhere but 127.0.0.1.
@@ -16,7 +18,6 @@ cmd="${1:-}"; DIR="${2:-}"
 mkdir -p "$DIR"
 DIR="$(cd "$DIR" && pwd)"
 set_dirs
-BIN="$HNS_CACHE/bin"
 
 stop_all() {
   stop kube-controller-manager
@@ -40,9 +41,10 @@ if alive etcd && alive kube-apiserver && alive kube-controller-manager && [ -f "
 fi
 stop_all
 
-"$(dirname "$0")/build-control-plane.sh"
-apt_install curl
-command -v kubectl >/dev/null || apt_install kubernetes-client
+apt_install curl openssl python3
+BIN="$("$(dirname "$0")/build-control-plane.sh")"
+# kubectl of the control plane's own version, for these scripts and whoever sources DIR/env.
+export PATH="$BIN:$PATH"
 
 # --- PKI --------------------------------------------------------------------------------
 # ca: cluster CA (serving cert, client certs); front-proxy-ca: the aggregation layer's proxy
@@ -61,7 +63,7 @@ ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
 KUBE_APISERVER_PORT="$(free_port)"; KCM_PORT="$(free_port)"
 
 log "starting etcd on 127.0.0.1:$ETCD_PORT"
-start etcd /usr/bin/etcd --name hns-local --data-dir "$DIR/etcd" \
+start etcd "$BIN/etcd" --name hns-local --data-dir "$DIR/etcd" \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
   --initial-cluster "hns-local=http://127.0.0.1:$ETCD_PEER_PORT"
@@ -71,13 +73,14 @@ wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" \
 log "starting kube-apiserver on 127.0.0.1:$KUBE_APISERVER_PORT"
 start kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$KUBE_APISERVER_PORT" --insecure-port 0 \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$KUBE_APISERVER_PORT" \
   --tls-cert-file "$PKI/kube-apiserver.crt" --tls-private-key-file "$PKI/kube-apiserver.key" \
   --client-ca-file "$PKI/ca.crt" \
   --authorization-mode RBAC \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
   --service-account-issuer https://kubernetes.default.svc \
   --service-cluster-ip-range 10.96.0.0/12 \
+  --endpoint-reconciler-type none \
   --requestheader-client-ca-file "$PKI/front-proxy-ca.crt" \
   --requestheader-allowed-names front-proxy-client \
   --requestheader-username-headers X-Remote-User \
@@ -98,8 +101,8 @@ start_kcm() {
     --authorization-kubeconfig "$DIR/kube-controller-manager.kubeconfig" \
     --use-service-account-credentials=true \
     --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-    --controllers '*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service,-route' \
-    --leader-elect=false --port 0 --bind-address 127.0.0.1 --secure-port "$KCM_PORT"
+    --controllers '*,-node-ipam-controller,-node-lifecycle-controller' \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$KCM_PORT"
 }
 start_kcm
 # It exits if the RBAC bootstrap is not there yet; restart it until it stays up.
@@ -118,5 +121,7 @@ ETCD_PORT=$ETCD_PORT
 KUBE_APISERVER_PORT=$KUBE_APISERVER_PORT
 KCM_PORT=$KCM_PORT
 CONTROL_PLANE_DIR=$DIR
+K8S_VERSION=$("$BIN/kube-apiserver" --version | awk '{print $2}')
+K8S_BIN=$BIN
 ENV
-log "control plane ready: kubectl --kubeconfig $DIR/kubeconfig"
+log "control plane $("$BIN/kube-apiserver" --version) ready: $BIN/kubectl --kubeconfig $DIR/kubeconfig"

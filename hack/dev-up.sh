@@ -9,8 +9,10 @@ log "building hns-apiserver and kubectl-hns"
 cargo build -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 "$ROOT/hack/control-plane.sh" up "$DIR"
 "$ROOT/hack/hns-up.sh" up "$DIR"
+use_control_plane "$DIR"
 
 export KUBECONFIG="$DIR/kubeconfig" PATH="$ROOT/target/debug:$PATH"
+log "Kubernetes $K8S_VERSION"
 echo
 log "kubectl get apiservice v1alpha2.hnc.x-k8s.io"
 kubectl get apiservice v1alpha2.hnc.x-k8s.io
@@ -34,7 +36,8 @@ cat <<MSG
 hns is running. To use it:
 
   export KUBECONFIG=$DIR/kubeconfig
-  export PATH=$ROOT/target/debug:\$PATH     # kubectl-hns is $ROOT/target/debug/kubectl-hns
+  export PATH=$ROOT/target/debug:$K8S_BIN:\$PATH
+                       # kubectl-hns, and a kubectl of the control plane's version ($K8S_VERSION)
   kubectl get hierarchyconfigurations -A
   kubectl hns tree -A
   kubectl hns version

@@ -14,6 +14,7 @@ fi
 throwaway_cluster e2e
 "$ROOT/hack/control-plane.sh" up "$DIR"
 "$ROOT/hack/hns-up.sh" up "$DIR"
+use_control_plane "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
 log "running e2e tests against the local control plane in $DIR"
 cargo test -p hns-e2e -- --skip diagnose_ "$@"

@@ -28,7 +28,7 @@ if [ "$cmd" = down ]; then
   exit 0
 fi
 [ "$cmd" = up ] || die "usage: $0 up|down DIR"
-source "$DIR/env"
+use_control_plane "$DIR"
 BIN="${HNS_APISERVER_BIN:-$ROOT/target/debug/hns-apiserver}"
 [ -x "$BIN" ] || die "$BIN not found: build it first (cargo build -p hns-apiserver)"
 export KUBECONFIG="$DIR/kubeconfig"

@@ -2,7 +2,10 @@
 set -euo pipefail
 
 HNS_CACHE="${HNS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hns}"
-K8S_VERSION_WANTED="1.20"
+# The Kubernetes version of the local control plane (hack/build-control-plane.sh builds it):
+# the newest release by default; HNS_K8S_VERSION picks another (1.34 is the oldest supported).
+K8S_DEFAULT_VERSION="1.37.2"
+ETCD_VERSION="${HNS_ETCD_VERSION:-3.6.16}"
 
 log() { printf '\033[1;34m[hns]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[hns] error:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -27,6 +30,24 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
     || die "apt-get install ${missing[*]} failed"
 }
+
+# The full Kubernetes version asked for: HNS_K8S_VERSION as given when it has a patch number;
+# for MAJOR.MINOR, the newest patch release the Go module proxy serves (or, offline, the newest
+# one already built).
+k8s_version() {
+  local wanted="${HNS_K8S_VERSION:-$K8S_DEFAULT_VERSION}" found
+  wanted="${wanted#v}"
+  [[ "$wanted" =~ ^1\.[0-9]+(\.[0-9]+)?$ ]] || die "HNS_K8S_VERSION=$wanted: expected 1.MINOR or 1.MINOR.PATCH, e.g. 1.34 or 1.37.2"
+  if [[ "$wanted" =~ ^1\.[0-9]+\.[0-9]+$ ]]; then echo "$wanted"; return; fi
+  found="$(cd "${TMPDIR:-/tmp}" && GOFLAGS= go list -m -versions k8s.io/kubernetes 2>/dev/null | tr ' ' '\n' \
+    | grep -E "^v${wanted//./\\.}\.[0-9]+$" | sort -V | tail -n1)" || true
+  [ -n "$found" ] || found="$(ls -d "$HNS_CACHE"/k8s/v"$wanted".* 2>/dev/null | xargs -rn1 basename | sort -V | tail -n1)"
+  [ -n "$found" ] || die "no release of Kubernetes $wanted found on the Go module proxy"
+  echo "${found#v}"
+}
+
+# Where the binaries of Kubernetes VERSION (and etcd) are cached.
+k8s_bin_dir() { echo "$HNS_CACHE/k8s/v$1/bin"; }
 
 # A free TCP port on 127.0.0.1, chosen by the kernel.
 free_port() {
@@ -55,6 +76,13 @@ teardown() {
   "$hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
   rm -rf "$DIR"
   exit $rc
+}
+
+# use_control_plane DIR: reads DIR/env (written by control-plane.sh) and puts the kubectl of the
+# control plane's version first on PATH, for these scripts and the tests they start.
+use_control_plane() {
+  source "$1/env"
+  export PATH="$K8S_BIN:$PATH"
 }
 
 # --- state directories ---------------------------------------------------------------------

@@ -27,6 +27,7 @@ fi
 throwaway_cluster reliability
 HNS_AGGREGATOR_ROUTING=1 "$ROOT/hack/control-plane.sh" up "$DIR"
 HNS_REPLICAS=2 HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG="${RUST_LOG:-warn}" "$ROOT/hack/hns-up.sh" up "$DIR"
+use_control_plane "$DIR"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR" HNS_SCHEMATHESIS="$VENV/bin/schemathesis"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 # kubectl hns (for the outage suite's diagnose) from the same build.
