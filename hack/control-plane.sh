@@ -9,7 +9,7 @@
 #
 # DIR holds the PKI, data, logs and pid files. Nothing listens anywhere but 127.0.0.1.
 # HNS_AGGREGATOR_ROUTING=1 makes kube-apiserver reach aggregated APIs and webhooks through
-# Service Endpoints (as with several hns replicas, hack/hns-up.sh HNS_REPLICAS) rather than one
+# Service EndpointSlices (as with several hns replicas, hack/hns-up.sh HNS_REPLICAS) rather than one
 # address.
 source "$(dirname "$0")/lib.sh"
 

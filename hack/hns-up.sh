@@ -53,15 +53,17 @@ if [ "$REPLICAS" = 1 ]; then
     | kubectl apply -f - >/dev/null || die "applying config/dev failed"
 else
   HOST="$(ip -4 -o addr show scope global | awk '{sub("/.*", "", $4); print $4; exit}')"
-  [ -n "$HOST" ] || die "HNS_REPLICAS=$REPLICAS needs a non-loopback IPv4 address for the Endpoints; this machine has none"
+  [ -n "$HOST" ] || die "HNS_REPLICAS=$REPLICAS needs a non-loopback IPv4 address for the EndpointSlices; this machine has none"
   log "applying config/replicas (Service hns-apiserver → $REPLICAS processes on $HOST)"
   kubectl kustomize "$ROOT/config/replicas" | kubectl apply -f - >/dev/null || die "applying config/replicas failed"
-  subsets=""
-  for p in "${PORTS[@]}"; do subsets+="  - addresses: [{ip: \"$HOST\"}]
-    ports: [{name: https, port: $p}]
-"; done
-  printf 'apiVersion: v1\nkind: Endpoints\nmetadata: {name: hns-apiserver, namespace: hns-system}\nsubsets:\n%s' "$subsets" \
-    | kubectl apply -f - >/dev/null || die "writing the hns-apiserver Endpoints failed"
+  # kube-apiserver resolves Services through EndpointSlices; the processes share one address
+  # and differ by port, and a slice has one port list, so each process gets a slice.
+  kubectl -n hns-system delete endpointslices -l hns.local/replicas=true --ignore-not-found >/dev/null
+  for i in "${!PORTS[@]}"; do
+    printf 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: hns-apiserver-%s\n  namespace: hns-system\n  labels: {kubernetes.io/service-name: hns-apiserver, hns.local/replicas: "true"}\naddressType: IPv4\nports: [{name: https, port: %s, protocol: TCP}]\nendpoints: [{addresses: ["%s"], conditions: {ready: true}}]\n' \
+      "$i" "${PORTS[$i]}" "$HOST"
+    echo ---
+  done | kubectl apply -f - >/dev/null || die "writing the hns-apiserver EndpointSlices failed"
 fi
 
 stop_all
