@@ -79,7 +79,11 @@ async fn guard(
         tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
         return Err(e.into());
     }
-    let (method, path, user) = (req.method().clone(), req.path().to_string(), identity.user.clone());
+    let (method, path, user) = (
+        req.method().clone(),
+        req.uri().path_and_query().map_or_else(|| req.path().to_string(), |p| p.to_string()),
+        identity.user.clone(),
+    );
     req.extensions_mut().insert(identity);
     req.extensions_mut().insert(info);
     let resp = next.call(req).await?;

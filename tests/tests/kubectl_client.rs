@@ -1,6 +1,7 @@
 //! hns as current clients meet it through a current kube-apiserver: the aggregated discovery
 //! (apidiscovery.k8s.io/v2) and OpenAPI v3 that kube-apiserver merges from hns, and the real
-//! kubectl of the control plane's version (`get -w`, `wait`, `explain`), which no one here wrote.
+//! kubectl of the control plane's version (`get -w`, `wait`, `explain`) and kube-controller-manager's
+//! informers, which no one here wrote.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -102,6 +103,8 @@ async fn kubectl_get_watch_and_wait_follow_subnamespaces() {
     let env = Env::get();
     let client = env.admin().await;
     let parent = create_namespace(&client, &unique("kc-watch"), &[]).await;
+    let first = format!("{parent}-a");
+    create_subns(&client, &parent, &first).await.unwrap();
     let mut watch = Command::new("kubectl")
         .env("KUBECONFIG", &env.kubeconfig)
         .args(["get", "subns", "-n", &parent, "--watch", "--output-watch-events"])
@@ -110,8 +113,8 @@ async fn kubectl_get_watch_and_wait_follow_subnamespaces() {
         .spawn()
         .expect("kubectl must be on PATH");
     let lines = lines_of(&mut watch);
-    // The header comes with the (empty) list, so the watch is open from here on.
-    next_line_containing(&lines, "EVENT");
+    // The existing subnamespace comes with the list, so the watch is open from here on.
+    next_line_containing(&lines, &first);
     let child = format!("{parent}-c");
     create_subns(&client, &parent, &child).await.unwrap();
     let added = next_line_containing(&lines, &child);
@@ -131,5 +134,34 @@ async fn kubectl_get_watch_and_wait_follow_subnamespaces() {
     ok(env.kubectl(&["wait", "-n", &parent, &format!("subns/{child}"), "--for=delete", "--timeout=30s"]));
     let _ = watch.kill();
     let _ = watch.wait();
+    delete_tree(&client, &parent).await;
+}
+
+/// kube-controller-manager's garbage collector follows every deletable resource through a
+/// metadata informer, which since Kubernetes 1.35 starts with a WatchList
+/// (`sendInitialEvents=true`). An object owned by a Subnamespace is collected once the
+/// Subnamespace is gone only if that informer works against hns.
+#[tokio::test]
+async fn the_garbage_collector_follows_subnamespaces() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let parent = create_namespace(&client, &unique("kc-gc"), &[]).await;
+    let child = format!("{parent}-c");
+    let subns = create_subns(&client, &parent, &child).await.unwrap();
+    let uid = subns.metadata.uid.expect("a Subnamespace has a uid");
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &parent);
+    let owned = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "owned-by-subns", "ownerReferences": [{
+            "apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "Subnamespace", "name": child, "uid": uid,
+        }]},
+    }))
+    .unwrap();
+    configmaps.create(&Default::default(), &owned).await.unwrap();
+    ok(env.kubectl(&["delete", "subns", "-n", &parent, &child]));
+    eventually("the garbage collector to delete the ConfigMap owned by the Subnamespace", WAIT, || async {
+        configmaps.get_opt("owned-by-subns").await.unwrap().is_none().then_some(())
+    })
+    .await;
     delete_tree(&client, &parent).await;
 }
