@@ -131,8 +131,31 @@ pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
         .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
 }
 
+/// The patch types hns applies.
+const PATCH_TYPES: &[&str] = &["application/merge-patch+json", "application/json-patch+json"];
+
+/// Refuses a PATCH of a type hns does not apply with 415, before the object is even looked up:
+/// `kubectl apply --server-side` on an object that does not exist yet must learn that server-side
+/// apply is not served, not that the object is missing.
+pub fn require_patch_type(content_type: Option<&str>) -> Result<(), ApiError> {
+    let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
+    if PATCH_TYPES.contains(&essence) {
+        return Ok(());
+    }
+    let mut e = ApiError::unsupported_media_type(essence, PATCH_TYPES);
+    if essence.starts_with("application/apply-patch") {
+        e.message = format!(
+            "server-side apply is not supported by hns-apiserver yet; use client-side `kubectl apply` \
+             (a merge patch) or `kubectl create` instead ({})",
+            e.message
+        );
+    }
+    Err(e)
+}
+
 /// Applies a PATCH body of `content_type` to `current`.
 pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+    require_patch_type(content_type)?;
     let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
     let parse = || -> Result<Value, ApiError> {
         serde_json::from_slice(bytes)
@@ -150,10 +173,7 @@ pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) ->
             json_patch::patch(&mut doc, &patch).map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
             Ok(doc)
         }
-        other => Err(ApiError::unsupported_media_type(
-            other,
-            &["application/merge-patch+json", "application/json-patch+json"],
-        )),
+        other => Err(ApiError::unsupported_media_type(other, PATCH_TYPES)),
     }
 }
 
@@ -232,7 +252,9 @@ mod tests {
             apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code,
             415
         );
-        assert_eq!(apply_patch(&cur, b"{}", Some("application/apply-patch+yaml")).unwrap_err().code, 415);
+        let ssa = apply_patch(&cur, b"{}", Some("application/apply-patch+yaml")).unwrap_err();
+        assert_eq!(ssa.code, 415);
+        assert!(ssa.message.contains("server-side apply is not supported"), "{}", ssa.message);
         assert_eq!(apply_patch(&cur, b"{nope", Some("application/merge-patch+json")).unwrap_err().code, 400);
     }
 

@@ -165,3 +165,42 @@ async fn the_garbage_collector_follows_subnamespaces() {
     .await;
     delete_tree(&client, &parent).await;
 }
+
+/// Writes `yaml` to a file in the test's temporary directory and returns its path.
+fn manifest(name: &str, yaml: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// Server-side apply is not served yet: kubectl must hear so (415, saying what to use instead),
+/// not that the object is missing, and nothing may be created. Client-side apply, as Argo CD
+/// does it by default, creates and then updates the same manifest.
+#[tokio::test]
+async fn apply_is_client_side_and_server_side_apply_is_refused_clearly() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let parent = create_namespace(&client, &unique("kc-apply"), &[]).await;
+    let child = format!("{parent}-c");
+    let file = manifest(
+        &child,
+        &format!(
+            "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: Subnamespace\nmetadata:\n  name: {child}\n  namespace: {parent}\n  labels: {{team: a}}\n"
+        ),
+    );
+    let path = file.to_str().unwrap();
+    let err = fails(env.kubectl(&["apply", "--server-side", "--field-manager=flux", "-f", path]));
+    assert!(err.contains("server-side apply is not supported"), "{err}");
+    assert!(!err.contains("NotFound") && !err.contains("not found"), "{err}");
+    fails(env.kubectl(&["get", "ns", &child]));
+
+    ok(env.kubectl(&["apply", "-f", path]));
+    ok(env.kubectl(&["get", "ns", &child]));
+    std::fs::write(&file, std::fs::read_to_string(&file).unwrap().replace("team: a", "team: b")).unwrap();
+    ok(env.kubectl(&["apply", "-f", path]));
+    let label =
+        ok(env.kubectl(&["get", "subns", "-n", &parent, &child, "-o", "jsonpath={.metadata.labels.team}"]));
+    assert_eq!(label, "b");
+    let _ = std::fs::remove_file(&file);
+    delete_tree(&client, &parent).await;
+}

@@ -151,6 +151,9 @@ pub async fn dispatch(
     if r.verb == "watch" {
         return crate::watch::serve(&state, def, &r, &query, &render);
     }
+    if r.verb == "patch" {
+        crate::body::require_patch_type(header_str(header::CONTENT_TYPE))?;
+    }
     let body = read_body(payload).await?;
     if matches!(r.verb, "get" | "create" | "update" | "patch" | "delete") {
         ensure_seen(&state, &r.namespace).await?;
