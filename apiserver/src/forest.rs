@@ -398,6 +398,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::Forest;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
     fn children_and_descendants() {
@@ -514,6 +515,15 @@ mod tests {
         let meta = super::ObjectLabels {
             annotations: [("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())]
                 .into(),
+            managed_fields: vec![crate::ssa::Entry {
+                manager: "flux".into(),
+                operation: crate::ssa::Operation::Apply,
+                time: Some("2024-05-01T10:00:00Z".into()),
+                fields: crate::ssa::FieldSet::from_fields_v1(
+                    &serde_json::json!({"f:spec": {"f:parent": {}}}),
+                )
+                .unwrap(),
+            }],
             ..Default::default()
         };
         ns.metadata
@@ -521,7 +531,11 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(hns_api::keys::HIERARCHY_OBJECT_META.into(), meta.to_annotation().unwrap());
-        assert_eq!(super::Node::from_namespace(ns).hierarchy_meta, meta);
+        let node = super::Node::from_namespace(ns);
+        assert_eq!(node.hierarchy_meta, meta);
+        let mut shown = ObjectMeta::default();
+        node.hierarchy_meta.fill(&mut shown);
+        assert_eq!(super::ObjectLabels::of(&shown), meta, "served and read back unchanged");
         assert_eq!(super::ObjectLabels::default().to_annotation(), None);
     }
 

@@ -113,7 +113,9 @@ fn check_config(call: &Call<'_>, config: &Value) -> Result<(), ApiError> {
         return Err(ApiError::bad_request("metadata.name must be set in an applied configuration"));
     }
     check_name(call.def, &call.req.name, str_at("/metadata/name"))?;
-    check_namespace(&call.req.namespace, str_at("/metadata/namespace"))?;
+    if call.def.namespaced {
+        check_namespace(&call.req.namespace, str_at("/metadata/namespace"))?;
+    }
     if config.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
         return Err(ApiError::bad_request("metadata.managedFields must be nil"));
     }
