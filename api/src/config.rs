@@ -28,6 +28,7 @@ pub const MODES: &[&str] = &["Propagate", "Remove", "Ignore", "AllowPropagate"];
 pub struct HNCConfigurationSpec {
     /// Kinds to propagate (or not), besides Roles and RoleBindings, which always propagate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["group", "resource"]))]
     pub resources: Vec<ResourceSpec>,
 }
 

@@ -34,10 +34,12 @@ pub struct HierarchyConfigurationSpec {
 
     /// Labels set on this namespace and all its descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub labels: Vec<MetaKvp>,
 
     /// Annotations set on this namespace and all its descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub annotations: Vec<MetaKvp>,
 }
 

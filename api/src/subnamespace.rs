@@ -28,9 +28,11 @@ use crate::hierarchy::MetaKvp;
 pub struct SubnamespaceSpec {
     /// Labels set on the subnamespace and its descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub labels: Vec<MetaKvp>,
     /// Annotations set on the subnamespace and its descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub annotations: Vec<MetaKvp>,
 }
 
@@ -50,9 +52,11 @@ pub struct SubnamespaceSpec {
 pub struct SubnamespaceAnchorSpec {
     /// Labels set on the subnamespace and its descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub labels: Vec<MetaKvp>,
     /// Annotations set on the subnamespace and its descendants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub annotations: Vec<MetaKvp>,
 }
 

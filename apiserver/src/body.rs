@@ -1,10 +1,11 @@
 //! Request bodies of writes: decoding with field validation, and patches.
 //!
 //! Bodies are JSON (`application/json`). Patches are JSON merge patches (RFC 7386, what kubectl
-//! apply/edit/label use for kinds it does not know) and JSON patches (RFC 6902). Strategic merge
-//! and server-side apply are refused with 415, which makes clients fall back to merge patch.
-//! Unknown fields are handled as `fieldValidation` asks: `Strict` refuses them, `Warn` (the
-//! default) answers with a `Warning` header, `Ignore` drops them silently.
+//! apply/edit/label use for kinds it does not know), JSON patches (RFC 6902) and server-side
+//! apply configurations (`application/apply-patch+yaml`, YAML or JSON; merged by
+//! [`crate::ssa`]). Strategic merge is refused with 415, which makes clients fall back to merge
+//! patch. Unknown fields are handled as `fieldValidation` asks: `Strict` refuses them, `Warn`
+//! (the default) answers with a `Warning` header, `Ignore` drops them silently.
 
 use std::collections::HashMap;
 
@@ -24,14 +25,24 @@ pub enum FieldValidation {
     Strict,
 }
 
-/// The write options of a request (`dryRun`, `fieldValidation`).
-#[derive(Debug, Clone, Copy)]
+/// The write options of a request (`dryRun`, `fieldValidation`, `fieldManager`, `force`).
+#[derive(Debug, Clone)]
 pub struct WriteOptions {
     /// `dryRun=All`: validate everything, persist nothing.
     pub dry_run: bool,
     /// `fieldValidation`.
     pub field_validation: FieldValidation,
+    /// `fieldManager`: who makes the change, for managedFields.
+    pub field_manager: Option<String>,
+    /// `force=true`: an apply takes conflicting fields from their managers.
+    pub force: bool,
 }
+
+/// The Content-Type of server-side apply.
+pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
+
+/// The longest `fieldManager` kube-apiserver takes.
+const MAX_FIELD_MANAGER: usize = 128;
 
 impl WriteOptions {
     /// Reads the options from the query, refusing unknown values with a 400.
@@ -55,8 +66,56 @@ impl WriteOptions {
             )))
             }
         };
-        Ok(WriteOptions { dry_run, field_validation })
+        let force = match q.get("force").map(String::as_str) {
+            None | Some("") | Some("false") => false,
+            Some("true") => true,
+            Some(other) => return Err(ApiError::bad_request(format!("force: invalid value \"{other}\""))),
+        };
+        let field_manager = q.get("fieldManager").filter(|m| !m.is_empty()).cloned();
+        if let Some(m) = &field_manager {
+            check_field_manager(m)?;
+        }
+        Ok(WriteOptions { dry_run, field_validation, field_manager, force })
     }
+
+    /// The manager of an ordinary write: `fieldManager`, else the User-Agent up to its first `/`
+    /// (printable characters, at most 128), as kube-apiserver derives it.
+    pub fn update_manager(&self, user_agent: Option<&str>) -> String {
+        self.field_manager.clone().unwrap_or_else(|| {
+            let prefix = user_agent.unwrap_or_default().split('/').next().unwrap_or_default();
+            prefix.chars().filter(|c| !c.is_control()).take(MAX_FIELD_MANAGER).collect()
+        })
+    }
+}
+
+/// kube-apiserver's limits on `fieldManager`.
+fn check_field_manager(m: &str) -> Result<(), ApiError> {
+    if m.chars().count() > MAX_FIELD_MANAGER {
+        return Err(ApiError::bad_request(format!(
+            "fieldManager: Too long: may not be more than {MAX_FIELD_MANAGER} bytes"
+        )));
+    }
+    if m.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "fieldManager: Invalid value: {m:?}: must only contain printable characters"
+        )));
+    }
+    Ok(())
+}
+
+/// The media type of a Content-Type header, without parameters.
+pub fn essence(content_type: Option<&str>) -> &str {
+    content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("")
+}
+
+/// Parses a server-side apply configuration: one YAML document (JSON is YAML too).
+pub fn parse_apply(bytes: &[u8]) -> Result<Value, ApiError> {
+    let value: Value = serde_yaml::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the applied configuration must be an object"));
+    }
+    Ok(value)
 }
 
 /// Decodes an object of kind `kind`, checking its type fields and unknown fields. Returns the
@@ -132,37 +191,27 @@ pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
 }
 
 /// The patch types hns applies.
-const PATCH_TYPES: &[&str] = &["application/merge-patch+json", "application/json-patch+json"];
+const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json", APPLY_PATCH];
 
-/// Refuses a PATCH of a type hns does not apply with 415, before the object is even looked up:
-/// `kubectl apply --server-side` on an object that does not exist yet must learn that server-side
-/// apply is not served, not that the object is missing.
+/// Refuses a PATCH of a type hns does not apply (strategic merge) with 415, before the object is
+/// even looked up: a client must learn that the patch type is wrong, not that the object is
+/// missing.
 pub fn require_patch_type(content_type: Option<&str>) -> Result<(), ApiError> {
-    let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
-    if PATCH_TYPES.contains(&essence) {
-        return Ok(());
+    match essence(content_type) {
+        e if PATCH_TYPES.contains(&e) => Ok(()),
+        other => Err(ApiError::unsupported_media_type(other, PATCH_TYPES)),
     }
-    let mut e = ApiError::unsupported_media_type(essence, PATCH_TYPES);
-    if essence.starts_with("application/apply-patch") {
-        e.message = format!(
-            "server-side apply is not supported by hns-apiserver yet; use client-side `kubectl apply` \
-             (a merge patch) or `kubectl create` instead ({})",
-            e.message
-        );
-    }
-    Err(e)
 }
 
 /// Applies a PATCH body of `content_type` to `current`.
 pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
     require_patch_type(content_type)?;
-    let essence = content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("");
     let parse = || -> Result<Value, ApiError> {
         serde_json::from_slice(bytes)
             .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
     };
     let mut doc = current.clone();
-    match essence {
+    match essence(content_type) {
         "application/merge-patch+json" => {
             json_patch::merge(&mut doc, &parse()?);
             Ok(doc)
@@ -252,9 +301,10 @@ mod tests {
             apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code,
             415
         );
-        let ssa = apply_patch(&cur, b"{}", Some("application/apply-patch+yaml")).unwrap_err();
-        assert_eq!(ssa.code, 415);
-        assert!(ssa.message.contains("server-side apply is not supported"), "{}", ssa.message);
+        let smp = apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err();
+        assert!(smp.message.contains("application/apply-patch+yaml"), "{}", smp.message);
+        assert_eq!(require_patch_type(Some("application/strategic-merge-patch+json")).unwrap_err().code, 415);
+        assert!(require_patch_type(Some("application/apply-patch+yaml; charset=utf-8")).is_ok());
         assert_eq!(apply_patch(&cur, b"{nope", Some("application/merge-patch+json")).unwrap_err().code, 400);
     }
 
@@ -271,5 +321,30 @@ mod tests {
             WriteOptions::from_query(&HashMap::new()).unwrap().field_validation,
             FieldValidation::Warn
         );
+        assert!(WriteOptions::from_query(&q("force", "true")).unwrap().force);
+        assert_eq!(WriteOptions::from_query(&q("force", "yes")).unwrap_err().code, 400);
+        assert_eq!(WriteOptions::from_query(&q("fieldManager", &"m".repeat(129))).unwrap_err().code, 400);
+        assert_eq!(WriteOptions::from_query(&q("fieldManager", "a\u{7}")).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn managers_of_updates() {
+        let none = WriteOptions::from_query(&HashMap::new()).unwrap();
+        assert_eq!(none.update_manager(Some("kubectl/v1.31.0 (linux/amd64) kubernetes/abc")), "kubectl");
+        assert_eq!(none.update_manager(None), "");
+        let named =
+            WriteOptions::from_query(&HashMap::from([("fieldManager".into(), "flux".into())])).unwrap();
+        assert_eq!(named.update_manager(Some("kubectl/v1.31.0")), "flux");
+    }
+
+    #[test]
+    fn apply_configurations_are_yaml_or_json() {
+        let yaml =
+            parse_apply(b"apiVersion: hnc.x-k8s.io/v1alpha2\nkind: Subnamespace\nmetadata: {name: a}\n")
+                .unwrap();
+        assert_eq!(yaml["metadata"]["name"], "a");
+        assert_eq!(parse_apply(br#"{"kind":"Subnamespace"}"#).unwrap()["kind"], "Subnamespace");
+        assert_eq!(parse_apply(b"- 1").unwrap_err().code, 400);
+        assert_eq!(parse_apply(b"a: [").unwrap_err().code, 400);
     }
 }

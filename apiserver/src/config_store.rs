@@ -17,6 +17,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use serde_json::Value;
 
+use crate::forest::ObjectLabels;
 use crate::status::ApiError;
 use crate::watch::{Event, Family, Hub};
 
@@ -24,6 +25,9 @@ use crate::watch::{Event, Family, Hub};
 pub const CONFIGMAP: &str = "hns-config";
 /// Key holding `spec` as JSON.
 const SPEC_KEY: &str = "spec.json";
+/// Key holding the configuration's labels, annotations and managedFields as JSON (absent when
+/// it has none).
+const META_KEY: &str = "meta.json";
 
 /// The cached ConfigMap.
 pub struct ConfigStore {
@@ -74,16 +78,22 @@ impl ConfigStore {
         }
     }
 
-    /// Writes `spec` over the stored configuration, guarded by the stored resourceVersion.
+    /// Writes `spec` and `meta` over the stored configuration, guarded by the stored
+    /// resourceVersion.
     pub async fn write(
         &self,
         client: &Client,
         namespace: &str,
         spec: &HNCConfigurationSpec,
+        meta: &ObjectLabels,
         dry_run: bool,
     ) -> Result<HNCConfiguration, ApiError> {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
         let json = serde_json::to_string(spec).map_err(ApiError::internal)?;
+        let mut data = BTreeMap::from([(SPEC_KEY.to_string(), json)]);
+        if let Some(meta) = meta.to_annotation() {
+            data.insert(META_KEY.to_string(), meta);
+        }
         let pp = PostParams { dry_run, field_manager: Some(crate::writer::FIELD_MANAGER.into()) };
         let stored = self.get();
         let mut cm = ConfigMap {
@@ -92,7 +102,7 @@ impl ConfigStore {
                 namespace: Some(namespace.into()),
                 ..Default::default()
             },
-            data: Some(BTreeMap::from([(SPEC_KEY.to_string(), json)])),
+            data: Some(data),
             ..Default::default()
         };
         let written = match stored {
@@ -108,12 +118,11 @@ impl ConfigStore {
 }
 
 fn to_object(cm: Option<&ConfigMap>) -> HNCConfiguration {
-    let spec = cm
-        .and_then(|c| c.data.as_ref())
-        .and_then(|d| d.get(SPEC_KEY))
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default();
+    let data = |key: &str| cm.and_then(|c| c.data.as_ref()).and_then(|d| d.get(key));
+    let spec = data(SPEC_KEY).and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+    let meta: ObjectLabels = data(META_KEY).and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
     let mut obj = HNCConfiguration::new(CONFIG_SINGLETON, spec);
+    meta.fill(&mut obj.metadata);
     if let Some(cm) = cm {
         obj.metadata.uid = cm.metadata.uid.clone();
         obj.metadata.resource_version = cm.metadata.resource_version.clone();
@@ -157,5 +166,38 @@ pub async fn run(client: Client, namespace: String, store: Arc<ConfigStore>, hub
                 tracing::warn!(%error, configmap = CONFIGMAP, "configuration watch failed; retrying")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_annotations_and_managed_fields_are_kept_beside_the_spec() {
+        let meta = ObjectLabels {
+            labels: BTreeMap::from([("team".into(), "platform".into())]),
+            managed_fields: vec![crate::ssa::Entry {
+                manager: "flux".into(),
+                operation: crate::ssa::Operation::Apply,
+                time: None,
+                fields: crate::ssa::FieldSet::from_fields_v1(
+                    &serde_json::json!({"f:metadata": {"f:labels": {"f:team": {}}}}),
+                )
+                .unwrap(),
+            }],
+            ..Default::default()
+        };
+        let cm = ConfigMap {
+            data: Some(BTreeMap::from([
+                (SPEC_KEY.to_string(), r#"{"resources":[{"resource":"secrets"}]}"#.to_string()),
+                (META_KEY.to_string(), meta.to_annotation().unwrap()),
+            ])),
+            ..Default::default()
+        };
+        let obj = to_object(Some(&cm));
+        assert_eq!(obj.spec.resources[0].resource, "secrets");
+        assert_eq!(ObjectLabels::of(&obj.metadata), meta);
+        assert_eq!(to_object(None).metadata.managed_fields, None);
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use hns_api::{keys, MetaKvp};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 /// One namespace as the forest sees it.
@@ -45,7 +46,7 @@ pub struct Node {
     pub children_rv: u64,
 }
 
-/// Labels and annotations users set on a derived object (a HierarchyConfiguration or a
+/// Labels, annotations and managed fields of a derived object (a HierarchyConfiguration or a
 /// Subnamespace), kept on the namespace because hns stores nothing else.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectLabels {
@@ -55,9 +56,32 @@ pub struct ObjectLabels {
     /// `metadata.annotations`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
+    /// `metadata.managedFields`, in hns's compact form.
+    #[serde(default, rename = "managedFields", skip_serializing_if = "Vec::is_empty")]
+    pub managed_fields: Vec<crate::ssa::Entry>,
 }
 
 impl ObjectLabels {
+    /// What a written object's metadata asks to keep. Its managedFields were computed by hns
+    /// (see [`crate::resources::managed`]), so they read back; unreadable ones are dropped.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        ObjectLabels {
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            managed_fields: crate::ssa::from_k8s(meta.managed_fields.as_deref().unwrap_or_default())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Sets the labels, annotations and managedFields of `meta`, omitting empty ones.
+    pub fn fill(&self, meta: &mut ObjectMeta) {
+        let nonempty = |m: &BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
+        meta.labels = nonempty(&self.labels);
+        meta.annotations = nonempty(&self.annotations);
+        meta.managed_fields = (!self.managed_fields.is_empty())
+            .then(|| self.managed_fields.iter().map(crate::ssa::Entry::to_k8s).collect());
+    }
+
     /// The JSON kept in the namespace annotation, or `None` when there is nothing to keep.
     pub fn to_annotation(&self) -> Option<String> {
         (self != &ObjectLabels::default()).then(|| serde_json::to_string(self).unwrap_or_default())
@@ -374,6 +398,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::Forest;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
     fn children_and_descendants() {
@@ -490,6 +515,15 @@ mod tests {
         let meta = super::ObjectLabels {
             annotations: [("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{}".to_string())]
                 .into(),
+            managed_fields: vec![crate::ssa::Entry {
+                manager: "flux".into(),
+                operation: crate::ssa::Operation::Apply,
+                time: Some("2024-05-01T10:00:00Z".into()),
+                fields: crate::ssa::FieldSet::from_fields_v1(
+                    &serde_json::json!({"f:spec": {"f:parent": {}}}),
+                )
+                .unwrap(),
+            }],
             ..Default::default()
         };
         ns.metadata
@@ -497,7 +531,11 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(hns_api::keys::HIERARCHY_OBJECT_META.into(), meta.to_annotation().unwrap());
-        assert_eq!(super::Node::from_namespace(ns).hierarchy_meta, meta);
+        let node = super::Node::from_namespace(ns);
+        assert_eq!(node.hierarchy_meta, meta);
+        let mut shown = ObjectMeta::default();
+        node.hierarchy_meta.fill(&mut shown);
+        assert_eq!(super::ObjectLabels::of(&shown), meta, "served and read back unchanged");
         assert_eq!(super::ObjectLabels::default().to_annotation(), None);
     }
 

@@ -38,6 +38,7 @@ pub mod resources;
 pub mod rules;
 pub mod selector;
 pub mod server;
+pub mod ssa;
 pub mod status;
 pub mod tls;
 pub mod watch;

@@ -254,6 +254,7 @@ fn insert_path(
             o["requestBody"] = json!({"required": true, "content": {
                 "application/merge-patch+json": {"schema": {"type": "object"}},
                 "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                "application/apply-patch+yaml": {"schema": {"type": "object"}},
             }});
         }
         item.insert(op.method.into(), o);
@@ -292,7 +293,11 @@ fn build_v2() -> Value {
                 let schema = if schema.is_null() { json!({"type": "object"}) } else { schema };
                 params.insert(0, json!({"name": "body", "in": "body", "required": true, "schema": schema}));
                 if method == "patch" {
-                    op["consumes"] = json!(["application/merge-patch+json", "application/json-patch+json"]);
+                    op["consumes"] = json!([
+                        "application/merge-patch+json",
+                        "application/json-patch+json",
+                        "application/apply-patch+yaml"
+                    ]);
                 }
             }
             op["parameters"] = params.into();
@@ -429,6 +434,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// What server-side apply clients read: managedFields in the metadata, and which lists are
+    /// associative, by which keys.
+    #[test]
+    fn schemas_describe_managed_fields_and_list_types() {
+        let doc = build_v2();
+        let defs = &doc["definitions"];
+        let meta = &defs["io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"];
+        assert!(meta["properties"]["managedFields"].is_object(), "{meta}");
+        for (spec, list, keys) in [
+            ("io.x-k8s.hnc.v1alpha2.HierarchyConfigurationSpec", "labels", json!(["key"])),
+            ("io.x-k8s.hnc.v1alpha2.HierarchyConfigurationSpec", "annotations", json!(["key"])),
+            ("io.x-k8s.hnc.v1alpha2.SubnamespaceSpec", "labels", json!(["key"])),
+            ("io.x-k8s.hnc.v1alpha2.SubnamespaceAnchorSpec", "annotations", json!(["key"])),
+            ("io.x-k8s.hnc.v1alpha2.HNCConfigurationSpec", "resources", json!(["group", "resource"])),
+        ] {
+            let field = &defs[spec]["properties"][list];
+            assert_eq!(field["x-kubernetes-list-type"], "map", "{spec}.{list}: {field}");
+            assert_eq!(field["x-kubernetes-list-map-keys"], keys, "{spec}.{list}");
+        }
+        let patch = &doc["paths"]["/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations/{name}"]["patch"];
+        assert!(patch["consumes"].as_array().unwrap().contains(&json!("application/apply-patch+yaml")));
     }
 
     #[test]

@@ -128,6 +128,23 @@ impl ApiError {
         )
     }
 
+    /// 409 for a server-side apply that would change fields other managers own, worded and
+    /// detailed as kube-apiserver's (one `FieldManagerConflict` cause per field).
+    pub fn apply_conflict(conflicts: &crate::ssa::Conflicts) -> Self {
+        let causes = conflicts
+            .0
+            .iter()
+            .map(|c| StatusCause {
+                reason: Some("FieldManagerConflict".into()),
+                message: Some(format!("conflict with {}", c.manager)),
+                field: Some(c.field.clone()),
+            })
+            .collect();
+        let mut err = Self::new(409, "Conflict", conflicts.to_string());
+        err.details = Some(Box::new(StatusDetails { causes: Some(causes), ..Default::default() }));
+        err
+    }
+
     /// 415: the body's media type is not one the endpoint takes.
     pub fn unsupported_media_type(got: &str, supported: &[&str]) -> Self {
         Self::new(

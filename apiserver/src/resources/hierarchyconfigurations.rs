@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use super::managed::{self, METADATA, META_KVPS};
 use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
 use crate::body::{self, WriteOptions};
 use crate::forest::{Forest, Node, ObjectLabels};
@@ -15,6 +16,7 @@ use crate::list::{paginate, ListOptions};
 use crate::plan::{self, HierarchyState};
 use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::rules::{self, AuthzCheck};
+use crate::ssa::Shape;
 use crate::status::ApiError;
 
 /// The resource's plural name.
@@ -72,14 +74,27 @@ pub const DEF: ResourceDef = ResourceDef {
     },
 };
 
+/// The fields of a HierarchyConfiguration that writers own.
+const SHAPE: Shape = Shape::Struct(&[
+    ("metadata", METADATA),
+    (
+        "spec",
+        Shape::Struct(&[
+            ("parent", Shape::Atomic),
+            ("allowCascadingDeletion", Shape::Atomic),
+            ("labels", META_KVPS),
+            ("annotations", META_KVPS),
+        ]),
+    ),
+]);
+
 /// The hierarchy configuration of namespace `node`.
 ///
 /// Its identity follows the namespace: same uid and creation time, and a resourceVersion that
 /// moves with the namespace and with its children, so a stale update is refused.
 pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
     let ns = &node.object.metadata;
-    let nonempty = |m: &std::collections::BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
-    HierarchyConfiguration {
+    let mut hc = HierarchyConfiguration {
         metadata: ObjectMeta {
             name: Some(HIERARCHY_SINGLETON.to_string()),
             namespace: ns.name.clone(),
@@ -87,8 +102,6 @@ pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
             resource_version: Some(node.hierarchy_resource_version().to_string()),
             creation_timestamp: ns.creation_timestamp.clone(),
             deletion_timestamp: ns.deletion_timestamp.clone(),
-            labels: nonempty(&node.hierarchy_meta.labels),
-            annotations: nonempty(&node.hierarchy_meta.annotations),
             generation: Some(1),
             ..Default::default()
         },
@@ -102,7 +115,9 @@ pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
             children: forest.children(node.name()).map(str::to_string).collect(),
             conditions: crate::conditions::recorded(ns.annotations.as_ref()),
         }),
-    }
+    };
+    node.hierarchy_meta.fill(&mut hc.metadata);
+    hc
 }
 
 /// The JSON of namespace `ns`'s configuration, if the namespace exists.
@@ -180,12 +195,14 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     };
     let mut unversioned = current.clone();
     unversioned["metadata"].as_object_mut().map(|m| m.remove("resourceVersion"));
-    let desired = match call.req.verb {
-        "patch" => body::apply_patch(&unversioned, call.body, call.content_type).map_err(fail)?,
-        _ => body::parse_json(call.body, call.content_type).map_err(fail)?,
-    };
-    let (hc, warnings): (HierarchyConfiguration, _) =
+    // Nothing in working out the desired object is worth retrying: an apply's conflicts are
+    // with other managers, not with a concurrent write.
+    let (desired, mut warnings) =
+        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &unversioned)
+            .map_err(|e| (e, true))?;
+    let (hc, more): (HierarchyConfiguration, _) =
         body::decode(desired, DEF.kind, opts.field_validation).map_err(fail)?;
+    warnings.extend(more);
     let name = check_name(&DEF, &call.req.name, hc.metadata.name.as_deref()).map_err(fail)?;
     check_namespace(ns, hc.metadata.namespace.as_deref()).map_err(fail)?;
     if name != HIERARCHY_SINGLETON {
@@ -211,10 +228,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
         allow_cascading_deletion: hc.spec.allow_cascading_deletion,
         managed_labels: hc.spec.labels.clone(),
         managed_annotations: hc.spec.annotations.clone(),
-        hierarchy_meta: ObjectLabels {
-            labels: hc.metadata.labels.clone().unwrap_or_default(),
-            annotations: hc.metadata.annotations.clone().unwrap_or_default(),
-        },
+        hierarchy_meta: ObjectLabels::of(&hc.metadata),
         subnamespace_meta: current_state.subnamespace_meta.clone(),
     };
     authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
@@ -316,6 +330,10 @@ fn dry_run_view(mut obj: Value, desired: &HierarchyState, dry_run: bool) -> Valu
     if dry_run {
         obj["spec"]["parent"] = desired.parent.clone().map_or(Value::Null, Value::String);
         obj["spec"]["allowCascadingDeletion"] = desired.allow_cascading_deletion.into();
+        if let Ok(mut meta) = serde_json::from_value::<ObjectMeta>(obj["metadata"].clone()) {
+            desired.hierarchy_meta.fill(&mut meta);
+            obj["metadata"] = serde_json::to_value(meta).unwrap_or_default();
+        }
     }
     obj
 }

@@ -7,13 +7,16 @@ use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
 use kube::Client;
 use serde_json::Value;
 
+use super::managed::{self, METADATA};
 use super::{check_name, refused, Call, Reply, ResourceDef};
 use crate::body::{self, WriteOptions};
 use crate::config_store;
+use crate::forest::ObjectLabels;
 use crate::list::{paginate, ListOptions};
 use crate::propagation::ENFORCED;
 use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::rules::Refusal;
+use crate::ssa::Shape;
 use crate::status::ApiError;
 
 /// The resource's plural name.
@@ -38,6 +41,26 @@ pub const DEF: ResourceDef = ResourceDef {
     schemas: |g| (g.subschema_for::<HNCConfigurationSpec>(), Some(g.subschema_for::<HNCConfigurationStatus>())),
 };
 
+/// The fields of the HNCConfiguration that writers own: `spec.resources` items are identified by
+/// group and resource.
+const SHAPE: Shape = Shape::Struct(&[
+    ("metadata", METADATA),
+    (
+        "spec",
+        Shape::Struct(&[(
+            "resources",
+            Shape::AssocList {
+                keys: &["group", "resource"],
+                item: &Shape::Struct(&[
+                    ("group", Shape::Atomic),
+                    ("resource", Shape::Atomic),
+                    ("mode", Shape::Atomic),
+                ]),
+            },
+        )]),
+    ),
+]);
+
 /// Serves every verb but watch.
 pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
     let obj = with_status(call, config_store::value(&call.state.config));
@@ -56,11 +79,9 @@ pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
 
 async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
-    let desired = match call.req.verb {
-        "patch" => body::apply_patch(&current, call.body, call.content_type)?,
-        _ => body::parse_json(call.body, call.content_type)?,
-    };
-    let (obj, warnings): (HNCConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
+    let (desired, mut warnings) = managed::desired::<HNCConfiguration>(call, &opts, &SHAPE, &current)?;
+    let (obj, more): (HNCConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
+    warnings.extend(more);
     let name = check_name(&DEF, &call.req.name, obj.metadata.name.as_deref())?;
     if name != CONFIG_SINGLETON {
         return Err(refused(
@@ -79,8 +100,12 @@ async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
     check_spec(&call.state.client, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
     let before: HNCConfigurationSpec = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
     check_overwrites(call, &before, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
-    let written =
-        call.state.config.write(&call.state.client, &call.state.namespace, &obj.spec, opts.dry_run).await?;
+    let meta = ObjectLabels::of(&obj.metadata);
+    let written = call
+        .state
+        .config
+        .write(&call.state.client, &call.state.namespace, &obj.spec, &meta, opts.dry_run)
+        .await?;
     let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
     Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
 }

@@ -3,6 +3,7 @@
 
 pub mod hierarchyconfigurations;
 pub mod hncconfigurations;
+pub mod managed;
 pub mod subnamespaces;
 
 use std::collections::HashMap;
@@ -91,6 +92,8 @@ pub struct Call<'a> {
     pub body: &'a [u8],
     /// Its `Content-Type`.
     pub content_type: Option<&'a str>,
+    /// The client's `User-Agent`, which names the manager of writes without `fieldManager`.
+    pub user_agent: Option<&'a str>,
 }
 
 /// What a resource module answers.
@@ -171,6 +174,7 @@ pub async fn dispatch(
         render: &render,
         body: &body,
         content_type: header_str(header::CONTENT_TYPE),
+        user_agent: header_str(header::USER_AGENT),
     };
     let reply = match def.plural {
         hierarchyconfigurations::PLURAL => hierarchyconfigurations::serve(&call).await?,

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::managed::{self, METADATA, META_KVPS};
 use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
 use crate::body::{self, WriteOptions};
 use crate::forest::{Forest, Node, ObjectLabels};
@@ -16,6 +17,7 @@ use crate::plan::{self, HierarchyState};
 use crate::policy::Policy;
 use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::rules;
+use crate::ssa::Shape;
 use crate::status::ApiError;
 
 const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
@@ -73,14 +75,19 @@ pub const ANCHORS: ResourceDef = ResourceDef {
     },
 };
 
+/// The fields of a Subnamespace (or SubnamespaceAnchor) that writers own.
+const SHAPE: Shape = Shape::Struct(&[
+    ("metadata", METADATA),
+    ("spec", Shape::Struct(&[("labels", META_KVPS), ("annotations", META_KVPS)])),
+]);
+
 /// The object for subnamespace `node`, as kind `kind`.
 pub fn value_of(policy: &Policy, node: &Node, kind: &str) -> Value {
     let ns = &node.object.metadata;
     let parent = node.parent.clone().unwrap_or_default();
-    let nonempty = |m: &std::collections::BTreeMap<String, String>| (!m.is_empty()).then(|| m.clone());
     let state =
         if policy.is_excluded(&parent) { SubnamespaceState::Forbidden } else { SubnamespaceState::Ok };
-    let obj = Subnamespace {
+    let mut obj = Subnamespace {
         metadata: ObjectMeta {
             name: ns.name.clone(),
             namespace: Some(parent),
@@ -88,8 +95,6 @@ pub fn value_of(policy: &Policy, node: &Node, kind: &str) -> Value {
             resource_version: ns.resource_version.clone(),
             creation_timestamp: ns.creation_timestamp.clone(),
             deletion_timestamp: ns.deletion_timestamp.clone(),
-            labels: nonempty(&node.subnamespace_meta.labels),
-            annotations: nonempty(&node.subnamespace_meta.annotations),
             generation: Some(1),
             ..Default::default()
         },
@@ -99,6 +104,7 @@ pub fn value_of(policy: &Policy, node: &Node, kind: &str) -> Value {
         },
         status: Some(SubnamespaceStatus { state: Some(state) }),
     };
+    node.subnamespace_meta.fill(&mut obj.metadata);
     let mut v = serde_json::to_value(obj).unwrap_or_default();
     v["kind"] = kind.into();
     v
@@ -174,7 +180,34 @@ struct Written {
 async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
     let value = body::parse_json(call.body, call.content_type)?;
-    let (obj, warnings): (Written, _) = body::decode(value, call.def.kind, opts.field_validation)?;
+    let value = managed::track_update(call, &opts, &SHAPE, &serde_json::json!({}), value);
+    create_object(call, &opts, value, Vec::new()).await
+}
+
+/// A server-side apply to a subnamespace that does not exist creates it, as a POST would: the
+/// caller needs `create` on top of `patch`, as kube-apiserver asks for a create by apply.
+async fn create_by_apply(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = WriteOptions::from_query(call.query)?;
+    let create = crate::request_info::ResourceRequest { verb: "create", ..call.req.clone() };
+    call.state.authz.authorize(call.who, &crate::request_info::RequestInfo::Resource(create)).await?;
+    let bare = serde_json::json!({
+        "apiVersion": hns_api::API_VERSION,
+        "kind": call.def.kind,
+        "metadata": {"name": call.req.name, "namespace": call.req.namespace},
+    });
+    let (value, warnings) = managed::desired::<Written>(call, &opts, &SHAPE, &bare)?;
+    create_object(call, &opts, value, warnings).await
+}
+
+/// Creates the subnamespace `value` describes, after the hierarchy rules.
+async fn create_object(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    value: Value,
+    mut warnings: Vec<String>,
+) -> Result<Reply, ApiError> {
+    let (obj, more): (Written, _) = body::decode(value, call.def.kind, opts.field_validation)?;
+    warnings.extend(more);
     let parent = call.req.namespace.as_str();
     let name = check_name(call.def, &call.req.name, obj.metadata.name.as_deref())?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
@@ -182,7 +215,7 @@ async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
         parent: Some(parent.to_string()),
         managed_labels: obj.spec.labels.clone(),
         managed_annotations: obj.spec.annotations.clone(),
-        subnamespace_meta: object_labels(&obj.metadata),
+        subnamespace_meta: ObjectLabels::of(&obj.metadata),
         ..Default::default()
     };
     let (namespace, mark) = {
@@ -225,27 +258,23 @@ fn already_there(call: &Call<'_>, name: &str, e: ApiError) -> ApiError {
     }
 }
 
-fn object_labels(meta: &ObjectMeta) -> ObjectLabels {
-    ObjectLabels {
-        labels: meta.labels.clone().unwrap_or_default(),
-        annotations: meta.annotations.clone().unwrap_or_default(),
-    }
-}
-
 async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
     let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = call.def.group_resource();
-    let (current, current_state) = {
+    let found = {
         let forest = call.state.cache.read();
-        let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
-        (value_of(&call.state.policy, node, call.def.kind), HierarchyState::of(node))
+        subnamespace(&forest, parent, name)
+            .map(|node| (value_of(&call.state.policy, node, call.def.kind), HierarchyState::of(node)))
     };
-    let desired = match call.req.verb {
-        "patch" => body::apply_patch(&current, call.body, call.content_type)?,
-        _ => body::parse_json(call.body, call.content_type)?,
+    let (current, current_state) = match found {
+        Some(found) => found,
+        None if managed::is_apply(call) => return create_by_apply(call).await,
+        None => return Err(ApiError::not_found(gr, name)),
     };
-    let (obj, warnings): (Written, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
+    let (desired, mut warnings) = managed::desired::<Written>(call, &opts, &SHAPE, &current)?;
+    let (obj, more): (Written, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
+    warnings.extend(more);
     check_name(call.def, name, obj.metadata.name.as_deref())?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
     let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
@@ -255,7 +284,7 @@ async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
     let desired = HierarchyState {
         managed_labels: obj.spec.labels.clone(),
         managed_annotations: obj.spec.annotations.clone(),
-        subnamespace_meta: object_labels(&obj.metadata),
+        subnamespace_meta: ObjectLabels::of(&obj.metadata),
         ..current_state.clone()
     };
     if (&desired.managed_labels, &desired.managed_annotations)

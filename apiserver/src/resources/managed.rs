@@ -1,0 +1,168 @@
+//! managedFields of writes: the desired object of a server-side apply (merged by
+//! [`crate::ssa`]) or of an ordinary write, and the ownership each records, kept in the object's
+//! `metadata.managedFields` on its way to the resource's usual checks and storage.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+
+use super::{check_name, check_namespace, Call};
+use crate::body::{self, WriteOptions, APPLY_PATCH};
+use crate::ssa::{self, Entry, Shape};
+use crate::status::ApiError;
+
+/// The writable metadata of every kind: labels and annotations, granular maps.
+pub const METADATA: Shape = Shape::Struct(&[("labels", Shape::Map), ("annotations", Shape::Map)]);
+
+/// `spec.labels` and `spec.annotations`: lists of `{key, value}` identified by `key`.
+pub const META_KVPS: Shape = Shape::AssocList {
+    keys: &["key"],
+    item: &Shape::Struct(&[("key", Shape::Atomic), ("value", Shape::Atomic)]),
+};
+
+/// Whether the request is a server-side apply.
+pub fn is_apply(call: &Call<'_>) -> bool {
+    call.req.verb == "patch" && body::essence(call.content_type) == APPLY_PATCH
+}
+
+/// The object a write to `current` asks for, with the managedFields it leaves, and the warnings
+/// about an applied configuration's unknown fields. `T`, the kind's type, checks that
+/// configuration.
+pub fn desired<T: DeserializeOwned>(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    shape: &Shape,
+    current: &Value,
+) -> Result<(Value, Vec<String>), ApiError> {
+    if is_apply(call) {
+        return apply::<T>(call, opts, shape, current);
+    }
+    let new = match call.req.verb {
+        "patch" if opts.force => {
+            return Err(ApiError::bad_request("force: Forbidden: may not be specified for non-apply patch"))
+        }
+        "patch" => body::apply_patch(current, call.body, call.content_type)?,
+        _ => body::parse_json(call.body, call.content_type)?,
+    };
+    Ok((track_update(call, opts, shape, current, new), Vec::new()))
+}
+
+/// Records an ordinary write (create, update, merge or JSON patch) taking `old` (`{}` for a
+/// create) to `new` in `new`'s managedFields, as kube-apiserver does: managedFields the client
+/// sent are the starting point when they read (clients may edit them), an empty list clears
+/// them, and otherwise `old`'s are.
+pub fn track_update(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    shape: &Shape,
+    old: &Value,
+    mut new: Value,
+) -> Value {
+    let base = match new.pointer("/metadata/managedFields") {
+        Some(Value::Array(sent)) if sent.is_empty() => {
+            set(&mut new, &[]);
+            return new;
+        }
+        Some(sent @ Value::Array(_)) => read(sent).unwrap_or_else(|| entries(old)),
+        _ => entries(old),
+    };
+    let manager = opts.update_manager(call.user_agent);
+    let managed = ssa::update(shape, old, &new, &base, &manager, &now());
+    set(&mut new, &managed);
+    new
+}
+
+/// A server-side apply of the request's configuration to `current` (a bare object with only
+/// its name when the apply creates it).
+fn apply<T: DeserializeOwned>(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    shape: &Shape,
+    current: &Value,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let manager = opts
+        .field_manager
+        .as_deref()
+        .ok_or_else(|| ApiError::bad_request("PATCH /apply requires fieldManager"))?;
+    let config = body::parse_apply(call.body)?;
+    check_config(call, &config)?;
+    let warnings = validate::<T>(call, opts, &config)?;
+    let outcome = ssa::apply(shape, current, &entries(current), &config, manager, opts.force, &now())
+        .map_err(|c| ApiError::apply_conflict(&c))?;
+    let mut object = outcome.object;
+    set(&mut object, &outcome.managed);
+    // A resourceVersion in the configuration is a precondition, as in any other write.
+    let rv =
+        config.pointer("/metadata/resourceVersion").filter(|rv| rv.as_str().is_some_and(|s| !s.is_empty()));
+    if let (Some(rv), Some(meta)) = (rv, metadata_mut(&mut object)) {
+        meta.insert("resourceVersion".into(), rv.clone());
+    }
+    Ok((object, warnings))
+}
+
+/// An applied configuration names its type and object fully, and leaves managedFields to the
+/// server (kube-apiserver refuses them too).
+fn check_config(call: &Call<'_>, config: &Value) -> Result<(), ApiError> {
+    for field in ["apiVersion", "kind"] {
+        if config.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(ApiError::bad_request(format!("{field} must be set in an applied configuration")));
+        }
+    }
+    let str_at = |p: &str| config.pointer(p).and_then(Value::as_str);
+    if str_at("/metadata/name").is_none_or(str::is_empty) {
+        return Err(ApiError::bad_request("metadata.name must be set in an applied configuration"));
+    }
+    check_name(call.def, &call.req.name, str_at("/metadata/name"))?;
+    if call.def.namespaced {
+        check_namespace(&call.req.namespace, str_at("/metadata/namespace"))?;
+    }
+    if config.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
+    Ok(())
+}
+
+/// Decodes the configuration as the kind (with its type fields and unknown fields checked);
+/// a configuration may leave out `spec`, which the kind's type requires.
+fn validate<T: DeserializeOwned>(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    config: &Value,
+) -> Result<Vec<String>, ApiError> {
+    let mut probe = config.clone();
+    if let Some(m) = probe.as_object_mut() {
+        m.entry("spec").or_insert_with(|| json!({}));
+    }
+    let (_, warnings): (T, _) = body::decode(probe, call.def.kind, opts.field_validation)?;
+    Ok(warnings)
+}
+
+fn read(v: &Value) -> Option<Vec<Entry>> {
+    let sent: Vec<ManagedFieldsEntry> = serde_json::from_value(v.clone()).ok()?;
+    ssa::from_k8s(&sent).ok()
+}
+
+/// The managedFields of an object hns rendered.
+fn entries(obj: &Value) -> Vec<Entry> {
+    obj.pointer("/metadata/managedFields").and_then(read).unwrap_or_default()
+}
+
+fn metadata_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+    obj.as_object_mut()?.entry("metadata").or_insert_with(|| json!({})).as_object_mut()
+}
+
+fn set(obj: &mut Value, managed: &[Entry]) {
+    let Some(meta) = metadata_mut(obj) else { return };
+    if managed.is_empty() {
+        meta.remove("managedFields");
+    } else {
+        let shown: Vec<ManagedFieldsEntry> = managed.iter().map(Entry::to_k8s).collect();
+        meta.insert("managedFields".into(), serde_json::to_value(shown).unwrap_or_default());
+    }
+}
+
+/// Now, to the second, as managedFields times are.
+fn now() -> String {
+    let t = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(t.as_second()).unwrap_or(t).to_string()
+}
