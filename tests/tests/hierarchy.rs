@@ -390,12 +390,13 @@ async fn api_conventions_for_writes() {
     assert_eq!(s.code, 400);
     assert!(s.message.contains("spec.parnet"), "{}", s.message);
 
-    // Strategic merge patch and server-side apply are refused with 415 (clients then fall back
-    // to merge patch), and an oversized body with 413; all as Status objects.
+    // Strategic merge patch is refused with 415 (clients then fall back to merge patch), a
+    // server-side apply without fieldManager with 400, and an oversized body with 413; all as
+    // Status objects.
     let path = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{ns}/hierarchyconfigurations/hierarchy");
     for (content_type, body, code) in [
         ("application/strategic-merge-patch+json", b"{}".to_vec(), 415),
-        ("application/apply-patch+yaml", b"{}".to_vec(), 415),
+        ("application/apply-patch+yaml", b"{}".to_vec(), 400),
         ("application/merge-patch+json", vec![b' '; 4 * 1024 * 1024], 413),
     ] {
         let req = http::Request::patch(&path).header("Content-Type", content_type).body(body).unwrap();

@@ -193,13 +193,15 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
         let node = forest.get(ns).ok_or_else(|| fail(ApiError::not_found(gr, HIERARCHY_SINGLETON)))?;
         (value_of(&forest, ns).unwrap_or_default(), HierarchyState::of(node), is_pristine(node))
     };
-    let mut unversioned = current.clone();
-    unversioned["metadata"].as_object_mut().map(|m| m.remove("resourceVersion"));
     // Nothing in working out the desired object is worth retrying: an apply's conflicts are
     // with other managers, not with a concurrent write.
-    let (desired, mut warnings) =
-        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &unversioned)
-            .map_err(|e| (e, true))?;
+    let (mut desired, mut warnings) =
+        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &current).map_err(|e| (e, true))?;
+    // The current resourceVersion that a patch carries over (or sets again, as kubectl's JSON
+    // patch moving managedFields to server-side apply does) is no precondition of the client's.
+    if desired.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
+        desired.get_mut("metadata").and_then(Value::as_object_mut).map(|m| m.remove("resourceVersion"));
+    }
     let (hc, more): (HierarchyConfiguration, _) =
         body::decode(desired, DEF.kind, opts.field_validation).map_err(fail)?;
     warnings.extend(more);

@@ -51,13 +51,11 @@ pub fn desired<T: DeserializeOwned>(
 /// create) to `new` in `new`'s managedFields, as kube-apiserver does: managedFields the client
 /// sent are the starting point when they read (clients may edit them), an empty list clears
 /// them, and otherwise `old`'s are.
-pub fn track_update(
-    call: &Call<'_>,
-    opts: &WriteOptions,
-    shape: &Shape,
-    old: &Value,
-    mut new: Value,
-) -> Value {
+pub fn track_update(call: &Call<'_>, opts: &WriteOptions, shape: &Shape, old: &Value, new: Value) -> Value {
+    record_update(shape, old, new, &opts.update_manager(call.user_agent), &now())
+}
+
+fn record_update(shape: &Shape, old: &Value, mut new: Value, manager: &str, now: &str) -> Value {
     let base = match new.pointer("/metadata/managedFields") {
         Some(Value::Array(sent)) if sent.is_empty() => {
             set(&mut new, &[]);
@@ -66,8 +64,7 @@ pub fn track_update(
         Some(sent @ Value::Array(_)) => read(sent).unwrap_or_else(|| entries(old)),
         _ => entries(old),
     };
-    let manager = opts.update_manager(call.user_agent);
-    let managed = ssa::update(shape, old, &new, &base, &manager, &now());
+    let managed = ssa::update(shape, old, &new, &base, manager, now);
     set(&mut new, &managed);
     new
 }
@@ -87,7 +84,19 @@ fn apply<T: DeserializeOwned>(
     let config = body::parse_apply(call.body)?;
     check_config(call, &config)?;
     let warnings = validate::<T>(call, opts, &config)?;
-    let outcome = ssa::apply(shape, current, &entries(current), &config, manager, opts.force, &now())
+    Ok((merge_config(shape, current, &config, manager, opts.force, &now())?, warnings))
+}
+
+/// `config` applied by `manager` to `current`, with the managedFields that leaves.
+fn merge_config(
+    shape: &Shape,
+    current: &Value,
+    config: &Value,
+    manager: &str,
+    force: bool,
+    now: &str,
+) -> Result<Value, ApiError> {
+    let outcome = ssa::apply(shape, current, &entries(current), config, manager, force, now)
         .map_err(|c| ApiError::apply_conflict(&c))?;
     let mut object = outcome.object;
     set(&mut object, &outcome.managed);
@@ -97,7 +106,7 @@ fn apply<T: DeserializeOwned>(
     if let (Some(rv), Some(meta)) = (rv, metadata_mut(&mut object)) {
         meta.insert("resourceVersion".into(), rv.clone());
     }
-    Ok((object, warnings))
+    Ok(object)
 }
 
 /// An applied configuration names its type and object fully, and leaves managedFields to the
@@ -165,4 +174,79 @@ fn set(obj: &mut Value, managed: &[Entry]) {
 fn now() -> String {
     let t = jiff::Timestamp::now();
     jiff::Timestamp::from_second(t.as_second()).unwrap_or(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHAPE: Shape = Shape::Struct(&[
+        ("metadata", METADATA),
+        ("spec", Shape::Struct(&[("parent", Shape::Atomic), ("labels", META_KVPS)])),
+    ]);
+    const NOW: &str = "2024-05-01T10:00:00Z";
+
+    fn object(spec: Value) -> Value {
+        json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
+               "metadata": {"name": "hierarchy", "namespace": "a", "resourceVersion": "7"}, "spec": spec})
+    }
+
+    fn managers(obj: &Value) -> Vec<(String, String)> {
+        entries(obj).into_iter().map(|e| (e.manager, format!("{:?}", e.operation))).collect()
+    }
+
+    #[test]
+    fn applies_leave_managed_fields_in_the_object_and_conflicts_as_status() {
+        let created =
+            record_update(&SHAPE, &json!({}), object(json!({"parent": "p"})), "kubectl-create", NOW);
+        assert_eq!(managers(&created), [("kubectl-create".to_string(), "Update".to_string())]);
+        let config = json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
+                            "metadata": {"name": "hierarchy"}, "spec": {"parent": "q"}});
+        let err = merge_config(&SHAPE, &created, &config, "flux", false, NOW).unwrap_err();
+        assert_eq!((err.code, err.reason), (409, "Conflict"));
+        assert_eq!(
+            err.message,
+            "Apply failed with 1 conflict: conflict with \"kubectl-create\" using hnc.x-k8s.io/v1alpha2 at 2024-05-01T10:00:00Z: .spec.parent"
+        );
+        let cause = &err.details.as_ref().unwrap().causes.as_ref().unwrap()[0];
+        assert_eq!(cause.reason.as_deref(), Some("FieldManagerConflict"));
+        assert_eq!(cause.field.as_deref(), Some(".spec.parent"));
+        let forced = merge_config(&SHAPE, &created, &config, "flux", true, NOW).unwrap();
+        assert_eq!(forced["spec"]["parent"], "q");
+        assert_eq!(forced["metadata"]["resourceVersion"], "7");
+        assert_eq!(managers(&forced), [("flux".to_string(), "Apply".to_string())]);
+    }
+
+    #[test]
+    fn an_applied_resource_version_is_a_precondition() {
+        let config =
+            json!({"metadata": {"name": "hierarchy", "resourceVersion": "3"}, "spec": {"parent": "q"}});
+        let applied = merge_config(&SHAPE, &object(json!({})), &config, "flux", false, NOW).unwrap();
+        assert_eq!(applied["metadata"]["resourceVersion"], "3");
+    }
+
+    #[test]
+    fn updates_keep_reset_or_take_the_managed_fields_sent() {
+        let created =
+            record_update(&SHAPE, &json!({}), object(json!({"parent": "p"})), "kubectl-create", NOW);
+        // A PUT sending them back unchanged (kubectl edit) keeps them, plus its own change.
+        let mut edited = created.clone();
+        edited["spec"]["labels"] = json!([{"key": "env", "value": "dev"}]);
+        let edited = record_update(&SHAPE, &created, edited, "kubectl-edit", NOW);
+        assert_eq!(managers(&edited).len(), 2);
+        // An empty list resets them, and records nothing.
+        let mut reset = edited.clone();
+        reset["metadata"]["managedFields"] = json!([]);
+        let reset = record_update(&SHAPE, &edited, reset, "kubectl-edit", NOW);
+        assert_eq!(reset["metadata"].get("managedFields"), None);
+        // Readable entries sent are the starting point; unreadable ones are ignored.
+        let mut sent = edited.clone();
+        sent["metadata"]["managedFields"] = json!([created["metadata"]["managedFields"][0]]);
+        assert_eq!(managers(&record_update(&SHAPE, &edited, sent, "x", NOW)).len(), 1);
+        let mut garbage = edited.clone();
+        garbage["metadata"]["managedFields"] = json!([{"manager": "m", "operation": "Sideways"}]);
+        assert_eq!(managers(&record_update(&SHAPE, &edited, garbage, "x", NOW)), managers(&edited));
+        // A body that is not an object is left to the decoder to refuse.
+        assert_eq!(record_update(&SHAPE, &edited, json!([1]), "x", NOW), json!([1]));
+    }
 }

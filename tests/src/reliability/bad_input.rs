@@ -107,7 +107,7 @@ async fn hand_written(local: &Local, t: &str) -> Hand {
         ("JSON patch with an unknown op", Method::PATCH, hc.clone(), jsonpatch, json!([{"op": "frobnicate", "path": "/spec/parent", "value": "x"}]).to_string()),
         ("JSON patch whose test fails", Method::PATCH, hc.clone(), jsonpatch, json!([{"op": "test", "path": "/spec/parent", "value": "nope"}, {"op": "replace", "path": "/spec/allowCascadingDeletion", "value": true}]).to_string()),
         ("strategic merge patch", Method::PATCH, hc.clone(), "application/strategic-merge-patch+json", json!({"spec": {"allowCascadingDeletion": true}}).to_string()),
-        ("server-side apply", Method::PATCH, format!("{hc}?fieldManager=x"), "application/apply-patch+yaml", json!({"spec": {"allowCascadingDeletion": true}}).to_string()),
+        ("server-side apply without apiVersion, kind or name", Method::PATCH, format!("{hc}?fieldManager=x"), "application/apply-patch+yaml", json!({"spec": {"allowCascadingDeletion": true}}).to_string()),
         ("parent is itself", Method::PATCH, hc.clone(), merge, json!({"spec": {"parent": t}}).to_string()),
         ("parent does not exist", Method::PATCH, hc.clone(), merge, json!({"spec": {"parent": format!("{t}-nope")}}).to_string()),
         ("parent is its own subnamespace (cycle)", Method::PATCH, hc.clone(), merge, json!({"spec": {"parent": format!("{t}-child")}}).to_string()),
