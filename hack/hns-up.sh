@@ -6,7 +6,8 @@
 #   hack/hns-up.sh up DIR     (re)start hns-apiserver and wait until its APIService is Available
 #   hack/hns-up.sh down DIR   stop hns-apiserver
 #
-# HNS_APISERVER_BIN overrides the binary (default: target/debug/hns-apiserver).
+# HNS_APISERVER_BIN overrides the binary (default: target/debug/hns-apiserver). The label `env`
+# may be managed through the hierarchy (spec.labels), as in HNC's own examples and in the e2e tests.
 # HNS_REPLICAS=N (N > 1) runs N processes behind the hns-apiserver Service, as the Deployment's
 # replicas (config/replicas); it needs a control plane started with HNS_AGGREGATOR_ROUTING=1.
 source "$(dirname "$0")/lib.sh"
@@ -76,6 +77,7 @@ for ((i = 0; i < REPLICAS; i++)); do
     --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
     --bind-address "$HOST" --secure-port "${PORTS[$i]}" \
     --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 --cert-dns-name "$HOST" \
+    --managed-namespace-label env \
     --metrics-bind-address "127.0.0.1:${METRICS[$i]}"
 done
 for ((i = 0; i < REPLICAS; i++)); do

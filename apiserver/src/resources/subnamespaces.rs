@@ -258,7 +258,32 @@ fn already_there(call: &Call<'_>, name: &str, e: ApiError) -> ApiError {
     }
 }
 
+/// How often an update is retried when the namespace changed under it (the controller
+/// relabelled it) and the client asked for no resourceVersion precondition.
+const UPDATE_ATTEMPTS: usize = 10;
+
+/// Updates (or, by server-side apply, creates) a subnamespace. Like kube-apiserver, an update
+/// without the client's own resourceVersion is retried from a fresh read when the namespace
+/// changed between the read and the write.
 async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut client_precondition = false;
+        match update_once(call, &mut client_precondition).await {
+            Err(e) if e.code == 409 && !client_precondition && attempt < UPDATE_ATTEMPTS => {
+                if let Some(ns) = call.state.writer.get(&call.req.name).await? {
+                    call.state.cache.caught_up_with(&ns).await;
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One attempt; sets `client_precondition` when the client's object names a resourceVersion, so
+/// that a conflict is the client's to resolve, not retried.
+async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
     let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = call.def.group_resource();
@@ -278,7 +303,9 @@ async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
     check_name(call.def, name, obj.metadata.name.as_deref())?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
     let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-    if obj.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty() && rv != current_rv) {
+    let client_rv = obj.metadata.resource_version.as_deref().filter(|rv| !rv.is_empty());
+    *client_precondition = client_rv.is_some();
+    if client_rv.is_some_and(|rv| rv != current_rv) {
         return Err(ApiError::stale(gr, name));
     }
     let desired = HierarchyState {
