@@ -185,6 +185,14 @@ pub fn hns(env: &Env, args: &[&str]) -> Output {
     hns_with(&env.kubeconfig, args)
 }
 
+/// The `Status` of a request the server refused; panics on any other error.
+pub fn api_status(err: kube::Error) -> kube::core::Status {
+    match err {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected a Status from the server, got {other}"),
+    }
+}
+
 /// stdout of a successful command; panics with stderr otherwise.
 pub fn ok(out: Output) -> String {
     assert!(

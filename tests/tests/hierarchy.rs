@@ -33,13 +33,6 @@ async fn state_of(client: &Client, ns: &str) -> (Value, Value) {
     (json!(n.metadata.labels), json!(n.metadata.annotations))
 }
 
-fn status(err: kube::Error) -> kube::core::Status {
-    match err {
-        kube::Error::Api(s) => *s,
-        other => panic!("expected a Status from the server, got {other}"),
-    }
-}
-
 #[tokio::test]
 async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
     let env = Env::get();
@@ -122,18 +115,18 @@ async fn hierarchy_rules_refuse_and_change_nothing() {
         ("excluded child", set_parent(&client, "kube-public", Some(&a)).await, 422, "\"kube-public\" is not managed by hns".into()),
     ];
     for (what, result, code, message) in cases {
-        let s = status(result.expect_err(what));
+        let s = api_status(result.expect_err(what));
         assert_eq!(s.code, code, "{what}: {}", s.message);
         assert!(s.message.contains(&message), "{what}: {}", s.message);
     }
-    let s = status(create_subns(&client, &a, &other).await.unwrap_err());
+    let s = api_status(create_subns(&client, &a, &other).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
     assert!(s.message.contains("cannot create a subnamespace using an existing namespace"), "{}", s.message);
-    let s = status(create_subns(&client, "kube-system", &unique("x")).await.unwrap_err());
+    let s = api_status(create_subns(&client, "kube-system", &unique("x")).await.unwrap_err());
     assert_eq!(s.code, 403, "{}", s.message);
-    let s = status(create_subns(&client, &a, "Not_A_Name").await.unwrap_err());
+    let s = api_status(create_subns(&client, &a, "Not_A_Name").await.unwrap_err());
     assert_eq!(s.code, 422, "{}", s.message);
-    let s = status(create_subns(&client, &a, &sub).await.unwrap_err());
+    let s = api_status(create_subns(&client, &a, &sub).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists"));
 
     assert_eq!(futures_states(&client, &[&a, &b, &sub, &other]).await, before, "refusals changed nothing");
@@ -375,7 +368,7 @@ async fn api_conventions_for_writes() {
     .await
     .unwrap();
     stale.spec.parent = Some(parent.clone());
-    let s = status(api.replace("hierarchy", &PostParams::default(), &stale).await.unwrap_err());
+    let s = api_status(api.replace("hierarchy", &PostParams::default(), &stale).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{}", s.message);
 
     // JSON patch works; strict field validation refuses unknown fields.
@@ -384,7 +377,7 @@ async fn api_conventions_for_writes() {
     assert_eq!(api.get("hierarchy").await.unwrap().spec.parent.as_deref(), Some(parent.as_str()));
     let strict =
         PatchParams { field_validation: Some(kube::api::ValidationDirective::Strict), ..Default::default() };
-    let s = status(
+    let s = api_status(
         api.patch("hierarchy", &strict, &Patch::Merge(json!({"spec": {"parnet": "x"}}))).await.unwrap_err(),
     );
     assert_eq!(s.code, 400);
@@ -400,7 +393,7 @@ async fn api_conventions_for_writes() {
         ("application/merge-patch+json", vec![b' '; 4 * 1024 * 1024], 413),
     ] {
         let req = http::Request::patch(&path).header("Content-Type", content_type).body(body).unwrap();
-        let s = status(client.request::<Value>(req).await.unwrap_err());
+        let s = api_status(client.request::<Value>(req).await.unwrap_err());
         assert_eq!(s.code, code, "{content_type}: {}", s.message);
     }
     assert_eq!(
@@ -422,18 +415,18 @@ async fn the_hnc_configuration_is_validated_and_stored() {
         {"resource": "nodes"},
         {"resource": "no-such-things"},
     ]}});
-    let s = status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
+    let s = api_status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
     assert!(s.message.contains("always uses the 'Propagate' mode and cannot be configured"), "{}", s.message);
     let bad = json!({"spec": {"resources": [{"resource": "nodes"}, {"resource": "no-such-things"}, {"resource": "secrets", "mode": "Often"}]}});
-    let s = status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
+    let s = api_status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
     assert!(s.message.contains("Unsupported value: \"Often\""), "{}", s.message);
     let bad = json!({"spec": {"resources": [{"resource": "nodes"}, {"resource": "no-such-things"}]}});
-    let s = status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
+    let s = api_status(api.patch("config", &PatchParams::default(), &Patch::Merge(&bad)).await.unwrap_err());
     assert!(s.message.contains("\"nodes\" in group \"\" is cluster-scoped"), "{}", s.message);
     assert!(s.message.contains("\"no-such-things\" in group \"\" is not found"), "{}", s.message);
     assert_eq!(api.get("config").await.unwrap().spec, before.spec, "refusals changed nothing");
-    let s = status(api.get("other").await.unwrap_err());
+    let s = api_status(api.get("other").await.unwrap_err());
     assert_eq!(s.code, 404);
     let err = fails(env.kubectl(&["delete", "hncconfiguration", "config"]));
     assert!(err.contains("MethodNotAllowed") || err.contains("not supported"), "{err}");
@@ -462,10 +455,10 @@ async fn watch_resumes_expires_and_lists() {
     let end = events.iter().find(|e| e["type"] == "BOOKMARK").expect("an end-of-initial-events bookmark");
     assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     // Half-asked WatchList is refused rather than left hanging.
-    let s = status(get("watch=true&sendInitialEvents=true".into()).await.unwrap_err());
+    let s = api_status(get("watch=true&sendInitialEvents=true".into()).await.unwrap_err());
     assert_eq!(s.code, 422);
     // A garbage resourceVersion is a 400; one older than the history is a 410 in the stream.
-    let s = status(get("watch=true&resourceVersion=yesterday".into()).await.unwrap_err());
+    let s = api_status(get("watch=true&resourceVersion=yesterday".into()).await.unwrap_err());
     assert_eq!(s.code, 400);
     let out = get("watch=true&resourceVersion=1&timeoutSeconds=2".into()).await.unwrap();
     let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();

@@ -39,13 +39,6 @@ fn fields(e: &ManagedFieldsEntry) -> Value {
     e.fields_v1.as_ref().map(|f| f.0.clone()).unwrap_or_default()
 }
 
-fn status(err: kube::Error) -> kube::core::Status {
-    match err {
-        kube::Error::Api(s) => *s,
-        other => panic!("expected a Status from the server, got {other}"),
-    }
-}
-
 #[tokio::test]
 async fn an_applied_subnamespace_is_created_and_owned_by_its_manager() {
     let env = Env::get();
@@ -135,7 +128,7 @@ async fn managers_of_different_fields_keep_theirs_and_conflicts_name_the_owner()
     assert!(err.contains("conflict with \"ops\"") && err.contains(".spec.parent"), "{err}");
     let config = json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
                         "metadata": {"name": "hierarchy", "namespace": ns}, "spec": {"parent": other}});
-    let s = status(
+    let s = api_status(
         api.patch("hierarchy", &PatchParams::apply("argo"), &Patch::Apply(&config)).await.unwrap_err(),
     );
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"));
