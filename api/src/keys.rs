@@ -42,6 +42,10 @@ pub const SUBNAMESPACE_OBJECT_META: &str = "hnc.x-k8s.io/subnamespace-object-met
 /// hns's controller and shown in its HierarchyConfiguration's status.
 pub const CONDITIONS: &str = "hnc.x-k8s.io/conditions";
 
+/// Annotation holding hns's seal over the hierarchy annotations: an HMAC, under a key only hns
+/// holds, that lets hns tell state it wrote from state written while its webhook was skipped.
+pub const SEAL: &str = "hnc.x-k8s.io/seal";
+
 /// Every annotation only hns may write.
 pub const HNS_ANNOTATIONS: &[&str] = &[
     CONDITIONS,
@@ -52,6 +56,7 @@ pub const HNS_ANNOTATIONS: &[&str] = &[
     MANAGED_ANNOTATIONS,
     HIERARCHY_OBJECT_META,
     SUBNAMESPACE_OBJECT_META,
+    SEAL,
 ];
 
 /// Whether only hns may write the label `key`.

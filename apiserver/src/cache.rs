@@ -69,11 +69,12 @@ pub struct Cache {
 const CATCH_UP: Duration = Duration::from_secs(10);
 
 impl Cache {
-    /// An empty cache; `policy` decides how derived objects look (e.g. Forbidden subnamespaces).
-    pub fn new(policy: Policy) -> Self {
+    /// An empty cache; `policy` decides how derived objects look (e.g. Forbidden subnamespaces),
+    /// `sealer` which hierarchy state is hns's own.
+    pub fn new(policy: Policy, sealer: crate::seal::Sealer) -> Self {
         let (changes, _) = tokio::sync::broadcast::channel(4_096);
         Cache {
-            forest: RwLock::default(),
+            forest: RwLock::new(Forest::new(sealer)),
             synced: AtomicBool::new(false),
             policy,
             hub: Hub::default(),
@@ -124,8 +125,8 @@ impl Cache {
     /// Applies a change of one namespace and publishes the events of the derived objects it
     /// touched, all under the write lock so watchers see changes in order.
     fn change(&self, ns: Namespace, delete: bool) {
-        let node = Node::from_namespace(ns.clone());
         let mut forest = self.write();
+        let node = forest.node_of(ns.clone());
         let known = forest.get(node.name()).map(Node::resource_version);
         if known.is_some_and(|rv| rv > node.resource_version())
             || (!delete && known == Some(node.resource_version()))
@@ -194,7 +195,7 @@ mod tests {
     use crate::forest::testing::namespace;
 
     fn cache() -> Cache {
-        Cache::new(crate::policy::testing::policy())
+        Cache::new(crate::policy::testing::policy(), crate::seal::testing::sealer())
     }
 
     #[test]

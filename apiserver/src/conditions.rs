@@ -26,7 +26,11 @@ pub const ALL: &[(&str, &str)] = &[
     (ACTIVITIES_HALTED, "AncestorHaltActivities"),
     (BAD_CONFIGURATION, "IllegalManagedLabel"),
     (BAD_CONFIGURATION, "IllegalManagedAnnotation"),
+    (BAD_CONFIGURATION, FORGED),
 ];
+
+/// Reason: hierarchy annotations that hns did not write (see [`crate::seal`]).
+pub const FORGED: &str = "ForgedHierarchyState";
 
 /// A condition without its timestamp.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,6 +89,9 @@ pub fn conditions(forest: &Forest, policy: &Policy, ns: &str) -> Vec<NsCondition
         (None, None) => {}
     }
     if let Some(node) = forest.get(ns) {
+        if let Some(forged) = &node.forgery {
+            out.push(forgery(node, forged));
+        }
         for kv in node.managed_labels.iter().filter(|kv| !policy.is_managed_label(&kv.key)) {
             out.push(NsCondition {
                 type_: BAD_CONFIGURATION,
@@ -105,6 +112,31 @@ pub fn conditions(forest: &Forest, policy: &Policy, ns: &str) -> Vec<NsCondition
     }
     out.sort();
     out
+}
+
+/// The condition of a namespace carrying hierarchy annotations hns did not write: it names
+/// them with their values, and the state hns keeps instead.
+fn forgery(node: &crate::forest::Node, forged: &[String]) -> NsCondition {
+    let annotations = node.object.metadata.annotations.as_ref();
+    let found: Vec<String> = forged
+        .iter()
+        .filter(|k| k.as_str() != keys::SEAL)
+        .map(|k| format!("{k}={:?}", annotations.and_then(|a| a.get(k)).map_or("", |v| v.as_str())))
+        .collect();
+    let found = if found.is_empty() { format!("a stray {}", keys::SEAL) } else { found.join(", ") };
+    let kept = match (&node.parent, node.is_subnamespace) {
+        (Some(p), true) => format!("subnamespace of \"{p}\""),
+        (Some(p), false) => format!("parent \"{p}\""),
+        (None, _) => "no parent".to_string(),
+    };
+    NsCondition {
+        type_: BAD_CONFIGURATION,
+        reason: FORGED,
+        message: format!(
+            "Hierarchy annotations not written by hns (no valid {}) are ignored and reverted: {found}; the namespace keeps {kept}. Change the hierarchy with kubectl hns set / kubectl hns create",
+            keys::SEAL
+        ),
+    }
 }
 
 /// The conditions recorded on a namespace (annotation `hnc.x-k8s.io/conditions`).

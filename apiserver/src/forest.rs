@@ -12,13 +12,19 @@
 //!                     API handlers ─┘ webhook, controller
 //! ```
 //!
-//! A namespace may name a parent that does not exist (yet), and users acting at the same moment
-//! can make cycles; every traversal here stops on a repeat, so both are safe to query.
+//! A namespace may name a parent that does not exist (yet), and a cycle may be restored from a
+//! backup; every traversal here stops on a repeat, so both are safe to query.
+//!
+//! Only sealed hierarchy state is honoured (see [`crate::seal`]): a namespace whose hierarchy
+//! annotations hns did not write keeps the last sealed state the forest saw of it (or none), and
+//! says so in [`Node::forgery`] for the controller to report and revert.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use hns_api::{keys, MetaKvp};
+
+use crate::seal::{Sealer, Verdict};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -44,6 +50,9 @@ pub struct Node {
     pub subnamespace_meta: ObjectLabels,
     /// The resourceVersion of the last change to this namespace's set of children.
     pub children_rv: u64,
+    /// Hierarchy annotations on the namespace that hns did not write (their keys): the facts
+    /// above are then the last sealed ones, not what the annotations say.
+    pub forgery: Option<Vec<String>>,
 }
 
 /// Labels, annotations and managed fields of a derived object (a HierarchyConfiguration or a
@@ -94,14 +103,22 @@ fn json_annotation<T: serde::de::DeserializeOwned + Default>(value: Option<&Stri
 }
 
 impl Node {
-    /// Reads the hierarchy facts out of a Namespace object. Managed fields, spec and status are
-    /// dropped: nothing here reads them, and managed fields (and, while a namespace terminates,
-    /// its status conditions) are most of a namespace's bytes.
-    pub fn from_namespace(mut ns: Namespace) -> Self {
+    /// Reads the hierarchy facts out of a Namespace object, if `sealer` finds them sealed; a
+    /// namespace with forged ones gets none. Managed fields, spec and status are dropped:
+    /// nothing here reads them, and managed fields (and, while a namespace terminates, its status
+    /// conditions) are most of a namespace's bytes.
+    pub fn from_namespace(mut ns: Namespace, sealer: &Sealer) -> Self {
         ns.metadata.managed_fields = None;
         ns.spec = None;
         ns.status = None;
-        let annotations = ns.metadata.annotations.as_ref();
+        let empty = BTreeMap::new();
+        let all = ns.metadata.annotations.as_ref().unwrap_or(&empty);
+        let name = ns.metadata.name.as_deref().unwrap_or_default();
+        let forgery = match sealer.verify(name, all) {
+            Verdict::Sealed => None,
+            Verdict::Forged(keys) => Some(keys),
+        };
+        let annotations = ns.metadata.annotations.as_ref().filter(|_| forgery.is_none());
         let get = |k: &str| annotations.and_then(|a| a.get(k)).filter(|v| !v.is_empty()).cloned();
         let raw = |k: &str| annotations.and_then(|a| a.get(k));
         let subnamespace_of = get(keys::SUBNAMESPACE_OF);
@@ -115,8 +132,21 @@ impl Node {
             hierarchy_meta: json_annotation(raw(keys::HIERARCHY_OBJECT_META)),
             subnamespace_meta: json_annotation(raw(keys::SUBNAMESPACE_OBJECT_META)),
             children_rv: 0,
+            forgery,
             object: Arc::new(ns),
         }
+    }
+
+    /// Takes the hierarchy facts of `held`, an earlier version of the same namespace, in place of
+    /// forged ones: a forgery changes nothing hns does.
+    fn keep_facts_of(&mut self, held: &Node) {
+        self.parent = held.parent.clone();
+        self.is_subnamespace = held.is_subnamespace;
+        self.allow_cascading_deletion = held.allow_cascading_deletion;
+        self.managed_labels = held.managed_labels.clone();
+        self.managed_annotations = held.managed_annotations.clone();
+        self.hierarchy_meta = held.hierarchy_meta.clone();
+        self.subnamespace_meta = held.subnamespace_meta.clone();
     }
 
     /// The namespace's name.
@@ -137,26 +167,54 @@ impl Node {
 }
 
 /// The hierarchy of every namespace in the cluster.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Forest {
     nodes: BTreeMap<String, Node>,
     /// parent → children. A parent may be listed here before (or after) it exists.
     children: BTreeMap<String, BTreeSet<String>>,
     /// The newest resourceVersion observed: the point in time the forest reflects.
     resource_version: u64,
+    /// Tells sealed hierarchy state from forged.
+    sealer: Sealer,
 }
 
 impl Forest {
+    /// An empty forest honouring state sealed by `sealer`.
+    pub fn new(sealer: Sealer) -> Self {
+        Forest { nodes: BTreeMap::new(), children: BTreeMap::new(), resource_version: 0, sealer }
+    }
+
+    /// The sealer, for writers that seal what they write.
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+
+    /// The node a Namespace object makes, as [`Forest::upsert`] would hold it: forged facts
+    /// give way to those of the version held now.
+    pub fn node_of(&self, ns: Namespace) -> Node {
+        let mut node = Node::from_namespace(ns, &self.sealer);
+        if node.forgery.is_some() {
+            if let Some(held) = self.nodes.get(node.name()).filter(|h| same_namespace(h, &node)) {
+                node.keep_facts_of(held);
+            }
+        }
+        node
+    }
+
     /// Records the current state of a namespace (added or changed). An older version than the
     /// one held is ignored: a write's response and the watch may arrive in either order.
     pub fn upsert(&mut self, ns: Namespace) {
         self.observe_resource_version(ns.metadata.resource_version.as_deref());
-        let node = Node::from_namespace(ns);
+        let node = self.node_of(ns);
+        self.insert(node);
+    }
+
+    /// Holds `node` unless a newer version of it is held.
+    fn insert(&mut self, mut node: Node) {
         let name = node.name().to_string();
         if name.is_empty() {
             return;
         }
-        let mut node = node;
         let old_parent = match self.nodes.get(&name) {
             Some(held) if held.resource_version() > node.resource_version() => return,
             Some(held) => {
@@ -214,11 +272,19 @@ impl Forest {
         self.resource_version
     }
 
-    /// Replaces the whole forest, e.g. after the watch was re-listed.
+    /// Replaces the whole forest, e.g. after the watch was re-listed. What the old forest knew
+    /// of a namespace's sealed state still stands against a forgery made meanwhile.
     pub fn replace_all(&mut self, namespaces: impl IntoIterator<Item = Namespace>) {
-        *self = Forest::default();
+        let old = std::mem::replace(self, Forest::new(self.sealer.clone()));
         for ns in namespaces {
-            self.upsert(ns);
+            self.observe_resource_version(ns.metadata.resource_version.as_deref());
+            let mut node = Node::from_namespace(ns, &self.sealer);
+            if node.forgery.is_some() {
+                if let Some(held) = old.nodes.get(node.name()).filter(|h| same_namespace(h, &node)) {
+                    node.keep_facts_of(held);
+                }
+            }
+            self.insert(node);
         }
         // Without history, a parent's children last changed no later than its newest child.
         let newest: Vec<(String, u64)> = self
@@ -350,6 +416,11 @@ impl Forest {
     }
 }
 
+/// Whether two nodes are versions of the same namespace, not two namespaces of the same name.
+fn same_namespace(a: &Node, b: &Node) -> bool {
+    a.object.metadata.uid == b.object.metadata.uid
+}
+
 /// A namespace's resourceVersion as a number (namespaces' come from one etcd revision counter).
 pub fn rv_number(ns: &Namespace) -> u64 {
     ns.metadata.resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0)
@@ -361,26 +432,43 @@ pub(crate) mod testing {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    /// A Namespace named `name` with parent `parent` (`sub` makes it a subnamespace).
+    /// A Namespace named `name` with parent `parent` (`sub` makes it a subnamespace), sealed as
+    /// hns would have written it.
     pub fn namespace(name: &str, parent: Option<&str>, sub: bool) -> Namespace {
         let mut annotations = BTreeMap::new();
         if let Some(p) = parent {
             let key = if sub { keys::SUBNAMESPACE_OF } else { keys::PARENT };
             annotations.insert(key.to_string(), p.to_string());
         }
-        Namespace {
+        sealed(Namespace {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 annotations: Some(annotations),
                 ..Default::default()
             },
             ..Default::default()
+        })
+    }
+
+    /// `ns` with its seal made current, as after one of hns's writes.
+    pub fn sealed(mut ns: Namespace) -> Namespace {
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        let annotations = ns.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.remove(keys::SEAL);
+        if let Some(seal) = crate::seal::testing::sealer().seal(&name, annotations) {
+            annotations.insert(keys::SEAL.to_string(), seal);
         }
+        ns
+    }
+
+    /// An empty forest with the unit tests' key.
+    pub fn empty() -> Forest {
+        Forest::new(crate::seal::testing::sealer())
     }
 
     /// A forest from `"child:parent"` pairs; a lone name is a root, `child:~parent` a subnamespace.
     pub fn forest(spec: &str) -> Forest {
-        let mut f = Forest::default();
+        let mut f = empty();
         for item in spec.split_whitespace() {
             match item.split_once(':') {
                 None => f.upsert(namespace(item, None, false)),
@@ -397,7 +485,6 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::testing::*;
-    use super::Forest;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
@@ -443,7 +530,7 @@ mod tests {
 
     #[test]
     fn tracks_the_newest_resource_version() {
-        let mut f = Forest::default();
+        let mut f = empty();
         let mut ns = namespace("a", None, false);
         ns.metadata.resource_version = Some("17".into());
         f.upsert(ns.clone());
@@ -454,7 +541,7 @@ mod tests {
 
     #[test]
     fn older_versions_do_not_overwrite_newer_ones() {
-        let mut f = Forest::default();
+        let mut f = empty();
         let mut new = namespace("a", Some("p"), false);
         new.metadata.resource_version = Some("20".into());
         let mut old = namespace("a", None, false);
@@ -466,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_parent_changes_when_its_children_do() {
-        let mut f = Forest::default();
+        let mut f = empty();
         let with_rv = |mut ns: k8s_openapi::api::core::v1::Namespace, rv: &str| {
             ns.metadata.resource_version = Some(rv.into());
             ns
@@ -504,7 +591,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(hns_api::keys::ALLOW_CASCADING_DELETION.into(), "true".into());
-        f.upsert(ns);
+        f.upsert(sealed(ns));
         assert!(f.allows_cascading_deletion("c"));
         assert_eq!(f.subnamespaces("a").map(|n| n.name()).collect::<Vec<_>>(), ["b"]);
     }
@@ -531,12 +618,45 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(hns_api::keys::HIERARCHY_OBJECT_META.into(), meta.to_annotation().unwrap());
-        let node = super::Node::from_namespace(ns);
+        let node = super::Node::from_namespace(sealed(ns), &crate::seal::testing::sealer());
         assert_eq!(node.hierarchy_meta, meta);
         let mut shown = ObjectMeta::default();
         node.hierarchy_meta.fill(&mut shown);
         assert_eq!(super::ObjectLabels::of(&shown), meta, "served and read back unchanged");
         assert_eq!(super::ObjectLabels::default().to_annotation(), None);
+    }
+
+    #[test]
+    fn forged_state_is_ignored_and_the_last_sealed_state_kept() {
+        let mut f = forest("victim mine team:~mine");
+        let forge = |mut ns: k8s_openapi::api::core::v1::Namespace, key: &str, value: &str| {
+            ns.metadata.annotations.as_mut().unwrap().insert(key.into(), value.into());
+            ns.metadata.resource_version = Some("50".into());
+            ns
+        };
+        // A namespace outside hierarchies names a parent without hns: not honoured.
+        f.upsert(forge(namespace("mine", None, false), hns_api::keys::PARENT, "victim"));
+        let mine = f.get("mine").unwrap();
+        assert_eq!(mine.parent, None);
+        assert_eq!(f.children("victim").count(), 0);
+        assert_eq!(mine.forgery.as_deref(), Some(&[hns_api::keys::PARENT.to_string()][..]));
+        // A sealed subnamespace moved by hand keeps its sealed parent.
+        f.upsert(forge(namespace("team", Some("mine"), true), hns_api::keys::SUBNAMESPACE_OF, "victim"));
+        let team = f.get("team").unwrap();
+        assert_eq!(team.parent.as_deref(), Some("mine"));
+        assert!(team.is_subnamespace);
+        assert!(team.forgery.is_some());
+        // So does it after a re-list.
+        let objects: Vec<_> = f.iter().map(|n| (*n.object).clone()).collect();
+        f.replace_all(objects);
+        assert_eq!(f.get("team").unwrap().parent.as_deref(), Some("mine"));
+        // A seal copied from another namespace does not verify either.
+        let mut copied = namespace("other", None, false);
+        let seal = namespace("team", Some("mine"), true).metadata.annotations.unwrap();
+        copied.metadata.annotations = Some(seal);
+        f.upsert(copied);
+        assert_eq!(f.get("other").unwrap().parent, None);
+        assert!(f.get("other").unwrap().forgery.is_some());
     }
 
     #[test]
@@ -551,7 +671,7 @@ mod tests {
     fn subnamespace_annotation_wins_over_parent_annotation() {
         let mut ns = namespace("c", Some("real"), true);
         ns.metadata.annotations.as_mut().unwrap().insert(hns_api::keys::PARENT.into(), "other".into());
-        let node = super::Node::from_namespace(ns);
+        let node = super::Node::from_namespace(sealed(ns), &crate::seal::testing::sealer());
         assert_eq!(node.parent.as_deref(), Some("real"));
     }
 }

@@ -36,6 +36,8 @@ pub mod render;
 pub mod request_info;
 pub mod resources;
 pub mod rules;
+pub mod seal;
+pub mod seal_key;
 pub mod selector;
 pub mod server;
 pub mod ssa;

@@ -186,7 +186,9 @@ impl Args {
                 .map_err(|e| {
                     anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}")
                 })?;
-        let cache = Arc::new(Cache::new(policy.clone()));
+        // The key comes before the forest: no replica judges hierarchy state without it.
+        let sealer = crate::seal_key::load(client.clone(), &self.namespace).await;
+        let cache = Arc::new(Cache::new(policy.clone(), sealer));
         let authn_state = Arc::new(AuthnState::default());
         tokio::spawn(cache::run(client.clone(), cache.clone()));
         tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));

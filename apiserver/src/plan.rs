@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
 use crate::forest::{Forest, Node, ObjectLabels};
+use crate::seal;
 
 /// The hierarchy facts hns keeps on one namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,6 +49,54 @@ fn kvp_annotation(v: &[MetaKvp]) -> Option<String> {
     (!v.is_empty()).then(|| serde_json::to_string(v).unwrap_or_default())
 }
 
+/// The hierarchy annotations (those [`crate::seal`] covers) that `state` is written as.
+fn sealed_annotations(state: &HierarchyState, is_subnamespace: bool) -> BTreeMap<String, String> {
+    let parent_key = if is_subnamespace { keys::SUBNAMESPACE_OF } else { keys::PARENT };
+    [
+        (parent_key, state.parent.clone()),
+        (keys::ALLOW_CASCADING_DELETION, state.allow_cascading_deletion.then(|| "true".to_string())),
+        (keys::MANAGED_LABELS, kvp_annotation(&state.managed_labels)),
+        (keys::MANAGED_ANNOTATIONS, kvp_annotation(&state.managed_annotations)),
+        (keys::HIERARCHY_OBJECT_META, state.hierarchy_meta.to_annotation()),
+        (keys::SUBNAMESPACE_OBJECT_META, state.subnamespace_meta.to_annotation()),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+    .collect()
+}
+
+/// Annotation changes (a merge patch's `metadata.annotations`) that give `node` exactly the
+/// hierarchy annotations `want` and a seal over them. Compared with what the namespace carries,
+/// not with what the forest honours, so forged values are overwritten too.
+fn sealed_changes(forest: &Forest, node: &Node, want: &BTreeMap<String, String>) -> Map<String, Value> {
+    let mut result = node.object.metadata.annotations.clone().unwrap_or_default();
+    let mut changes = Map::new();
+    for key in seal::SEALED {
+        if result.get(*key) != want.get(*key) {
+            changes.insert(key.to_string(), want.get(*key).map_or(Value::Null, |v| Value::String(v.clone())));
+            match want.get(*key) {
+                Some(v) => result.insert(key.to_string(), v.clone()),
+                None => result.remove(*key),
+            };
+        }
+    }
+    let seal = forest.sealer().seal(node.name(), &result);
+    if result.get(keys::SEAL) != seal.as_ref() {
+        changes.insert(keys::SEAL.to_string(), seal.map_or(Value::Null, Value::String));
+    }
+    changes
+}
+
+/// Annotation changes putting back the sealed hierarchy state of a namespace whose annotations
+/// were forged (see [`Node::forgery`]): what the forest honours, sealed again. Empty when the
+/// namespace's annotations are hns's own.
+pub fn revert_forgery(forest: &Forest, node: &Node) -> Map<String, Value> {
+    if node.forgery.is_none() {
+        return Map::new();
+    }
+    sealed_changes(forest, node, &sealed_annotations(&HierarchyState::of(node), node.is_subnamespace))
+}
+
 /// Tree labels of namespace `ns` under `parent`: one per existing ancestor with its distance,
 /// and `ns` itself at 0. A cycle or a missing ancestor ends the chain.
 pub fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
@@ -67,17 +116,10 @@ pub fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<
 pub fn new_subnamespace(forest: &Forest, parent: &str, name: &str, state: &HierarchyState) -> Namespace {
     let mut labels = tree_labels(forest, name, Some(parent));
     labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
-    let mut annotations = BTreeMap::from([(keys::SUBNAMESPACE_OF.to_string(), parent.to_string())]);
-    let optional = [
-        (keys::MANAGED_LABELS, kvp_annotation(&state.managed_labels)),
-        (keys::MANAGED_ANNOTATIONS, kvp_annotation(&state.managed_annotations)),
-        (keys::SUBNAMESPACE_OBJECT_META, state.subnamespace_meta.to_annotation()),
-        (keys::ALLOW_CASCADING_DELETION, state.allow_cascading_deletion.then(|| "true".to_string())),
-    ];
-    for (k, v) in optional {
-        if let Some(v) = v {
-            annotations.insert(k.to_string(), v);
-        }
+    let state = HierarchyState { parent: Some(parent.to_string()), ..state.clone() };
+    let mut annotations = sealed_annotations(&state, true);
+    if let Some(seal) = forest.sealer().seal(name, &annotations) {
+        annotations.insert(keys::SEAL.to_string(), seal);
     }
     Namespace {
         metadata: ObjectMeta {
@@ -92,44 +134,14 @@ pub fn new_subnamespace(forest: &Forest, parent: &str, name: &str, state: &Hiera
 
 /// A merge patch taking `node` to `desired`, or `None` when nothing changes. It carries the
 /// namespace's resourceVersion, so it fails with a conflict if the namespace changed meanwhile.
+/// A subnamespace's parent stays what it is: it is fixed at creation.
 pub fn hierarchy_patch(forest: &Forest, node: &Node, desired: &HierarchyState) -> Option<Value> {
-    let mut annotations = Map::new();
-    let mut set = |key: &str, now: Option<String>, want: Option<String>| {
-        if now != want {
-            annotations.insert(key.to_string(), want.map_or(Value::Null, Value::String));
-        }
-    };
-    let current = HierarchyState::of(node);
-    if !node.is_subnamespace {
-        set(keys::PARENT, current.parent.clone(), desired.parent.clone());
+    let mut desired = desired.clone();
+    if node.is_subnamespace {
+        desired.parent = node.parent.clone();
     }
-    let flag = |b: bool| b.then(|| "true".to_string());
-    set(
-        keys::ALLOW_CASCADING_DELETION,
-        flag(current.allow_cascading_deletion),
-        flag(desired.allow_cascading_deletion),
-    );
-    set(
-        keys::MANAGED_LABELS,
-        kvp_annotation(&current.managed_labels),
-        kvp_annotation(&desired.managed_labels),
-    );
-    set(
-        keys::MANAGED_ANNOTATIONS,
-        kvp_annotation(&current.managed_annotations),
-        kvp_annotation(&desired.managed_annotations),
-    );
-    set(
-        keys::HIERARCHY_OBJECT_META,
-        current.hierarchy_meta.to_annotation(),
-        desired.hierarchy_meta.to_annotation(),
-    );
-    set(
-        keys::SUBNAMESPACE_OBJECT_META,
-        current.subnamespace_meta.to_annotation(),
-        desired.subnamespace_meta.to_annotation(),
-    );
-
+    let want = sealed_annotations(&desired, node.is_subnamespace);
+    let annotations = sealed_changes(forest, node, &want);
     let labels = membership_labels(forest, node, desired.parent.as_deref());
     if annotations.is_empty() && labels.is_empty() {
         return None;
@@ -256,5 +268,39 @@ mod tests {
         let p = mark_member(f.get("acme").unwrap()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], "true");
         assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "0");
+    }
+
+    #[test]
+    fn hns_writes_are_sealed() {
+        let f = forest("acme team-a");
+        let ns = new_subnamespace(&f, "acme", "dev", &HierarchyState::default());
+        let node = Node::from_namespace(ns, f.sealer());
+        assert_eq!(node.forgery, None);
+        assert_eq!(node.parent.as_deref(), Some("acme"));
+
+        let team = f.get("team-a").unwrap();
+        let desired = HierarchyState { parent: Some("acme".into()), ..HierarchyState::of(team) };
+        let p = hierarchy_patch(&f, team, &desired).unwrap();
+        let mut value = serde_json::to_value(&*team.object).unwrap();
+        json_patch::merge(&mut value, &p);
+        let written: Namespace = serde_json::from_value(value).unwrap();
+        let node = Node::from_namespace(written, f.sealer());
+        assert_eq!((node.forgery, node.parent.as_deref()), (None, Some("acme")));
+    }
+
+    #[test]
+    fn reverting_a_forgery_restores_the_sealed_state() {
+        let mut f = forest("acme victim team:~acme");
+        let mut ns = (*f.get("team").unwrap().object).clone();
+        ns.metadata.annotations.as_mut().unwrap().insert(keys::SUBNAMESPACE_OF.into(), "victim".into());
+        f.upsert(ns);
+        let node = f.get("team").unwrap();
+        let changes = revert_forgery(&f, node);
+        assert_eq!(changes[keys::SUBNAMESPACE_OF], "acme");
+        let mut value = serde_json::to_value(&*node.object).unwrap();
+        json_patch::merge(&mut value, &json!({"metadata": {"annotations": changes}}));
+        let reverted = Node::from_namespace(serde_json::from_value(value).unwrap(), f.sealer());
+        assert_eq!((reverted.forgery, reverted.parent.as_deref()), (None, Some("acme")));
+        assert!(revert_forgery(&f, f.get("acme").unwrap()).is_empty());
     }
 }

@@ -516,7 +516,7 @@ mod tests {
 
     fn change(f: &mut Forest, ns: k8s_openapi::api::core::v1::Namespace, delete: bool) -> Vec<Event> {
         let p = policy();
-        let node = crate::forest::Node::from_namespace(ns.clone());
+        let node = f.node_of(ns.clone());
         let keys = keys_for(
             f,
             node.name(),

@@ -70,7 +70,8 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         labels.insert(k.clone(), Value::Null);
     }
 
-    let mut annotations = Map::new();
+    // Forged hierarchy annotations go back to the sealed state the forest honours.
+    let mut annotations = plan::revert_forgery(forest, node);
     let recorded = conditions::recorded(meta.annotations.as_ref());
     let record = conditions::to_record(&conditions::conditions(forest, policy, ns), &recorded, now);
     if record != recorded {
@@ -110,7 +111,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::{forest, namespace};
+    use crate::forest::testing::{forest, namespace, sealed};
     use crate::policy::testing::policy;
     use hns_api::MetaKvp;
 
@@ -185,7 +186,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(keys::MANAGED_LABELS.into(), serde_json::to_string(&kvs).unwrap());
-        f.upsert(org);
+        f.upsert(sealed(org));
         let mut team = namespace("team", Some("org"), false);
         let mine = vec![MetaKvp { key: "team.example.com/owner".into(), value: "alice".into() }];
         team.metadata
@@ -193,7 +194,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(keys::MANAGED_LABELS.into(), serde_json::to_string(&mine).unwrap());
-        f.upsert(team);
+        f.upsert(sealed(team));
         let p = patch(&f, &policy(), "team", now()).unwrap();
         assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "alice");
         assert_eq!(p["metadata"]["labels"]["team.example.com/tier"], "gold");
@@ -201,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_namespace_that_leaves_every_hierarchy_loses_its_labels() {
-        let mut f = Forest::default();
+        let mut f = crate::forest::testing::empty();
         let mut ns = namespace("alone", None, false);
         ns.metadata.labels = Some(
             [
@@ -213,5 +214,20 @@ mod tests {
         f.upsert(ns);
         let p = patch(&f, &policy(), "alone", now()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], Value::Null);
+    }
+
+    #[test]
+    fn forged_hierarchy_state_is_reverted_and_reported() {
+        let mut f = forest("victim mine");
+        let mut forged = namespace("mine", None, false);
+        forged.metadata.annotations.as_mut().unwrap().insert(keys::PARENT.into(), "victim".into());
+        f.upsert(forged);
+        let p = patch(&f, &policy(), "mine", now()).unwrap();
+        assert_eq!(p["metadata"]["annotations"][keys::PARENT], Value::Null, "{p}");
+        let recorded: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> =
+            serde_json::from_str(p["metadata"]["annotations"][keys::CONDITIONS].as_str().unwrap()).unwrap();
+        assert_eq!(recorded[0].reason, conditions::FORGED);
+        assert!(recorded[0].message.contains("hnc.x-k8s.io/parent=\"victim\""), "{}", recorded[0].message);
+        assert!(recorded[0].message.contains("keeps no parent"), "{}", recorded[0].message);
     }
 }

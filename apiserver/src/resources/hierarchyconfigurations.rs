@@ -238,7 +238,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     let forest = call.state.cache.read();
     let obj = match written {
         Some(updated) => {
-            serde_json::to_value(from_forest(&forest, &Node::from_namespace(updated))).unwrap_or_default()
+            serde_json::to_value(from_forest(&forest, &forest.node_of(updated))).unwrap_or_default()
         }
         None => current,
     };

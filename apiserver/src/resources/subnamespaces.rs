@@ -240,7 +240,7 @@ async fn create_object(
     if !opts.dry_run {
         await_write(call.state, &created).await;
     }
-    let node = Node::from_namespace(created);
+    let node = call.state.cache.read().node_of(created);
     let body = render::object(call.def, value_of(&call.state.policy, &node, call.def.kind), call.render);
     Ok(Reply { code: 201, body, warnings })
 }
@@ -330,7 +330,7 @@ async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<
         if !opts.dry_run {
             await_write(call.state, &updated).await;
         }
-        node = Some(Node::from_namespace(updated));
+        node = Some(call.state.cache.read().node_of(updated));
     }
     let obj = match node {
         Some(n) => value_of(&call.state.policy, &n, call.def.kind),
@@ -381,7 +381,7 @@ async fn delete_one(
     }
     let forest = call.state.cache.read();
     let shown = match remaining {
-        Some(ns) => value_of(&call.state.policy, &Node::from_namespace(ns), call.def.kind),
+        Some(ns) => value_of(&call.state.policy, &forest.node_of(ns), call.def.kind),
         None => forest.get(name).map(|n| value_of(&call.state.policy, n, call.def.kind)).unwrap_or_default(),
     };
     Ok(shown)
