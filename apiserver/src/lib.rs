@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod negotiation;
 pub mod openapi;
 pub mod options;
+pub mod parent_lock;
 pub mod pki;
 pub mod plan;
 pub mod policy;

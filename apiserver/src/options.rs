@@ -17,6 +17,7 @@ use crate::config_store::{self, ConfigStore};
 use crate::controller::events::Events;
 use crate::controller::Controller;
 use crate::leader;
+use crate::parent_lock::ParentLock;
 use crate::metrics::{self, Metrics, Sources};
 use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::propagation::Propagation;
@@ -239,6 +240,7 @@ impl Args {
         });
         tokio::spawn(controller.run(leading));
         let (release_client, release_identity) = (client.clone(), identity.clone());
+        let parent_lock = Arc::new(ParentLock::new(client.clone(), &self.namespace, identity.clone()));
         let state = web::Data::new(AppState {
             cache,
             authn: authn_state,
@@ -250,6 +252,7 @@ impl Args {
             namespace: self.namespace.clone(),
             serving,
             propagation,
+            parent_lock,
         });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);

@@ -163,6 +163,15 @@ pub fn check_new_subnamespace(
             Err(Refusal::AlreadyExists)
         }
         Some(_) => Err(Refusal::Conflict("cannot create a subnamespace using an existing namespace".into())),
+        // A namespace whose parent was deleted still names it: that name is not free to reuse
+        // below it.
+        None if forest.ancestry_names(parent).iter().any(|a| a == name) => Err(invalid(
+            "metadata.name",
+            format!(
+                "cycle when making \"{parent}\" the parent of \"{name}\": current ancestry is {}",
+                forest.ancestry_names(parent).join(" <- ")
+            ),
+        )),
         None => Ok(()),
     }
 }
@@ -452,5 +461,13 @@ mod tests {
         for bad in ["", "-a", "a-", "A", "a.b", &"x".repeat(64)] {
             assert!(!is_dns1123_label(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_subnamespace_may_not_take_the_name_of_a_missing_ancestor() {
+        let f = forest("orphan:gone below:orphan");
+        let m = message(check_new_subnamespace(&f, &policy(), "below", "gone").unwrap_err());
+        assert!(m.contains("cycle when making \"below\" the parent of \"gone\""), "{m}");
+        assert!(check_new_subnamespace(&f, &policy(), "below", "fresh").is_ok());
     }
 }

@@ -43,6 +43,8 @@ pub struct AppState {
     pub serving: std::sync::Arc<crate::certs::ServingCert>,
     /// The propagated kinds.
     pub propagation: std::sync::Arc<crate::propagation::Propagation>,
+    /// Takes parent changes one at a time across replicas.
+    pub parent_lock: std::sync::Arc<crate::parent_lock::ParentLock>,
 }
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's

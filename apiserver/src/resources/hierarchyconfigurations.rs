@@ -301,7 +301,7 @@ async fn apply(
     desired: &HierarchyState,
     dry_run: bool,
 ) -> Result<Option<Namespace>, ApiError> {
-    let (mark, patch) = {
+    let (mark, patch, moves) = {
         let forest = call.state.cache.read();
         let node =
             forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
@@ -310,7 +310,8 @@ async fn apply(
             .as_deref()
             .and_then(|p| forest.get(p))
             .and_then(|p| plan::mark_member(p).map(|m| (p.name().to_string(), m)));
-        (mark, plan::hierarchy_patch(&forest, node, desired))
+        let moves = desired.parent.clone().filter(|p| node.parent.as_ref() != Some(p));
+        (mark, plan::hierarchy_patch(&forest, node, desired), moves)
     };
     let Some(patch) = patch else {
         return Ok(None);
@@ -319,11 +320,30 @@ async fn apply(
         call.state.writer.patch(ns, &patch, true).await?;
         return Ok(None);
     }
-    if let Some((parent, m)) = mark {
-        call.state.writer.patch(&parent, &m, false).await?;
-    }
-    let updated = call.state.writer.patch(ns, &patch, false).await?;
-    await_write(call.state, &updated).await;
+    let write = || async {
+        if let Some((parent, m)) = &mark {
+            call.state.writer.patch(parent, m, false).await?;
+        }
+        let updated = call.state.writer.patch(ns, &patch, false).await?;
+        await_write(call.state, &updated).await;
+        Ok(updated)
+    };
+    // Gaining a parent may close a cycle with a concurrent move: such writes take turns.
+    let updated = match moves {
+        None => write().await?,
+        Some(parent) => {
+            call.state
+                .parent_lock
+                .serialized(|held| async move {
+                    held.check_ancestry(&call.state.writer, &call.state.cache, ns, &parent)
+                        .await?
+                        .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?;
+                    held.confirm()?;
+                    write().await
+                })
+                .await?
+        }
+    };
     Ok(Some(updated))
 }
 
