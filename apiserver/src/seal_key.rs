@@ -104,11 +104,8 @@ async fn create(secrets: &Api<Secret>) -> anyhow::Result<Secret> {
 /// Returns how many were sealed.
 async fn adopt(namespaces: &Api<Namespace>, sealer: &Sealer) -> anyhow::Result<usize> {
     let all = namespaces.list(&ListParams::default()).await?;
-    let unsealed: Vec<Namespace> = all
-        .items
-        .into_iter()
-        .filter(|ns| matches!(verdict(sealer, ns), Verdict::Forged(_)))
-        .collect();
+    let unsealed: Vec<Namespace> =
+        all.items.into_iter().filter(|ns| matches!(verdict(sealer, ns), Verdict::Forged(_))).collect();
     let results: Vec<anyhow::Result<()>> = stream::iter(unsealed)
         .map(|ns| seal_one(namespaces, sealer, ns))
         .buffer_unordered(PARALLEL)

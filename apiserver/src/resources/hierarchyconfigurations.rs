@@ -320,31 +320,41 @@ async fn apply(
         call.state.writer.patch(ns, &patch, true).await?;
         return Ok(None);
     }
-    let write = || async {
-        if let Some((parent, m)) = &mark {
-            call.state.writer.patch(parent, m, false).await?;
-        }
-        let updated = call.state.writer.patch(ns, &patch, false).await?;
+    let writer = &call.state.writer;
+    if let Some((parent, m)) = &mark {
+        writer.patch(parent, m, false).await?;
+    }
+    let Some(parent) = moves else {
+        let updated = writer.patch(ns, &patch, false).await?;
         await_write(call.state, &updated).await;
-        Ok(updated)
+        return Ok(Some(updated));
     };
-    // Gaining a parent may close a cycle with a concurrent move: such writes take turns.
-    let updated = match moves {
-        None => write().await?,
-        Some(parent) => {
-            call.state
-                .parent_lock
-                .serialized(|held| async move {
-                    held.check_ancestry(&call.state.writer, &call.state.cache, ns, &parent)
-                        .await?
-                        .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?;
-                    held.confirm()?;
-                    write().await
-                })
+    // Gaining a parent may close a cycle with a concurrent move: such writes take turns. The
+    // patch is worked out again from the namespace as it is now: while we waited, the other
+    // mover may have marked it as a member, and a patch from before that would only conflict.
+    let updated = call
+        .state
+        .parent_lock
+        .serialized(|held| async move {
+            held.check_ancestry(writer, &call.state.cache, ns, &parent)
                 .await?
-        }
-    };
-    Ok(Some(updated))
+                .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?;
+            let fresh = writer
+                .get(ns)
+                .await?
+                .ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
+            let patch = {
+                let forest = call.state.cache.read();
+                plan::hierarchy_patch(&forest, &forest.node_of(fresh), desired)
+            };
+            let Some(patch) = patch else { return Ok(None) };
+            held.confirm()?;
+            let updated = writer.patch(ns, &patch, false).await?;
+            await_write(call.state, &updated).await;
+            Ok(Some(updated))
+        })
+        .await?;
+    Ok(updated)
 }
 
 /// With `dryRun`, nothing was stored: show the configuration as it would be.
