@@ -6,10 +6,12 @@
 pub mod auth;
 pub mod bad_input;
 pub mod faults;
+pub mod forgery;
 pub mod invariants;
 pub mod load;
 pub mod outage;
 pub mod processes;
+pub mod races;
 
 use std::fmt::Write as _;
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //! created (the namespace webhook fails open for them) and deleted once hns is back, with no
 //! manual step; while a deletion waits, `kubectl hns diagnose` names hns's APIService as the
 //! cause. (Kubernetes' namespace controller finalizes no namespace while any aggregated API's
-//! discovery fails, so a deletion cannot finish during the outage, whatever hns does.)
+//! discovery fails, so a deletion cannot finish during the outage, whatever hns does.) Parents
+//! forged meanwhile, past the fail-open webhook, are not honoured ([`super::forgery`]).
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DeleteParams;
 use kube::Api;
 
+use super::forgery::Forgery;
 use super::{Context, Figure};
 use crate::hns_with;
 
@@ -21,6 +23,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     let n = ctx.scale.pick(3, 10);
     let names: Vec<String> = (0..n).map(|i| format!("out{}-{i}", std::process::id())).collect();
     let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    let mut forgery = Forgery::prepare(&ctx.client, ctx.scale.pick(3, 20)).await;
 
     let mut stopped = Vec::new();
     for name in &ctx.replicas.names {
@@ -44,6 +47,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     for name in &names {
         let _ = namespaces.delete(name, &DeleteParams::default()).await;
     }
+    forgery.forge(&ctx.client).await;
     // Let the namespace controller try (and fail discovery) before asking the diagnoser.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let gone_while_down = count_gone(&namespaces, &names).await;
@@ -78,7 +82,9 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    vec![
+    let forgery = forgery.judge(&ctx.client).await;
+
+    let mut figures = vec![
         Figure::target(
             SUITE,
             "namespaces created with hns down",
@@ -105,7 +111,9 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
             "all",
             gone == n,
         ),
-    ]
+    ];
+    figures.extend(forgery);
+    figures
 }
 
 async fn count_gone(namespaces: &Api<Namespace>, names: &[String]) -> usize {
