@@ -59,6 +59,34 @@ new_cert kube-controller-manager ca "/CN=system:kube-controller-manager" clientA
 new_cert front-proxy-client front-proxy-ca "/CN=front-proxy-client" clientAuth
 [ -f "$PKI/sa.key" ] || { openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null; openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null; }
 
+# kube-apiserver calls webhooks without a client certificate unless its admission configuration
+# names one. It presents the front-proxy client certificate here, so hns's webhook can tell
+# kube-apiserver from anyone else who reaches its port (see docs: a cluster does the same).
+cat > "$DIR/webhook.kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: $PKI/front-proxy-client.crt
+    client-key: $PKI/front-proxy-client.key
+KUBECONFIG
+cat > "$DIR/admission.yaml" <<ADMISSION
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $DIR/webhook.kubeconfig
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $DIR/webhook.kubeconfig
+ADMISSION
+
 ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
 KUBE_APISERVER_PORT="$(free_port)"; KCM_PORT="$(free_port)"
 
@@ -87,6 +115,7 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --requestheader-group-headers X-Remote-Group \
   --requestheader-extra-headers-prefix X-Remote-Extra- \
   --proxy-client-cert-file "$PKI/front-proxy-client.crt" --proxy-client-key-file "$PKI/front-proxy-client.key" \
+  --admission-control-config-file "$DIR/admission.yaml" \
   ${HNS_AGGREGATOR_ROUTING:+--enable-aggregator-routing=true}
 kubeconfig_for "$DIR/kubeconfig" admin
 wait_for 60 kubectl --kubeconfig "$DIR/kubeconfig" get --raw /readyz \

@@ -10,26 +10,32 @@
 //! namespaces labelled as hierarchy members, and a fail-open one for all others. Both run the
 //! same checks; only what happens when hns is down differs.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::authn::PeerCertificates;
 use crate::propagation::rules::INHERITED_FROM;
-
 use crate::rules::{self, Refusal};
 use crate::server::AppState;
 
 /// `POST /validate-namespaces`.
 pub async fn validate_namespaces(
+    http: HttpRequest,
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<Namespace>>,
 ) -> HttpResponse {
+    // kube-apiserver calls webhooks without a client certificate unless its admission
+    // configuration gives one, so anyone who reaches the port may ask. Only a caller with a
+    // certificate of the cluster's is told about namespaces other than the one asked about.
+    let cluster_peer =
+        state.authn.current().is_some_and(|c| c.is_cluster_peer(http.conn_data::<PeerCertificates>()));
     let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
         Ok(r) => r,
         Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
     };
-    let response = match decide(&state, &request) {
+    let response = match decide(&state, &request, cluster_peer) {
         Ok(()) => AdmissionResponse::from(&request),
         Err(refusal) => {
             tracing::info!(namespace = %request.name, user = ?request.user_info.username, operation = ?request.operation, "denied");
@@ -91,7 +97,7 @@ fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Opt
     }
 }
 
-fn decide(state: &AppState, req: &AdmissionRequest<Namespace>) -> Result<(), Refusal> {
+fn decide(state: &AppState, req: &AdmissionRequest<Namespace>, cluster_peer: bool) -> Result<(), Refusal> {
     if req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str()) {
         return Ok(()); // hns's own writes keep the hierarchy consistent by construction
     }
@@ -100,7 +106,7 @@ fn decide(state: &AppState, req: &AdmissionRequest<Namespace>) -> Result<(), Ref
             Some(new) => rules::check_namespace_edit(&req.name, req.old_object.as_ref(), new),
             None => Ok(()),
         },
-        Operation::Delete => rules::check_namespace_delete(&state.cache.read(), &req.name),
+        Operation::Delete => rules::check_namespace_delete(&state.cache.read(), &req.name, cluster_peer),
         Operation::Connect => Ok(()),
     }
 }

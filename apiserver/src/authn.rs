@@ -128,6 +128,19 @@ impl AuthnConfig {
     }
 
     /// The identity of a request, or `None` when nothing trustworthy came with it.
+    /// Whether the peer presented a certificate of the cluster's: the front proxy's (an allowed
+    /// CN) or a client certificate. kube-apiserver presents one to webhooks only when its
+    /// admission configuration names one, so webhook answers use this to decide how much to say.
+    pub fn is_cluster_peer(&self, peer: Option<&PeerCertificates>) -> bool {
+        let Some(chain) = peer.map(|p| p.0.as_slice()).filter(|c| !c.is_empty()) else { return false };
+        let proxy = self.request_header.as_ref().is_some_and(|rh| {
+            verify_chain(&rh.ca, chain)
+                && (rh.allowed_names.is_empty()
+                    || rh.allowed_names.contains(&common_name(&chain[0]).unwrap_or_default()))
+        });
+        proxy || self.client_ca.as_ref().is_some_and(|ca| verify_chain(ca, chain))
+    }
+
     pub fn authenticate(&self, peer: Option<&PeerCertificates>, headers: &HeaderMap) -> Option<Identity> {
         let chain = peer.map(|p| p.0.as_slice()).filter(|c| !c.is_empty())?;
         // The front proxy first, as k8s.io/apiserver orders it: a proxy certificate must never

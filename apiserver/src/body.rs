@@ -1,10 +1,10 @@
 //! Request bodies of writes: decoding with field validation, and patches.
 //!
 //! Bodies are JSON (`application/json`). Patches are JSON merge patches (RFC 7386, what kubectl
-//! apply/edit/label use for kinds it does not know), JSON patches (RFC 6902) and server-side
-//! apply configurations (`application/apply-patch+yaml`, YAML or JSON; merged by
-//! [`crate::ssa`]). Strategic merge is refused with 415, which makes clients fall back to merge
-//! patch. Unknown fields are handled as `fieldValidation` asks: `Strict` refuses them, `Warn`
+//! apply/edit/label use for kinds it does not know) and JSON patches (RFC 6902), applied by
+//! [`crate::patch`], and server-side apply configurations (`application/apply-patch+yaml`, YAML
+//! or JSON; merged by [`crate::ssa`]). Strategic merge is refused with 415, which makes clients
+//! fall back to merge patch. Unknown fields are handled as `fieldValidation` asks: `Strict` refuses them, `Warn`
 //! (the default) answers with a `Warning` header, `Ignore` drops them silently.
 
 use std::collections::HashMap;
@@ -190,42 +190,6 @@ pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
         .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
 }
 
-/// The patch types hns applies.
-const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json", APPLY_PATCH];
-
-/// Refuses a PATCH of a type hns does not apply (strategic merge) with 415, before the object is
-/// even looked up: a client must learn that the patch type is wrong, not that the object is
-/// missing.
-pub fn require_patch_type(content_type: Option<&str>) -> Result<(), ApiError> {
-    match essence(content_type) {
-        e if PATCH_TYPES.contains(&e) => Ok(()),
-        other => Err(ApiError::unsupported_media_type(other, PATCH_TYPES)),
-    }
-}
-
-/// Applies a PATCH body of `content_type` to `current`.
-pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
-    require_patch_type(content_type)?;
-    let parse = || -> Result<Value, ApiError> {
-        serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
-    };
-    let mut doc = current.clone();
-    match essence(content_type) {
-        "application/merge-patch+json" => {
-            json_patch::merge(&mut doc, &parse()?);
-            Ok(doc)
-        }
-        "application/json-patch+json" => {
-            let patch: json_patch::Patch = serde_json::from_value(parse()?)
-                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
-            json_patch::patch(&mut doc, &patch).map_err(|e| ApiError::unprocessable_patch(e.to_string()))?;
-            Ok(doc)
-        }
-        other => Err(ApiError::unsupported_media_type(other, PATCH_TYPES)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,41 +235,6 @@ mod tests {
                 .unwrap_err();
             assert_eq!(e.code, 400);
         }
-    }
-
-    #[test]
-    fn patches() {
-        let cur = hc(json!({}));
-        let merged = apply_patch(
-            &cur,
-            br#"{"spec":{"parent":null,"allowCascadingDeletion":true}}"#,
-            Some("application/merge-patch+json"),
-        )
-        .unwrap();
-        assert_eq!(merged["spec"], json!({"allowCascadingDeletion": true}));
-        let patched = apply_patch(
-            &cur,
-            br#"[{"op":"replace","path":"/spec/parent","value":"b"}]"#,
-            Some("application/json-patch+json"),
-        )
-        .unwrap();
-        assert_eq!(patched["spec"]["parent"], "b");
-        let e = apply_patch(
-            &cur,
-            br#"[{"op":"test","path":"/spec/parent","value":"zzz"}]"#,
-            Some("application/json-patch+json"),
-        )
-        .unwrap_err();
-        assert_eq!(e.code, 422);
-        assert_eq!(
-            apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code,
-            415
-        );
-        let smp = apply_patch(&cur, b"{}", Some("application/strategic-merge-patch+json")).unwrap_err();
-        assert!(smp.message.contains("application/apply-patch+yaml"), "{}", smp.message);
-        assert_eq!(require_patch_type(Some("application/strategic-merge-patch+json")).unwrap_err().code, 415);
-        assert!(require_patch_type(Some("application/apply-patch+yaml; charset=utf-8")).is_ok());
-        assert_eq!(apply_patch(&cur, b"{nope", Some("application/merge-patch+json")).unwrap_err().code, 400);
     }
 
     #[test]

@@ -104,10 +104,16 @@ impl Cache {
     /// writes returned it), so what the caller reads next includes that write. False if the
     /// watch did not get there in time.
     pub async fn caught_up(&self, rv: u64) -> bool {
-        let mut reached = self.reached.subscribe();
         let started = Instant::now();
-        let outcome = tokio::time::timeout(CATCH_UP, reached.wait_for(|at| *at >= rv)).await;
+        let reached = self.reaches(rv, CATCH_UP).await;
         self.watch_lag.observe(started.elapsed().as_secs_f64());
+        reached
+    }
+
+    /// Waits up to `within` for the forest to reach resourceVersion `rv`.
+    pub async fn reaches(&self, rv: u64, within: Duration) -> bool {
+        let mut reached = self.reached.subscribe();
+        let outcome = tokio::time::timeout(within, reached.wait_for(|at| *at >= rv)).await;
         matches!(outcome, Ok(Ok(_)))
     }
 

@@ -29,6 +29,7 @@ pub mod negotiation;
 pub mod openapi;
 pub mod options;
 pub mod parent_lock;
+pub mod patch;
 pub mod pki;
 pub mod plan;
 pub mod policy;

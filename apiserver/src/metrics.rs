@@ -139,7 +139,12 @@ impl Sources {
     }
 }
 
-/// Serves `GET /metrics` on `addr` until shutdown.
+/// The Content-Type of Prometheus' text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves `GET /metrics` over plain HTTP on `addr` until shutdown, with no authentication: for
+/// local debugging only (`--metrics-bind-address`); the secure port serves `/metrics` to
+/// authorized scrapers.
 pub async fn serve(addr: std::net::SocketAddr, sources: Arc<Sources>) -> std::io::Result<()> {
     use actix_web::{web, App, HttpResponse, HttpServer};
     let server = HttpServer::new(move || {
@@ -148,9 +153,7 @@ pub async fn serve(addr: std::net::SocketAddr, sources: Arc<Sources>) -> std::io
             "/metrics",
             web::get().to(move || {
                 let body = sources.render();
-                async move {
-                    HttpResponse::Ok().content_type("text/plain; version=0.0.4; charset=utf-8").body(body)
-                }
+                async move { HttpResponse::Ok().content_type(CONTENT_TYPE).body(body) }
             }),
         )
     })

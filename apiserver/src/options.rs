@@ -109,8 +109,10 @@ pub struct Args {
     #[arg(long, default_value = "system:serviceaccount:hns-system:hns-apiserver")]
     pub hns_identity: String,
 
-    /// Address of the plain-HTTP Prometheus metrics endpoint (`/metrics`); empty disables it.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// Address of an extra plain-HTTP `/metrics` endpoint without authentication, for local
+    /// debugging (e.g. 127.0.0.1:8080); empty (the default) disables it. The secure port serves
+    /// `/metrics` to clients allowed `get` on that non-resource URL.
+    #[arg(long, default_value = "")]
     pub metrics_bind_address: String,
 
     /// HTTP worker threads (0: one per core).
@@ -210,17 +212,18 @@ impl Args {
         let leading = leader::run(client.clone(), &self.namespace, LEASE, identity.clone());
         let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
         let metrics = Arc::new(Metrics::default());
+        let sources = Arc::new(Sources {
+            cache: cache.clone(),
+            policy: policy.clone(),
+            propagation: propagation.clone(),
+            metrics: metrics.clone(),
+        });
         if !self.metrics_bind_address.is_empty() {
             let addr: SocketAddr = self
                 .metrics_bind_address
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--metrics-bind-address {}: {e}", self.metrics_bind_address))?;
-            let sources = Arc::new(Sources {
-                cache: cache.clone(),
-                policy: policy.clone(),
-                propagation: propagation.clone(),
-                metrics: metrics.clone(),
-            });
+            let sources = sources.clone();
             tokio::spawn(async move {
                 if let Err(error) = metrics::serve(addr, sources).await {
                     tracing::error!(%error, %addr, "metrics endpoint failed");
@@ -253,6 +256,7 @@ impl Args {
             serving,
             propagation,
             parent_lock,
+            metrics: sources,
         });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);

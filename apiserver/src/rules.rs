@@ -187,16 +187,23 @@ pub fn check_delete_subnamespace(forest: &Forest, name: &str) -> Result<(), Refu
     Ok(())
 }
 
-/// Checks deleting namespace `ns` directly (the namespace webhook).
-pub fn check_namespace_delete(forest: &Forest, ns: &str) -> Result<(), Refusal> {
+/// Checks deleting namespace `ns` directly (the namespace webhook). The refusal names the
+/// parent only when `name_parent`: the webhook answers callers it cannot authenticate, and to
+/// them it says nothing of namespaces other than the one asked about.
+pub fn check_namespace_delete(forest: &Forest, ns: &str, name_parent: bool) -> Result<(), Refusal> {
     let Some(node) = forest.get(ns) else { return Ok(()) };
     if node.is_subnamespace {
         let parent = node.parent.as_deref().unwrap_or_default();
         // Once the parent is gone or going, the subnamespace goes with it.
         let parent_alive = forest.get(parent).is_some_and(|p| p.object.metadata.deletion_timestamp.is_none());
-        if parent_alive {
+        if parent_alive && name_parent {
             return Err(Refusal::Forbidden(format!(
                 "namespace \"{ns}\" is a subnamespace. Please delete the subnamespace from the parent namespace {parent} to delete it: kubectl delete subnamespace {ns} -n {parent}"
+            )));
+        }
+        if parent_alive {
+            return Err(Refusal::Forbidden(format!(
+                "namespace \"{ns}\" is a subnamespace. Please delete the subnamespace from its parent namespace to delete it: kubectl delete subnamespace {ns} -n PARENT (kubectl hns describe {ns} names the parent)"
             )));
         }
     }
@@ -400,20 +407,23 @@ mod tests {
     #[test]
     fn namespace_deletion_rules() {
         let mut f = forest("a b:~a full:a");
-        let m = message(check_namespace_delete(&f, "b").unwrap_err());
+        let m = message(check_namespace_delete(&f, "b", true).unwrap_err());
         assert!(
             m.contains("is a subnamespace. Please delete the subnamespace from the parent namespace a"),
             "{m}"
         );
-        let m = message(check_namespace_delete(&f, "a").unwrap_err());
-        assert!(m.contains("contains subnamespaces"), "{m}");
-        assert!(check_namespace_delete(&f, "full").is_ok(), "full children do not block");
+        // To a caller it cannot authenticate, the webhook names no other namespace.
+        let m = message(check_namespace_delete(&f, "b", false).unwrap_err());
+        assert!(m.contains("is a subnamespace") && !m.contains("namespace a") && !m.contains("-n a"), "{m}");
+        let m = message(check_namespace_delete(&f, "a", false).unwrap_err());
+        assert!(m.contains("contains subnamespaces") && !m.contains(" b "), "{m}");
+        assert!(check_namespace_delete(&f, "full", true).is_ok(), "full children do not block");
         // While the parent terminates, its subnamespaces may go.
         let mut a = namespace("a", None, false);
         a.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
         f.upsert(a);
-        assert!(check_namespace_delete(&f, "b").is_ok());
+        assert!(check_namespace_delete(&f, "b", true).is_ok());
     }
 
     #[test]

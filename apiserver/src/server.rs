@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use actix_web::body::MessageBody;
+use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header;
+use actix_web::http::ConnectionType;
 use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use hns_api::{GROUP, VERSION};
@@ -45,11 +46,16 @@ pub struct AppState {
     pub propagation: std::sync::Arc<crate::propagation::Propagation>,
     /// Takes parent changes one at a time across replicas.
     pub parent_lock: std::sync::Arc<crate::parent_lock::ParentLock>,
+    /// What `/metrics` reports.
+    pub metrics: std::sync::Arc<crate::metrics::Sources>,
 }
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's
-/// `--authorization-always-allow-paths`, and the admission webhook, which kube-apiserver calls
-/// without a client certificate and which only answers questions, changing nothing.
+/// `--authorization-always-allow-paths`, and the admission webhooks, which kube-apiserver calls
+/// without a client certificate unless configured to present one, and which only answer
+/// questions, changing nothing (and say nothing of other namespaces to a caller without one: see
+/// [`crate::admission`]). Everything else, `/metrics` included, needs authentication and a
+/// SubjectAccessReview, as on Kubernetes' own components.
 fn always_allowed(path: &str) -> bool {
     matches!(path, "/healthz" | "/livez" | "/readyz" | "/validate-namespaces" | "/validate-objects")
 }
@@ -90,6 +96,30 @@ async fn guard(
     req.extensions_mut().insert(info);
     let resp = next.call(req).await?;
     tracing::debug!(%method, %path, %user, status = resp.status().as_u16(), "request");
+    Ok(resp)
+}
+
+/// Closes the connection after answering a peer that presented no certificate of the cluster's
+/// (probes, direct clients, anyone who can reach the port): only kube-apiserver's connections are
+/// kept open while idle ([`crate::options`]'s keep-alive outlasts kube-apiserver's own), so
+/// strangers cannot hold thousands of idle connections. The answer says so (`Connection: close`),
+/// so a client never reuses a connection about to be closed.
+async fn close_strangers_connections(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let cluster_peer = req
+        .app_data::<web::Data<AppState>>()
+        .and_then(|s| s.authn.current())
+        .is_some_and(|c| c.is_cluster_peer(req.conn_data::<PeerCertificates>()));
+    let http = req.request().clone();
+    let mut resp = match next.call(req).await {
+        Ok(resp) => resp.map_into_boxed_body(),
+        Err(e) => ServiceResponse::new(http, e.error_response()),
+    };
+    if !cluster_peer {
+        resp.response_mut().head_mut().set_connection_type(ConnectionType::Close);
+    }
     Ok(resp)
 }
 
@@ -136,6 +166,12 @@ async fn openapi_v3(req: HttpRequest) -> HttpResponse {
     document(&req, openapi::v3_group_version())
 }
 
+/// Prometheus metrics, for a scraper allowed `get` on the non-resource URL `/metrics` (e.g. by the
+/// ClusterRole `hns-metrics-reader`).
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().content_type(crate::metrics::CONTENT_TYPE).body(state.metrics.render())
+}
+
 async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     Err(ApiError::path_not_found(req.path()))
 }
@@ -161,6 +197,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(get_only("/livez", health::livez))
         .service(get_only("/readyz", health::readyz))
         .service(get_only("/version", health::version))
+        .service(get_only("/metrics", metrics))
         .service(get_only("/apis", apis))
         .service(get_only(&format!("/apis/{GROUP}"), api_group))
         .service(get_only(&gv, api_resource_list))
@@ -193,5 +230,6 @@ pub fn app(
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES))
         .wrap(from_fn(guard))
+        .wrap(from_fn(close_strangers_connections))
         .configure(routes)
 }

@@ -39,6 +39,29 @@ impl std::fmt::Display for GroupResource<'_> {
     }
 }
 
+/// metav1's `StatusReason`s, so that kube-apiserver's answers keep theirs when passed on.
+const STATUS_REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError { code, reason, message: message.into(), details: None }
@@ -182,19 +205,11 @@ impl ApiError {
         match err {
             kube::Error::Api(s) => {
                 let code = s.code;
-                let reason = match s.reason.as_str() {
-                    "AlreadyExists" => "AlreadyExists",
-                    "Conflict" => "Conflict",
-                    "Forbidden" => "Forbidden",
-                    "NotFound" => "NotFound",
-                    "Invalid" => "Invalid",
-                    "BadRequest" => "BadRequest",
-                    "Gone" | "Expired" => "Expired",
-                    "TooManyRequests" => "TooManyRequests",
-                    "ServiceUnavailable" => "ServiceUnavailable",
-                    "Timeout" => "Timeout",
-                    _ => "InternalError",
-                };
+                let reason = STATUS_REASONS
+                    .iter()
+                    .find(|r| **r == s.reason)
+                    .copied()
+                    .unwrap_or(if code >= 500 { "InternalError" } else { "" });
                 Self::new(code, reason, s.message.clone())
             }
             other => Self::internal(other),
@@ -208,6 +223,29 @@ impl ApiError {
             "RequestEntityTooLarge",
             format!("the request body is larger than the limit of {limit} bytes"),
         )
+    }
+
+    /// 413 with a message of the caller's: what the request asked for is too large.
+    pub fn too_large_with(message: impl Into<String>) -> Self {
+        Self::new(413, "RequestEntityTooLarge", message)
+    }
+
+    /// 504 for a resourceVersion newer than hns has seen after waiting for it, as
+    /// kube-apiserver's watch cache answers (`NewTooLargeResourceVersionError`): the client
+    /// retries, or its resourceVersion is not one of this cluster's.
+    pub fn too_large_resource_version(asked: u64, current: u64) -> Self {
+        let mut e =
+            Self::new(504, "Timeout", format!("Too large resource version: {asked}, current: {current}"));
+        e.details = Some(Box::new(StatusDetails {
+            causes: Some(vec![StatusCause {
+                reason: Some("ResourceVersionTooLarge".into()),
+                message: Some("Too large resource version".into()),
+                field: None,
+            }]),
+            retry_after_seconds: Some(1),
+            ..StatusDetails::default()
+        }));
+        e
     }
 
     /// 410: a resourceVersion older than the server remembers; list again.
@@ -291,5 +329,18 @@ mod tests {
     fn response_is_a_status_object() {
         let resp = ApiError::unauthorized().error_response();
         assert_eq!(resp.status(), 401);
+    }
+
+    #[test]
+    fn cluster_answers_keep_their_reason() {
+        let kube = |code: u16, reason: &str| {
+            ApiError::from_kube(kube::Error::Api(Box::new(
+                kube::core::Status::failure("m", reason).with_code(code),
+            )))
+        };
+        assert_eq!(kube(413, "RequestEntityTooLarge").reason, "RequestEntityTooLarge");
+        assert_eq!(kube(429, "TooManyRequests").reason, "TooManyRequests");
+        assert_eq!(kube(418, "Teapot").reason, "");
+        assert_eq!(kube(502, "Bad").reason, "InternalError");
     }
 }

@@ -21,9 +21,11 @@ pub fn configure(b: &mut SslContextBuilder) -> Result<(), openssl::error::ErrorS
     b.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
     // Needed for session resumption once client certificates are requested.
     b.set_session_id_context(b"hns-apiserver")?;
-    // HTTP/2 when offered: kube-apiserver multiplexes many requests and watches over it.
+    // HTTP/1.1 only. kube-apiserver's proxy and webhook calls work over it, and HTTP/2 brought
+    // only risk: its stream resets answered oversized bodies instead of a 413, and its frame
+    // handling (the h2 crate, RUSTSEC-2026-0258) could be flooded by anyone reaching the port.
     b.set_alpn_select_callback(|_, offered| {
-        select_next_proto(b"\x02h2\x08http/1.1", offered).ok_or(AlpnError::NOACK)
+        select_next_proto(b"\x08http/1.1", offered).ok_or(AlpnError::NOACK)
     });
     Ok(())
 }

@@ -387,8 +387,12 @@ impl Watcher {
     }
 }
 
+/// How long a watch from a resourceVersion the forest has not reached waits for it (another
+/// replica may be ahead) before it is refused, as long as kube-apiserver's watch cache waits.
+const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
+
 /// Serves a watch request as a stream of JSON lines.
-pub fn serve(
+pub async fn serve(
     state: &AppState,
     def: &'static ResourceDef,
     req: &ResourceRequest,
@@ -396,6 +400,14 @@ pub fn serve(
     render: &RenderOptions,
 ) -> Result<HttpResponse, ApiError> {
     let start = start_of(query)?;
+    if let Start::After(rv) = start {
+        if !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
+            return Err(ApiError::too_large_resource_version(
+                rv,
+                state.cache.read().resource_version_number(),
+            ));
+        }
+    }
     let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
     let timeout = query
         .get("timeoutSeconds")

@@ -41,7 +41,7 @@ pub fn desired<T: DeserializeOwned>(
         "patch" if opts.force => {
             return Err(ApiError::bad_request("force: Forbidden: may not be specified for non-apply patch"))
         }
-        "patch" => body::apply_patch(current, call.body, call.content_type)?,
+        "patch" => crate::patch::apply_patch(current, call.body, call.content_type)?,
         _ => body::parse_json(call.body, call.content_type)?,
     };
     Ok((track_update(call, opts, shape, current, new), Vec::new()))

@@ -152,10 +152,10 @@ pub async fn dispatch(
         now: jiff::Timestamp::now(),
     };
     if r.verb == "watch" {
-        return crate::watch::serve(&state, def, &r, &query, &render);
+        return crate::watch::serve(&state, def, &r, &query, &render).await;
     }
     if r.verb == "patch" {
-        crate::body::require_patch_type(header_str(header::CONTENT_TYPE))?;
+        crate::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
     }
     let body = read_body(payload).await?;
     if matches!(r.verb, "get" | "create" | "update" | "patch" | "delete") {
