@@ -139,12 +139,7 @@ impl Cache {
         {
             return; // older than what the forest holds
         }
-        let keys = watch::keys_for(
-            &forest,
-            node.name(),
-            node.parent.as_deref().filter(|_| !delete),
-            node.is_subnamespace && !delete,
-        );
+        let keys = watch::keys_for(&forest, &node, delete);
         let before = watch::snapshot(&forest, &self.policy, &keys);
         let old_parent = forest.get(node.name()).and_then(|n| n.parent.clone());
         if delete {

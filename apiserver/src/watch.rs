@@ -116,21 +116,34 @@ pub type Key = (Family, String, String);
 /// Derived objects by key, as they stand at one moment.
 pub type Snapshot = BTreeMap<Key, Value>;
 
-/// The derived objects a change of namespace `ns` can touch: its own configuration, the
-/// configurations of its parent before and after, and its Subnamespace in either parent.
-pub fn keys_for(forest: &Forest, ns: &str, new_parent: Option<&str>, new_is_sub: bool) -> Vec<Key> {
+/// The derived objects a change of a namespace to `node` (or its deletion) can touch: its own
+/// configuration, the configurations of its parent before and after, its Subnamespace in either
+/// parent, and, when it starts terminating or goes, the Subnamespaces in it, which then may cease
+/// to exist ([`Forest::anchor_exists`]).
+pub fn keys_for(forest: &Forest, node: &crate::forest::Node, delete: bool) -> Vec<Key> {
+    let ns = node.name();
     let hierarchy = |n: &str| (Family::Hierarchy, n.to_string(), "hierarchy".to_string());
     let sub = |p: &str| (Family::Subnamespace, p.to_string(), ns.to_string());
     let mut keys = vec![hierarchy(ns)];
+    let terminating = !delete && node.object.metadata.deletion_timestamp.is_some();
+    let mut termination_changes = delete;
     if let Some(old) = forest.get(ns) {
         keys.extend(old.parent.as_deref().map(hierarchy));
         if old.is_subnamespace {
             keys.extend(old.parent.as_deref().map(sub));
         }
+        termination_changes |= old.object.metadata.deletion_timestamp.is_some() != terminating;
     }
-    keys.extend(new_parent.map(hierarchy));
-    if new_is_sub {
-        keys.extend(new_parent.map(sub));
+    if !delete {
+        keys.extend(node.parent.as_deref().map(hierarchy));
+        if node.is_subnamespace {
+            keys.extend(node.parent.as_deref().map(sub));
+        }
+    }
+    if termination_changes {
+        keys.extend(
+            forest.subnamespaces(ns).map(|c| (Family::Subnamespace, ns.to_string(), c.name().to_string())),
+        );
     }
     keys.sort();
     keys.dedup();
@@ -148,6 +161,7 @@ pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
             Family::Subnamespace => forest
                 .get(name)
                 .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))
+                .filter(|n| forest.anchor_exists(n))
                 .map(|n| subnamespaces::value_of(policy, n, "Subnamespace")),
         };
         if let Some(v) = value {
@@ -529,12 +543,7 @@ mod tests {
     fn change(f: &mut Forest, ns: k8s_openapi::api::core::v1::Namespace, delete: bool) -> Vec<Event> {
         let p = policy();
         let node = f.node_of(ns.clone());
-        let keys = keys_for(
-            f,
-            node.name(),
-            node.parent.as_deref().filter(|_| !delete),
-            node.is_subnamespace && !delete,
-        );
+        let keys = keys_for(f, &node, delete);
         let before = snapshot(f, &p, &keys);
         if delete {
             f.remove(&ns);
@@ -578,6 +587,26 @@ mod tests {
                 ("DELETED", Family::Subnamespace, "team-a".into())
             ]
         );
+    }
+
+    #[test]
+    fn anchors_go_when_a_terminating_subnamespace_finds_its_parent_terminating() {
+        let terminating = |mut ns: k8s_openapi::api::core::v1::Namespace| {
+            ns.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+            crate::forest::testing::sealed(ns)
+        };
+        let mut f = forest("team-a dev:~team-a");
+        let events = change(&mut f, terminating(namespace("dev", Some("team-a"), true)), false);
+        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Family::Subnamespace).collect();
+        assert_eq!(subs, [("MODIFIED", Family::Subnamespace, "team-a".into())], "Terminating, still there");
+        // The parent's own change must tell watchers of its Subnamespaces that dev's is gone.
+        let events = change(&mut f, terminating(namespace("team-a", None, false)), false);
+        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Family::Subnamespace).collect();
+        assert_eq!(subs, [("DELETED", Family::Subnamespace, "team-a".into())]);
+        // And nothing more when dev finally goes.
+        let events = change(&mut f, namespace("dev", Some("team-a"), true), true);
+        assert!(summary(&events).iter().all(|e| e.1 != Family::Subnamespace));
     }
 
     #[test]

@@ -27,6 +27,9 @@ use crate::writer::Writer;
 /// together (HNC ran 20); a move or a new source touches a whole subtree.
 const WORKERS: usize = 64;
 
+/// Namespace deletions a cascading deletion sends at once.
+const CASCADE_DELETES: usize = 16;
+
 /// A set-like FIFO of namespace names: a name queued twice is reconciled once.
 #[derive(Default)]
 pub struct Queue {
@@ -164,8 +167,35 @@ impl Controller {
         }
     }
 
+    /// A terminating namespace where cascading deletion is allowed takes every subnamespace
+    /// below it at once ([`crate::forest::Forest::cascade`]) rather than one level per pass of
+    /// the namespace controller. Each deletion is conditional on the uid the forest saw, so a
+    /// namespace made again under the same name is left alone.
+    async fn cascade(&self, ns: &str) -> Result<(), u16> {
+        use futures::StreamExt;
+        let doomed = self.cache.read().cascade(ns);
+        let outcomes: Vec<Result<(), u16>> = futures::stream::iter(doomed)
+            .map(|(name, uid)| async move {
+                tracing::info!(namespace = %name, terminating = %ns, "deleting a subnamespace with its terminating ancestor");
+                match self.writer.delete(&name, uid, false).await {
+                    // Gone already, already terminating, or another namespace of that name now.
+                    Ok(_) => Ok(()),
+                    Err(e) if e.code == 404 || e.code == 409 => Ok(()),
+                    Err(e) => {
+                        tracing::warn!(namespace = %name, error = %e, "cascading deletion failed; retrying");
+                        Err(e.code)
+                    }
+                }
+            })
+            .buffer_unordered(CASCADE_DELETES)
+            .collect()
+            .await;
+        outcomes.into_iter().collect()
+    }
+
     /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.
     async fn reconcile(&self, ns: &str) -> Result<(), u16> {
+        self.cascade(ns).await?;
         let (patch, new_conditions, uid) = {
             let forest = self.cache.read();
             let recorded = forest

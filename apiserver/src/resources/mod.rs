@@ -228,6 +228,7 @@ pub fn current_objects(
         forest
             .iter()
             .filter(|n| n.is_subnamespace && (namespace.is_empty() || n.parent.as_deref() == Some(namespace)))
+            .filter(|n| forest.anchor_exists(n))
             .map(|n| subnamespaces::value_of(&state.policy, n, def.kind))
             .collect()
     }

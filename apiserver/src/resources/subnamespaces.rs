@@ -111,7 +111,9 @@ pub fn value_of(policy: &Policy, node: &Node, kind: &str) -> Value {
 }
 
 fn subnamespace<'f>(forest: &'f Forest, parent: &str, name: &str) -> Option<&'f Node> {
-    forest.get(name).filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(parent))
+    forest
+        .get(name)
+        .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(parent) && forest.anchor_exists(n))
 }
 
 /// Serves every verb but watch, for either kind.
@@ -138,9 +140,17 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
 fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
     let policy = &call.state.policy;
     let mut items: Vec<Value> = if call.req.namespace.is_empty() {
-        forest.iter().filter(|n| n.is_subnamespace).map(|n| value_of(policy, n, call.def.kind)).collect()
+        forest
+            .iter()
+            .filter(|n| n.is_subnamespace && forest.anchor_exists(n))
+            .map(|n| value_of(policy, n, call.def.kind))
+            .collect()
     } else {
-        forest.subnamespaces(&call.req.namespace).map(|n| value_of(policy, n, call.def.kind)).collect()
+        forest
+            .subnamespaces(&call.req.namespace)
+            .filter(|n| forest.anchor_exists(n))
+            .map(|n| value_of(policy, n, call.def.kind))
+            .collect()
     };
     // Key order is (namespace, name): the parent, then the child.
     items.sort_by(|a, b| {
