@@ -11,7 +11,7 @@ use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use hns_api::{GROUP, VERSION};
 
-use crate::authn::{AuthnState, PeerCertificates};
+use crate::authn::{AuthnState, Identity, PeerCertificates};
 use crate::authz::Authorizer;
 use crate::cache::Cache;
 use crate::negotiation::{discovery_format, DiscoveryFormat};
@@ -61,23 +61,39 @@ fn always_allowed(path: &str) -> bool {
 }
 
 /// Authenticates and authorizes every request except health checks. The parsed
-/// [`RequestInfo`] is left in the request's extensions for the handlers.
+/// [`RequestInfo`] is left in the request's extensions for the handlers. Refusals are answered
+/// here (not passed up as errors), so that [`close_strangers_connections`] sees them too.
 async fn guard(
     req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     if always_allowed(req.path()) {
-        return next.call(req).await;
+        return Ok(next.call(req).await?.map_into_boxed_body());
     }
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .cloned()
-        .ok_or_else(|| ApiError::internal("no application state"))?;
+    let identity = match authenticate(&req).await {
+        Ok(identity) => identity,
+        Err(e) => return Ok(req.error_response(e)),
+    };
+    let (method, path, user) = (
+        req.method().clone(),
+        req.uri().path_and_query().map_or_else(|| req.path().to_string(), |p| p.to_string()),
+        identity.0.user.clone(),
+    );
+    req.extensions_mut().insert(identity.0);
+    req.extensions_mut().insert(identity.1);
+    let resp = next.call(req).await?;
+    tracing::debug!(%method, %path, %user, status = resp.status().as_u16(), "request");
+    Ok(resp.map_into_boxed_body())
+}
+
+/// Who sent `req`, and what it asks, once authorized.
+async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo), ApiError> {
+    let state =
+        req.app_data::<web::Data<AppState>>().cloned().ok_or_else(|| ApiError::internal("no application state"))?;
     let Some(config) = state.authn.current() else {
         return Err(ApiError::service_unavailable(
             "the authentication configuration has not been loaded yet; try again shortly",
-        )
-        .into());
+        ));
     };
     let identity = config
         .authenticate(req.conn_data::<PeerCertificates>(), req.headers())
@@ -85,18 +101,9 @@ async fn guard(
     let info = RequestInfo::parse(req.method().as_str(), req.path(), req.query_string());
     if let Err(e) = state.authz.authorize(&identity, &info).await {
         tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
-        return Err(e.into());
+        return Err(e);
     }
-    let (method, path, user) = (
-        req.method().clone(),
-        req.uri().path_and_query().map_or_else(|| req.path().to_string(), |p| p.to_string()),
-        identity.user.clone(),
-    );
-    req.extensions_mut().insert(identity);
-    req.extensions_mut().insert(info);
-    let resp = next.call(req).await?;
-    tracing::debug!(%method, %path, %user, status = resp.status().as_u16(), "request");
-    Ok(resp)
+    Ok((identity, info))
 }
 
 /// Closes the connection after answering a peer that presented no certificate of the cluster's
@@ -107,16 +114,12 @@ async fn guard(
 async fn close_strangers_connections(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let cluster_peer = req
         .app_data::<web::Data<AppState>>()
         .and_then(|s| s.authn.current())
         .is_some_and(|c| c.is_cluster_peer(req.conn_data::<PeerCertificates>()));
-    let http = req.request().clone();
-    let mut resp = match next.call(req).await {
-        Ok(resp) => resp.map_into_boxed_body(),
-        Err(e) => ServiceResponse::new(http, e.error_response()),
-    };
+    let mut resp = next.call(req).await?;
     if !cluster_peer {
         resp.response_mut().head_mut().set_connection_type(ConnectionType::Close);
     }
