@@ -7,6 +7,9 @@
 //!                          1,000 RoleBindings itself (three rounds, median ratio);
 //!                          hns-apiserver's memory with 10,000 namespaces and 10,000
 //!                          propagated objects
+//!   hns-bench deletion     a 60-level chain of subnamespaces and a subtree of 1,011 namespaces,
+//!                          each deleted through its root, vs as many plain namespaces deleted
+//!                          at once (the namespace controller's own pace)
 //!   hns-bench tree         `kubectl hns tree -A` with a forest of 1,000 and 10,000 namespaces vs
 //!                          an HNC-style client making two requests per namespace
 
@@ -32,7 +35,8 @@ async fn main() -> anyhow::Result<()> {
         "api" => api(&client).await,
         "propagation" => propagation(&client, &env).await,
         "tree" => tree(&client, &env).await,
-        other => anyhow::bail!("unknown benchmark {other:?}; known: api, propagation, tree"),
+        "deletion" => deletion(&client).await,
+        other => anyhow::bail!("unknown benchmark {other:?}; known: api, propagation, tree, deletion"),
     }
 }
 
@@ -393,6 +397,39 @@ async fn tree(client: &Client, env: &Env) -> anyhow::Result<()> {
     );
     for row in rows {
         println!("{row}");
+    }
+    Ok(())
+}
+
+/// Cascading deletion of a deep chain and of a wide subtree, each beside the baseline of as many
+/// plain namespaces deleted at once: kube-controller-manager's namespace controller empties and
+/// finalizes every namespace either way, so the ratio shows what the hierarchy adds.
+async fn deletion(client: &Client) -> anyhow::Result<()> {
+    use hns_e2e::deletion::{chain, delete_and_wait, flat, subtree};
+    const LIMIT: Duration = Duration::from_secs(1_800);
+    let chain = chain(client, "bench-chain", 60).await;
+    let subtree = subtree(client, "bench-subtree", &[10, 10, 9]).await;
+    let flat_chain = flat(client, "bench-flat-chain", chain.names.len()).await;
+    let flat_subtree = flat(client, "bench-flat-subtree", subtree.names.len()).await;
+    // Namespaces just made get a ServiceAccount and a ConfigMap each from the controllers; let
+    // that finish so both sides start from the same state.
+    let total = Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?.items.len();
+    wait_controllers_settled(client, total).await;
+    for (what, tree, baseline) in [
+        ("a 60-level chain of subnamespaces", &chain, &flat_chain),
+        ("a subtree of 1,011 namespaces (10 x 10 x 9 below the root)", &subtree, &flat_subtree),
+    ] {
+        let base = delete_and_wait(client, baseline, baseline, LIMIT).await;
+        let hns = delete_and_wait(client, std::slice::from_ref(&tree.root), &tree.names, LIMIT).await;
+        println!(
+            "deletion of {what}: {:.1} s ({} left); {} plain namespaces deleted at once: {:.1} s ({} left); ratio {:.2}",
+            hns.took.as_secs_f64(),
+            hns.left.len(),
+            baseline.len(),
+            base.took.as_secs_f64(),
+            base.left.len(),
+            hns.took.as_secs_f64() / base.took.as_secs_f64()
+        );
     }
     Ok(())
 }

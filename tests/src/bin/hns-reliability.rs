@@ -2,7 +2,8 @@
 //! replicas (started by `make reliability`, i.e. `hack/reliability.sh`). Prints one table of
 //! figures and exits non-zero if any figure misses its target.
 //!
-//!   hns-reliability [--short] [SUITE...]   suites: bad-input auth races faults outage load (default: all)
+//!   hns-reliability [--short] [SUITE...]   suites: bad-input auth races faults outage deletion load
+//!                                          (default: all)
 //!
 //! HNS_RELIABILITY_SEED repeats a run's random choices; HNS_SCHEMATHESIS names the schemathesis
 //! executable.
@@ -10,12 +11,12 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hns_e2e::reliability::processes::{Processes, Replicas};
-use hns_e2e::reliability::{auth, bad_input, faults, load, outage, races, table, Context, Scale};
+use hns_e2e::reliability::{auth, bad_input, deletion, faults, load, outage, races, table, Context, Scale};
 use hns_e2e::Env;
 
 // Load runs last: the thousands of namespaces it deletes keep kube-controller-manager busy for
 // minutes afterwards, which would slow the suites after it.
-const SUITES: [&str; 6] = ["bad-input", "auth", "races", "faults", "outage", "load"];
+const SUITES: [&str; 7] = ["bad-input", "auth", "races", "faults", "outage", "deletion", "load"];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -54,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
             "load" => load::run(&ctx).await,
             "faults" => faults::run(&ctx).await,
             "races" => races::run(&ctx).await,
+            "deletion" => deletion::run(&ctx).await,
             _ => outage::run(&ctx).await,
         });
     }

@@ -29,6 +29,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
 
     let before = state(ctx, &t).await;
+    let amplification = patch_amplification(ctx, &t).await;
     let hand = hand_written(local, &t).await;
     let negative = schemathesis(ctx, &t, "negative").await;
     let changed = changes(&before, &state(ctx, &t).await);
@@ -41,6 +42,17 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     delete_tree(&ctx.client, &t).await;
 
     let mut figures = vec![
+        Figure::zero(SUITE, "amplifying patches accepted", amplification.accepted),
+        match amplification.peak_growth_mib {
+            Some(g) => Figure::target(
+                SUITE,
+                "amplifying patches: peak RSS growth of the replica",
+                format!("{g:+.1} MiB"),
+                "< +32 MiB",
+                g < 32.0,
+            ),
+            None => Figure::target(SUITE, "amplifying patches: peak RSS measured", "no", "yes", false),
+        },
         Figure::info(SUITE, "hand-written cases tried", hand.tried),
         Figure::zero(SUITE, "hand-written cases accepted", hand.accepted),
         Figure::zero(SUITE, "hand-written cases answered 5xx", hand.server_errors),
@@ -63,6 +75,66 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     }
     figures.push(Figure::zero(SUITE, "cluster changes by refused requests", changed.len()));
     figures
+}
+
+/// What the amplifying patches did.
+struct Amplification {
+    accepted: usize,
+    /// Peak resident memory of the replica that answered, above where it started.
+    peak_growth_mib: Option<f64>,
+}
+
+/// Patches that ask for far more memory than they take to send, sent by a namespace admin's
+/// rights (the cluster admin here): a JSON patch copying the annotations into themselves 20 times
+/// (2.6 KB asking for 1 GiB), 10,001 operations, a deep merge patch, and a 1 MiB value copied
+/// eight times. Each must be refused before hns allocates what it asks for.
+async fn patch_amplification(ctx: &Context, t: &str) -> Amplification {
+    let local = ctx.local();
+    let hc = format!("{API}/namespaces/{t}/hierarchyconfigurations/hierarchy");
+    let doubling: Vec<Value> = std::iter::once(json!({"op": "add", "path": "/metadata/annotations", "value": {"a": "x".repeat(1000)}}))
+        .chain((0..20).map(|i| json!({"op": "copy", "from": "/metadata/annotations", "path": format!("/metadata/annotations/a{i}")})))
+        .collect();
+    let many: Vec<Value> = (0..10_001).map(|_| json!({"op": "test", "path": "/spec", "value": {}})).collect();
+    let large: Vec<Value> = std::iter::once(json!({"op": "add", "path": "/metadata/annotations", "value": {"b": "x".repeat(1 << 20)}}))
+        .chain((0..8).map(|i| json!({"op": "copy", "from": "/metadata/annotations/b", "path": format!("/metadata/annotations/b{i}")})))
+        .collect();
+    let deep = format!("{}{}", "{\"a\":".repeat(10_000), "}".repeat(10_000));
+    let cases = [
+        ("application/json-patch+json", Value::Array(doubling).to_string()),
+        ("application/json-patch+json", Value::Array(many).to_string()),
+        ("application/json-patch+json", Value::Array(large).to_string()),
+        ("application/merge-patch+json", deep),
+    ];
+    let replica = &local.replica_names[0];
+    let processes = &ctx.processes;
+    let measured = processes.reset_peak_rss(replica);
+    let start = processes.rss_mib(replica);
+    let client = local.direct_client(Some(local.front_proxy_identity()));
+    let mut accepted = 0;
+    for (content_type, body) in cases {
+        let answer = client
+            .patch(format!("{}{hc}", local.hns_url()))
+            .header("X-Remote-User", ADMIN.0)
+            .header("X-Remote-Group", ADMIN.1)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await;
+        match answer {
+            Ok(r) if r.status().is_success() => {
+                accepted += 1;
+                println!("bad input: amplifying patch accepted with {}", r.status());
+            }
+            Ok(r) => println!("bad input: amplifying patch answered {}", r.status()),
+            Err(e) => println!("bad input: amplifying patch: no answer: {e}"),
+        }
+    }
+    let peak = processes.peak_rss_mib(replica);
+    let peak_growth_mib = match (measured, start, peak) {
+        (true, Some(s), Some(p)) => Some(p - s),
+        _ => None,
+    };
+    Amplification { accepted, peak_growth_mib }
 }
 
 /// What the hand-written cases found.

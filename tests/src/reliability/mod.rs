@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod bad_input;
+pub mod deletion;
 pub mod faults;
 pub mod forgery;
 pub mod invariants;

@@ -46,10 +46,25 @@ impl Processes {
 
     /// Resident memory of process `name` in MiB.
     pub fn rss_mib(&self, name: &str) -> Option<f64> {
+        self.status_mib(name, "VmRSS:")
+    }
+
+    /// The most resident memory process `name` has had since [`Self::reset_peak_rss`] (or since
+    /// it started), in MiB.
+    pub fn peak_rss_mib(&self, name: &str) -> Option<f64> {
+        self.status_mib(name, "VmHWM:")
+    }
+
+    /// Starts measuring process `name`'s peak resident memory afresh (Linux's `clear_refs` 5).
+    pub fn reset_peak_rss(&self, name: &str) -> bool {
+        self.pid(name).is_some_and(|pid| std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok())
+    }
+
+    fn status_mib(&self, name: &str, field: &str) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid(name)?)).ok()?;
         let kib: f64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .find_map(|l| l.strip_prefix(field))?
             .trim()
             .trim_end_matches("kB")
             .trim()
