@@ -88,8 +88,10 @@ async fn guard(
 
 /// Who sent `req`, and what it asks, once authorized.
 async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo), ApiError> {
-    let state =
-        req.app_data::<web::Data<AppState>>().cloned().ok_or_else(|| ApiError::internal("no application state"))?;
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("no application state"))?;
     let Some(config) = state.authn.current() else {
         return Err(ApiError::service_unavailable(
             "the authentication configuration has not been loaded yet; try again shortly",

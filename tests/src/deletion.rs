@@ -86,7 +86,12 @@ pub struct Outcome {
 
 /// Deletes `roots` (one request each) and waits up to `limit` for every one of `names` to be
 /// gone.
-pub async fn delete_and_wait(client: &Client, roots: &[String], names: &[String], limit: Duration) -> Outcome {
+pub async fn delete_and_wait(
+    client: &Client,
+    roots: &[String],
+    names: &[String],
+    limit: Duration,
+) -> Outcome {
     let api: Api<Namespace> = Api::all(client.clone());
     let started = Instant::now();
     stream::iter(roots)
@@ -100,13 +105,14 @@ pub async fn delete_and_wait(client: &Client, roots: &[String], names: &[String]
         })
         .await;
     loop {
-        let existing: std::collections::HashSet<String> = match api.list_metadata(&ListParams::default()).await {
-            Ok(list) => list.items.into_iter().filter_map(|n| n.metadata.name).collect(),
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-        };
+        let existing: std::collections::HashSet<String> =
+            match api.list_metadata(&ListParams::default()).await {
+                Ok(list) => list.items.into_iter().filter_map(|n| n.metadata.name).collect(),
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
         let left: Vec<String> = names.iter().filter(|n| existing.contains(*n)).cloned().collect();
         if left.is_empty() || started.elapsed() > limit {
             return Outcome { took: started.elapsed(), left };

@@ -413,7 +413,8 @@ async fn deletion(client: &Client) -> anyhow::Result<()> {
     let flat_subtree = flat(client, "bench-flat-subtree", subtree.names.len()).await;
     // Namespaces just made get a ServiceAccount and a ConfigMap each from the controllers; let
     // that finish so both sides start from the same state.
-    let total = Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?.items.len();
+    let total =
+        Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?.items.len();
     wait_controllers_settled(client, total).await;
     for (what, tree, baseline) in [
         ("a 60-level chain of subnamespaces", &chain, &flat_chain),

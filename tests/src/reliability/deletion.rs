@@ -21,7 +21,10 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     let chain = chain(&ctx.client, &format!("del{pid}-chain"), depth).await;
     let subtree = subtree(&ctx.client, &format!("del{pid}-tree"), fanout).await;
     let mut figures = Vec::new();
-    for (what, tree) in [(format!("a {depth}-level chain"), &chain), (format!("a subtree of {}", subtree.names.len()), &subtree)] {
+    for (what, tree) in [
+        (format!("a {depth}-level chain"), &chain),
+        (format!("a subtree of {}", subtree.names.len()), &subtree),
+    ] {
         figures.extend(timed(ctx, &what, tree, &format!("del{pid}-flat-{}", tree.names.len())).await);
     }
     figures
@@ -35,7 +38,11 @@ async fn timed(ctx: &Context, what: &str, tree: &Tree, flat_prefix: &str) -> Vec
         println!("deletion: {left} still there after {} s", LIMIT.as_secs());
     }
     vec![
-        Figure::zero(SUITE, format!("{what} deleted through its root: namespaces left behind"), hns.left.len()),
+        Figure::zero(
+            SUITE,
+            format!("{what} deleted through its root: namespaces left behind"),
+            hns.left.len(),
+        ),
         Figure::info(
             SUITE,
             format!("{what}: deletion time / {} plain namespaces deleted at once", baseline.len()),

@@ -1,0 +1,227 @@
+//! Defects a tenant (or anyone who reaches hns's port) could trigger: patches that ask for
+//! gigabytes, watches from a resourceVersion that will never come, metrics and webhook answers
+//! for strangers, idle connections, HTTP/2, and cascading deletion one level per namespace
+//! controller retry.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use serde_json::json;
+
+const API: &str = "/apis/hnc.x-k8s.io/v1alpha2";
+const WAIT: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn a_json_patch_that_doubles_the_object_is_refused_before_it_grows() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let ns = create_namespace(&admin, &unique("amplify"), &[]).await;
+    let mut ops =
+        vec![json!({"op": "add", "path": "/metadata/annotations", "value": {"a": "x".repeat(1000)}})];
+    ops.extend((0..20).map(|i| {
+        json!({"op": "copy", "from": "/metadata/annotations", "path": format!("/metadata/annotations/a{i}")})
+    }));
+    let patch = serde_json::Value::Array(ops).to_string();
+    let err = fails(env.kubectl(&[
+        "patch",
+        "hierarchyconfiguration",
+        "hierarchy",
+        "-n",
+        &ns,
+        "--type",
+        "json",
+        "-p",
+        &patch,
+    ]));
+    assert!(err.contains("larger than"), "{err}");
+    let too_many: Vec<_> = (0..10_001).map(|_| json!({"op": "test", "path": "/spec", "value": {}})).collect();
+    let file = std::env::temp_dir().join(format!("{ns}-ops.json"));
+    std::fs::write(&file, serde_json::Value::Array(too_many).to_string()).unwrap();
+    let err = fails(env.kubectl(&[
+        "patch",
+        "hierarchyconfiguration",
+        "hierarchy",
+        "-n",
+        &ns,
+        "--type",
+        "json",
+        "--patch-file",
+        file.to_str().unwrap(),
+    ]));
+    assert!(err.contains("The allowed maximum operations in a JSON patch is 10000, got 10001"), "{err}");
+    let annotations = Api::<Namespace>::all(admin.clone()).get(&ns).await.unwrap().metadata.annotations;
+    assert!(annotations.unwrap_or_default().keys().all(|k| !k.starts_with('a')), "nothing was written");
+    delete_namespaces(&admin, &[&ns]).await;
+}
+
+#[tokio::test]
+async fn a_watch_from_a_resource_version_never_reached_is_refused() {
+    let env = Env::get();
+    let err = fails(env.kubectl(&[
+        "get",
+        "--raw",
+        &format!("{API}/subnamespaces?watch=true&resourceVersion=18446744073709551615"),
+    ]));
+    assert!(err.contains("Too large resource version: 18446744073709551615"), "{err}");
+}
+
+#[tokio::test]
+async fn metrics_are_served_only_to_those_allowed() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("metrics_are_served_only_to_those_allowed") else { return };
+    let url = format!("{}/metrics", local.hns_url());
+    let anonymous = local.direct_client(None).get(&url).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let proxy = local.direct_client(Some(local.front_proxy_identity()));
+    let nobody = proxy.get(&url).header("X-Remote-User", "nobody").send().await.unwrap();
+    assert_eq!(nobody.status(), 403);
+    let admin = proxy
+        .get(&url)
+        .header("X-Remote-User", "scraper")
+        .header("X-Remote-Group", "system:masters")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(admin.status(), 200);
+    assert!(admin.text().await.unwrap().contains("hns_namespaces"));
+}
+
+/// An AdmissionReview asking to delete namespace `ns`, as anyone could send it.
+fn delete_review(ns: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "name": ns,
+            "operation": "DELETE",
+            "userInfo": {"username": "someone"},
+            "oldObject": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            "dryRun": false
+        }
+    })
+}
+
+#[tokio::test]
+async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("the_namespace_webhook_names_no_other_namespace_to_strangers") else {
+        return;
+    };
+    let admin = env.admin().await;
+    let parent = create_namespace(&admin, &unique("secretive"), &[]).await;
+    let child = format!("{parent}-c");
+    create_subns(&admin, &parent, &child).await.unwrap();
+    eventually("the subnamespace exists", WAIT, || async {
+        Api::<Namespace>::all(admin.clone()).get(&child).await.ok()
+    })
+    .await;
+    // A caller without a certificate of the cluster's learns only that the namespace is a
+    // subnamespace.
+    let answer: serde_json::Value = local
+        .direct_client(None)
+        .post(format!("{}/validate-namespaces", local.hns_url()))
+        .json(&delete_review(&child))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["allowed"], false, "{answer}");
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("is a subnamespace") && !message.contains(&format!("{parent} ")), "{message}");
+    assert!(!message.contains(&format!("-n {parent}")), "{message}");
+    // kube-apiserver presents its certificate, so its users get the whole answer.
+    let err = fails(env.kubectl(&["delete", "ns", &child]));
+    assert!(err.contains(&format!("parent namespace {parent}")), "{err}");
+    delete_tree(&admin, &parent).await;
+}
+
+#[tokio::test]
+async fn connections_of_strangers_are_closed_after_their_answer() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("connections_of_strangers_are_closed_after_their_answer") else {
+        return;
+    };
+    let url = format!("{}/healthz", local.hns_url());
+    for client in [local.direct_client(None), local.direct_client(Some(rogue_identity("stranger")))] {
+        let r = client.get(&url).send().await.unwrap();
+        assert_eq!(r.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"));
+    }
+    let unauthorized =
+        local.direct_client(None).get(format!("{}{API}", local.hns_url())).send().await.unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    assert_eq!(unauthorized.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"));
+    // kube-apiserver's connections (the front proxy's certificate) stay open for the next request.
+    let proxy = local.direct_client(Some(local.front_proxy_identity())).get(&url).send().await.unwrap();
+    assert_ne!(proxy.headers().get("connection").map(|v| v.to_str().unwrap()), Some("close"));
+}
+
+#[tokio::test]
+async fn http2_is_not_offered_and_oversized_bodies_get_413() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("http2_is_not_offered_and_oversized_bodies_get_413") else { return };
+    let mut connector = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
+    connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
+    connector.set_alpn_protos(b"\x02h2\x08http/1.1").unwrap();
+    let tcp = TcpStream::connect((local.hns_host.as_str(), local.hns_port)).unwrap();
+    let mut tls = connector.build().connect("localhost", tcp).unwrap();
+    assert_eq!(tls.ssl().selected_alpn_protocol(), Some(&b"http/1.1"[..]));
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    tls.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+
+    let body = "x".repeat(10 << 20);
+    let r = local
+        .direct_client(Some(local.front_proxy_identity()))
+        .post(format!("{}{API}/namespaces/default/subnamespaces", local.hns_url()))
+        .header("X-Remote-User", "admin")
+        .header("X-Remote-Group", "system:masters")
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let status: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(status["reason"], "RequestEntityTooLarge", "{status}");
+}
+
+#[tokio::test]
+async fn a_deep_subtree_starts_terminating_at_once_and_goes() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let prefix = unique("deep");
+    let tree = hns_e2e::deletion::chain(&admin, &prefix, 12).await;
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    namespaces.delete(&tree.root, &Default::default()).await.unwrap();
+    // kube-controller-manager's namespace controller alone reaches a subnamespace only 5 s or
+    // more after its parent began terminating (over a minute for 12 levels): hns deletes them all
+    // as soon as it sees the root go.
+    eventually("every namespace of the chain terminating or gone", Duration::from_secs(30), || async {
+        for name in &tree.names {
+            if let Ok(ns) = namespaces.get(name).await {
+                ns.metadata.deletion_timestamp.as_ref()?;
+            }
+        }
+        Some(())
+    })
+    .await;
+    // Inside a terminating parent, a terminating subnamespace is no longer content to wait for.
+    let middle = &tree.names[6];
+    eventually("no Subnamespace listed in a terminating parent", WAIT, || async {
+        let out = env.kubectl(&["get", "subns", "-n", middle, "-o", "name"]);
+        (out.status.success() && out.stdout.is_empty()).then_some(())
+    })
+    .await;
+    let left = hns_e2e::deletion::delete_and_wait(&admin, &[], &tree.names, Duration::from_secs(300)).await;
+    assert!(left.left.is_empty(), "left behind: {:?}", left.left);
+}
