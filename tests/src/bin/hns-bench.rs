@@ -10,6 +10,8 @@
 //!   hns-bench deletion     a 60-level chain of subnamespaces and a subtree of 1,011 namespaces,
 //!                          each deleted through its root, vs as many plain namespaces deleted
 //!                          at once (the namespace controller's own pace)
+//!   hns-bench watches      hns-apiserver's memory through 4 rounds of 2,000 watches opened
+//!                          straight to it and dropped (does it give the memory back?)
 //!   hns-bench tree         `kubectl hns tree -A` with a forest of 1,000 and 10,000 namespaces vs
 //!                          an HNC-style client making two requests per namespace
 
@@ -36,7 +38,10 @@ async fn main() -> anyhow::Result<()> {
         "propagation" => propagation(&client, &env).await,
         "tree" => tree(&client, &env).await,
         "deletion" => deletion(&client).await,
-        other => anyhow::bail!("unknown benchmark {other:?}; known: api, propagation, tree, deletion"),
+        "watches" => watches(&env).await,
+        other => {
+            anyhow::bail!("unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches")
+        }
     }
 }
 
@@ -432,5 +437,41 @@ async fn deletion(client: &Client) -> anyhow::Result<()> {
             hns.took.as_secs_f64() / base.took.as_secs_f64()
         );
     }
+    Ok(())
+}
+
+/// Four rounds of 2,000 watches held open for 5 s, straight to hns-apiserver as kube-apiserver
+/// would send them (front-proxy certificate), then dropped; hns-apiserver's resident memory
+/// before, after each round, and 30 s after the last.
+async fn watches(env: &Env) -> anyhow::Result<()> {
+    const WATCHES: usize = 2_000;
+    let local = env.local.as_ref().ok_or_else(|| anyhow::anyhow!("needs the local control plane"))?;
+    let client = local.direct_client(Some(local.front_proxy_identity()));
+    let url = format!("{}/apis/hnc.x-k8s.io/v1alpha2/subnamespaces?watch=true", local.hns_url());
+    let mut figures = vec![format!("start {:.1}", rss_mib(env).unwrap_or(0.0))];
+    for round in 1..=4 {
+        let opened: Vec<_> = stream::iter(0..WATCHES)
+            .map(|_| {
+                client
+                    .get(&url)
+                    .header("X-Remote-User", "bench")
+                    .header("X-Remote-Group", "system:masters")
+                    .timeout(Duration::from_secs(60))
+                    .send()
+            })
+            .buffer_unordered(200)
+            .collect()
+            .await;
+        let held = opened.iter().filter(|r| r.as_ref().is_ok_and(|r| r.status().is_success())).count();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let during = rss_mib(env).unwrap_or(0.0);
+        drop(opened);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        figures
+            .push(format!("round {round} ({held} held) {during:.1} -> {:.1}", rss_mib(env).unwrap_or(0.0)));
+    }
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    figures.push(format!("30 s later {:.1}", rss_mib(env).unwrap_or(0.0)));
+    println!("hns-apiserver RSS (MiB) through 4 rounds of {WATCHES} watches: {}", figures.join("; "));
     Ok(())
 }
