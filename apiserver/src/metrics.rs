@@ -119,6 +119,9 @@ impl Sources {
             }
         }
         registry.register("namespaces", "Namespaces in the forest", namespaces);
+        let watches: Gauge = Gauge::default();
+        watches.set(self.cache.hub.watches() as i64);
+        registry.register("watches", "Watches open", watches);
         registry.register("namespace_conditions", "Namespaces with each condition", by_condition);
 
         let sources: Family<KindLabels, Gauge> = Family::default();

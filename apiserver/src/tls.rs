@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use openssl::ssl::{
     select_next_proto, AlpnError, SniError, SslAcceptor, SslAcceptorBuilder, SslContextBuilder, SslMethod,
-    SslVerifyMode,
+    SslMode, SslVerifyMode,
 };
 
 use crate::authn::PeerCertificates;
@@ -19,6 +19,8 @@ use crate::certs::ServingCert;
 /// every request against the current ones.
 pub fn configure(b: &mut SslContextBuilder) -> Result<(), openssl::error::ErrorStack> {
     b.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
+    // Idle connections (watches waiting for events) give their read and write buffers back.
+    b.set_mode(SslMode::RELEASE_BUFFERS);
     // Needed for session resumption once client certificates are requested.
     b.set_session_id_context(b"hns-apiserver")?;
     // HTTP/1.1 only. kube-apiserver's proxy and webhook calls work over it, and HTTP/2 brought
@@ -42,13 +44,36 @@ pub fn acceptor(serving: Arc<ServingCert>) -> anyhow::Result<SslAcceptorBuilder>
     Ok(b)
 }
 
+/// A second handle on a connection's socket, for long-running answers (watches) to notice that
+/// the client has gone: actix-web learns it only when a write fails, and a quiet watch may not
+/// write for half an hour, holding its connection's memory all that time.
+#[derive(Clone)]
+pub struct PeerSocket(Arc<std::net::TcpStream>);
+
+impl PeerSocket {
+    /// Whether the client has closed the connection (or sent anything: a client waiting for a
+    /// streamed answer sends nothing more over HTTP/1.1, so bytes are its TLS close_notify).
+    pub fn is_closed(&self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.0.peek(&mut byte) {
+            Ok(_) => true,
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
 /// Records the client certificates of a new TLS connection in its extensions, where
-/// [`crate::authn`] finds them.
+/// [`crate::authn`] finds them, and a [`PeerSocket`].
 pub fn record_peer_certificates(conn: &dyn std::any::Any, ext: &mut actix_web::dev::Extensions) {
+    use std::os::fd::AsFd;
     type Tls = actix_tls::accept::openssl::TlsStream<actix_web::rt::net::TcpStream>;
     let Some(tls) = conn.downcast_ref::<Tls>() else {
         return;
     };
+    // The duplicate shares the socket's non-blocking mode, so peeking never waits.
+    if let Ok(fd) = tls.get_ref().as_fd().try_clone_to_owned() {
+        ext.insert(PeerSocket(Arc::new(std::net::TcpStream::from(fd))));
+    }
     let ssl = tls.ssl();
     let mut chain: Vec<_> = ssl.peer_certificate().into_iter().collect();
     // On a server, OpenSSL's peer chain omits the leaf: these are the intermediates.

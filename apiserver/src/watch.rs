@@ -25,6 +25,7 @@ use crate::request_info::ResourceRequest;
 use crate::resources::{hierarchyconfigurations, hncconfigurations, subnamespaces, ResourceDef};
 use crate::server::AppState;
 use crate::status::ApiError;
+use crate::tls::PeerSocket;
 
 /// Events kept for resumes and for watchers catching up: at 300 events/s (100 hierarchy writes
 /// a second) about half a minute, more than the time between two bookmarks, so a watcher that
@@ -41,6 +42,8 @@ const CHANNEL: usize = 1_024;
 const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How often a watcher that allows bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+/// How often a watch looks whether its client is still there.
+const PEER_CHECK_EVERY: Duration = Duration::from_secs(5);
 
 /// Which derived family an event belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -252,6 +255,11 @@ impl Default for Hub {
 }
 
 impl Hub {
+    /// Watches open now.
+    pub fn watches(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// Publishes the events of one namespace change. Called under the forest's write lock.
     ///
     /// They share one resourceVersion, so they travel as one message: a watcher sends all of
@@ -405,8 +413,10 @@ impl Watcher {
 /// replica may be ahead) before it is refused, as long as kube-apiserver's watch cache waits.
 const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
 
-/// Serves a watch request as a stream of JSON lines.
+/// Serves a watch request as a stream of JSON lines, until its timeout or until the client on
+/// `peer` leaves.
 pub async fn serve(
+    peer: Option<PeerSocket>,
     state: &AppState,
     def: &'static ResourceDef,
     req: &ResourceRequest,
@@ -486,8 +496,9 @@ pub async fn serve(
             yield Ok(watcher.bookmark(last_rv, true));
         }
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
+        let mut ticker = tokio::time::interval(PEER_CHECK_EVERY);
         ticker.tick().await;
+        let mut next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
         loop {
             // Events to send now: one from the channel, or those a lagging watcher missed.
             let events: Arc<[Numbered]> = tokio::select! {
@@ -498,8 +509,14 @@ pub async fn serve(
                     }
                     return;
                 }
-                _ = ticker.tick(), if bookmarks => {
-                    yield Ok(watcher.bookmark(last_rv, false));
+                now = ticker.tick() => {
+                    if peer.as_ref().is_some_and(PeerSocket::is_closed) {
+                        return; // the client left: free what the watch holds now, not at its timeout
+                    }
+                    if bookmarks && now >= next_bookmark {
+                        next_bookmark = now + BOOKMARK_EVERY;
+                        yield Ok(watcher.bookmark(last_rv, false));
+                    }
                     continue;
                 }
                 msg = rx.recv() => match msg {

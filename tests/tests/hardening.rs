@@ -225,3 +225,55 @@ async fn a_deep_subtree_starts_terminating_at_once_and_goes() {
     let left = hns_e2e::deletion::delete_and_wait(&admin, &[], &tree.names, Duration::from_secs(300)).await;
     assert!(left.left.is_empty(), "left behind: {:?}", left.left);
 }
+
+/// `hns_watches` as hns-apiserver reports it.
+async fn open_watches(local: &Local) -> usize {
+    let text = local
+        .direct_client(Some(local.front_proxy_identity()))
+        .get(format!("{}/metrics", local.hns_url()))
+        .header("X-Remote-User", "scraper")
+        .header("X-Remote-Group", "system:masters")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("hns_watches "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no hns_watches in\n{text}"))
+}
+
+#[tokio::test]
+async fn a_watch_ends_soon_after_its_client_leaves() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("a_watch_ends_soon_after_its_client_leaves") else { return };
+    let before = open_watches(local).await;
+    // Quiet watches without bookmarks write nothing for half an hour: only noticing the closed
+    // connection ends them.
+    let url = format!("{}{API}/namespaces/{}/subnamespaces?watch=true", local.hns_url(), unique("quiet"));
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        let client = local.direct_client(Some(local.front_proxy_identity()));
+        let r = client
+            .get(&url)
+            .header("X-Remote-User", "watcher")
+            .header("X-Remote-Group", "system:masters")
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        held.push((client, r));
+    }
+    eventually("20 more watches open", WAIT, || async {
+        (open_watches(local).await >= before + 20).then_some(())
+    })
+    .await;
+    drop(held);
+    eventually("the 20 watches ended", WAIT, || async {
+        (open_watches(local).await <= before).then_some(())
+    })
+    .await;
+}

@@ -152,7 +152,8 @@ pub async fn dispatch(
         now: jiff::Timestamp::now(),
     };
     if r.verb == "watch" {
-        return crate::watch::serve(&state, def, &r, &query, &render).await;
+        let peer = req.conn_data::<crate::tls::PeerSocket>().cloned();
+        return crate::watch::serve(peer, &state, def, &r, &query, &render).await;
     }
     if r.verb == "patch" {
         crate::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
