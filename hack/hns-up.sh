@@ -72,7 +72,7 @@ for ((i = 0; i < REPLICAS; i++)); do
   name="$(replica_name "$i")"
   log "starting $name on $HOST:${PORTS[$i]}"
   # The same allocator settings as the Deployment (config/default/deployment.yaml).
-  _RJEM_MALLOC_CONF="${_RJEM_MALLOC_CONF:-background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0}" \
+  MALLOC_CONF="${MALLOC_CONF:-background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0}" \
   RUST_LOG="${RUST_LOG:-info}" HOSTNAME="$name" start "$name" "$BIN" \
     --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
     --bind-address "$HOST" --secure-port "${PORTS[$i]}" \

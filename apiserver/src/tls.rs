@@ -23,6 +23,9 @@ pub fn configure(b: &mut SslContextBuilder) -> Result<(), openssl::error::ErrorS
     b.set_mode(SslMode::RELEASE_BUFFERS);
     // Needed for session resumption once client certificates are requested.
     b.set_session_id_context(b"hns-apiserver")?;
+    // kube-apiserver resumes a handful of sessions; OpenSSL's default cache holds 20,480, each
+    // with its client's certificate chain, for anyone who connects.
+    b.set_session_cache_size(1_024);
     // HTTP/1.1 only. kube-apiserver's proxy and webhook calls work over it, and HTTP/2 brought
     // only risk: its stream resets answered oversized bodies instead of a 413, and its frame
     // handling (the h2 crate, RUSTSEC-2026-0258) could be flooded by anyone reaching the port.

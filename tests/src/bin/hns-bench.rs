@@ -470,8 +470,26 @@ async fn watches(env: &Env) -> anyhow::Result<()> {
         figures
             .push(format!("round {round} ({held} held) {during:.1} -> {:.1}", rss_mib(env).unwrap_or(0.0)));
     }
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    figures.push(format!("30 s later {:.1}", rss_mib(env).unwrap_or(0.0)));
+    for wait in [30, 60] {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let open = open_watches(local, &client).await;
+        figures.push(format!("{wait} s later {:.1} ({open} watches open)", rss_mib(env).unwrap_or(0.0)));
+    }
     println!("hns-apiserver RSS (MiB) through 4 rounds of {WATCHES} watches: {}", figures.join("; "));
     Ok(())
+}
+
+/// `hns_watches`, from hns-apiserver's metrics.
+async fn open_watches(local: &hns_e2e::Local, client: &reqwest::Client) -> String {
+    let text = match client
+        .get(format!("{}/metrics", local.hns_url()))
+        .header("X-Remote-User", "bench")
+        .header("X-Remote-Group", "system:masters")
+        .send()
+        .await
+    {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(e) => return format!("unknown: {e}"),
+    };
+    text.lines().find_map(|l| l.strip_prefix("hns_watches ")).unwrap_or("unknown").trim().to_string()
 }
