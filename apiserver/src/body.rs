@@ -38,6 +38,9 @@ pub struct WriteOptions {
     pub force: bool,
 }
 
+/// Largest request body accepted (kube-apiserver's default for JSON is 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// The Content-Type of server-side apply.
 pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
 

@@ -13,14 +13,12 @@ use hns_api::{GROUP, VERSION};
 
 use crate::authn::{AuthnState, Identity, PeerCertificates};
 use crate::authz::Authorizer;
+use crate::body::MAX_BODY_BYTES;
 use crate::cache::Cache;
 use crate::negotiation::{discovery_format, DiscoveryFormat};
 use crate::request_info::RequestInfo;
 use crate::status::ApiError;
 use crate::{discovery, health, openapi, resources};
-
-/// Largest request body accepted (kube-apiserver's default for JSON is 3 MiB).
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 /// What every handler shares.
 pub struct AppState {

@@ -16,11 +16,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use serde_json::Value;
 
 use crate::authn::Identity;
+use crate::body::MAX_BODY_BYTES;
 use crate::negotiation::{negotiate, IncludeObject};
 use crate::render::{Column, RenderOptions};
 use crate::request_info::{query_params, RequestInfo, ResourceRequest};
 use crate::rules::Refusal;
-use crate::server::{AppState, MAX_BODY_BYTES};
+use crate::server::AppState;
 use crate::status::{ApiError, GroupResource};
 
 /// How one resource is served.
