@@ -64,7 +64,7 @@ lint: verify-manifests audit
 	cargo clippy --workspace --all-targets -- -D warnings
 
 # Supply-chain policy in deny.toml; cargo-deny is built once and cached in $HNS_CACHE. RustSec
-# advisories are checked only when github.com is reachable.
+# advisories come from $HNS_ADVISORY_DB, else ../shared/advisory-db when present, else github.com.
 audit:
 	hack/cargo-deny.sh
 
