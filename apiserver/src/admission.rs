@@ -10,15 +10,14 @@
 //! namespaces labelled as hierarchy members, and a fail-open one for all others. Both run the
 //! same checks; only what happens when hns is down differs.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
-use crate::authn::PeerCertificates;
 use crate::propagation::rules::INHERITED_FROM;
 use crate::rules::{self, Refusal};
-use crate::server::AppState;
+use crate::server::{AppState, ClusterPeer};
 
 /// `POST /validate-namespaces`.
 pub async fn validate_namespaces(
@@ -29,8 +28,7 @@ pub async fn validate_namespaces(
     // kube-apiserver calls webhooks without a client certificate unless its admission
     // configuration gives one, so anyone who reaches the port may ask. Only a caller with a
     // certificate of the cluster's is told about namespaces other than the one asked about.
-    let cluster_peer =
-        state.authn.current().is_some_and(|c| c.is_cluster_peer(http.conn_data::<PeerCertificates>()));
+    let cluster_peer = http.extensions().get::<ClusterPeer>().is_some_and(|p| p.0);
     let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
         Ok(r) => r,
         Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
@@ -88,7 +86,7 @@ fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Opt
         (Operation::Update, None, Some(_)) => Some(format!("cannot add the label \"{INHERITED_FROM}\"; it marks copies made by hns")),
         (Operation::Delete, Some(from), _) => {
             let ns = req.namespace.clone().unwrap_or_default();
-            let terminating = state.cache.read().get(&ns).is_none_or(|n| n.object.metadata.deletion_timestamp.is_some());
+            let terminating = state.cache.read().is_terminating(&ns);
             (!terminating).then(|| {
                 format!("cannot delete object propagated from namespace \"{from}\"; delete the source object in {from}, or stop propagating it")
             })

@@ -145,6 +145,12 @@ impl Sources {
 /// The Content-Type of Prometheus' text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// `GET /metrics` on the secure port, behind its authentication and authorization (a scraper
+/// needs `get` on the non-resource URL `/metrics`, e.g. from the ClusterRole `hns-metrics-reader`).
+pub async fn secure(sources: actix_web::web::Data<Arc<Sources>>) -> actix_web::HttpResponse {
+    actix_web::HttpResponse::Ok().content_type(CONTENT_TYPE).body(sources.render())
+}
+
 /// Serves `GET /metrics` over plain HTTP on `addr` until shutdown, with no authentication: for
 /// local debugging only (`--metrics-bind-address`); the secure port serves `/metrics` to
 /// authorized scrapers.

@@ -256,17 +256,21 @@ impl Args {
             serving,
             propagation,
             parent_lock,
-            metrics: sources,
         });
 
         let addr = SocketAddr::new(self.bind_address, self.secure_port);
-        let mut http = HttpServer::new(move || server::app(state.clone()))
-            .on_connect(tls::record_peer_certificates)
-            // kube-apiserver keeps idle connections to us for up to 90 s (Go's IdleConnTimeout) and
-            // does not retry a webhook POST on a connection we closed under it ("EOF"); so the
-            // client, not us, must be the one to close idle connections.
-            .keep_alive(std::time::Duration::from_secs(KEEP_ALIVE_SECONDS))
-            .shutdown_timeout(10);
+        let sources = web::Data::new(sources);
+        let mut http = HttpServer::new(move || {
+            server::app(state.clone())
+                .app_data(sources.clone())
+                .service(server::get_only("/metrics", metrics::secure))
+        })
+        .on_connect(tls::record_peer_certificates)
+        // kube-apiserver keeps idle connections to us for up to 90 s (Go's IdleConnTimeout) and
+        // does not retry a webhook POST on a connection we closed under it ("EOF"); so the
+        // client, not us, must be the one to close idle connections.
+        .keep_alive(std::time::Duration::from_secs(KEEP_ALIVE_SECONDS))
+        .shutdown_timeout(10);
         if self.workers > 0 {
             http = http.workers(self.workers);
         }

@@ -195,7 +195,7 @@ pub fn check_namespace_delete(forest: &Forest, ns: &str, name_parent: bool) -> R
     if node.is_subnamespace {
         let parent = node.parent.as_deref().unwrap_or_default();
         // Once the parent is gone or going, the subnamespace goes with it.
-        let parent_alive = forest.get(parent).is_some_and(|p| p.object.metadata.deletion_timestamp.is_none());
+        let parent_alive = !forest.is_terminating(parent);
         if parent_alive && name_parent {
             return Err(Refusal::Forbidden(format!(
                 "namespace \"{ns}\" is a subnamespace. Please delete the subnamespace from the parent namespace {parent} to delete it: kubectl delete subnamespace {ns} -n {parent}"

@@ -44,8 +44,6 @@ pub struct AppState {
     pub propagation: std::sync::Arc<crate::propagation::Propagation>,
     /// Takes parent changes one at a time across replicas.
     pub parent_lock: std::sync::Arc<crate::parent_lock::ParentLock>,
-    /// What `/metrics` reports.
-    pub metrics: std::sync::Arc<crate::metrics::Sources>,
 }
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's
@@ -106,6 +104,11 @@ async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo), A
     Ok((identity, info))
 }
 
+/// Whether the request came with a certificate of the cluster's (the front proxy's or a client
+/// certificate), as [`close_strangers_connections`] found; left in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterPeer(pub bool);
+
 /// Closes the connection after answering a peer that presented no certificate of the cluster's
 /// (probes, direct clients, anyone who can reach the port): only kube-apiserver's connections are
 /// kept open while idle ([`crate::options`]'s keep-alive outlasts kube-apiserver's own), so
@@ -119,6 +122,7 @@ async fn close_strangers_connections(
         .app_data::<web::Data<AppState>>()
         .and_then(|s| s.authn.current())
         .is_some_and(|c| c.is_cluster_peer(req.conn_data::<PeerCertificates>()));
+    req.extensions_mut().insert(ClusterPeer(cluster_peer));
     let mut resp = next.call(req).await?;
     if !cluster_peer {
         resp.response_mut().head_mut().set_connection_type(ConnectionType::Close);
@@ -169,12 +173,6 @@ async fn openapi_v3(req: HttpRequest) -> HttpResponse {
     document(&req, openapi::v3_group_version())
 }
 
-/// Prometheus metrics, for a scraper allowed `get` on the non-resource URL `/metrics` (e.g. by the
-/// ClusterRole `hns-metrics-reader`).
-async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().content_type(crate::metrics::CONTENT_TYPE).body(state.metrics.render())
-}
-
 async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     Err(ApiError::path_not_found(req.path()))
 }
@@ -184,7 +182,7 @@ async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> 
 }
 
 /// A read-only path: GET (and HEAD) only.
-fn get_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
+pub fn get_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
 where
     F: actix_web::Handler<Args>,
     Args: actix_web::FromRequest + 'static,
@@ -200,7 +198,6 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(get_only("/livez", health::livez))
         .service(get_only("/readyz", health::readyz))
         .service(get_only("/version", health::version))
-        .service(get_only("/metrics", metrics))
         .service(get_only("/apis", apis))
         .service(get_only(&format!("/apis/{GROUP}"), api_group))
         .service(get_only(&gv, api_resource_list))

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client};
 
-use crate::{create_namespace, create_subns};
+use crate::{allow_cascading_deletion, create_namespace, create_subns};
 
 /// Requests sent at once while building.
 const AT_ONCE: usize = 16;
@@ -58,9 +58,7 @@ pub async fn subtree(client: &Client, prefix: &str, fanout: &[usize]) -> Tree {
 
 async fn cascading_root(client: &Client, prefix: &str) -> String {
     let root = create_namespace(client, &format!("{prefix}-0"), &[]).await;
-    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
-    let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
-    api.patch("hierarchy", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(cascade))
+    allow_cascading_deletion(client, &root)
         .await
         .unwrap_or_else(|e| panic!("allow cascading deletion on {root}: {e}"));
     root

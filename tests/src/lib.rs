@@ -369,13 +369,20 @@ pub async fn create_subns(
     api.create(&PostParams::default(), &hns_api::Subnamespace::new(name, Default::default())).await
 }
 
+/// Sets `allowCascadingDeletion` on namespace `ns` through the hierarchy API.
+pub async fn allow_cascading_deletion(
+    client: &Client,
+    ns: &str,
+) -> Result<hns_api::HierarchyConfiguration, kube::Error> {
+    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), ns);
+    let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
+    api.patch("hierarchy", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(cascade)).await
+}
+
 /// Deletes a tree of namespaces: allows cascading deletion on `root` (so its subnamespaces go
 /// with it), then deletes it. Errors are ignored: this is clean-up.
 pub async fn delete_tree(client: &Client, root: &str) {
-    let api: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), root);
-    let cascade = serde_json::json!({"spec": {"allowCascadingDeletion": true}});
-    let _ =
-        api.patch("hierarchy", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(cascade)).await;
+    let _ = allow_cascading_deletion(client, root).await;
     delete_namespaces(client, &[root]).await;
 }
 

@@ -15,6 +15,25 @@ use serde_json::json;
 const API: &str = "/apis/hnc.x-k8s.io/v1alpha2";
 const WAIT: Duration = Duration::from_secs(60);
 
+/// `kubectl patch --type json` of `ns`'s hierarchy configuration with `ops` (from a file: 10,001
+/// operations are too long for a command line).
+fn json_patch_hierarchy(env: &Env, ns: &str, ops: &[serde_json::Value]) -> std::process::Output {
+    let file = std::env::temp_dir().join(format!("{ns}-{}-ops.json", ops.len()));
+    std::fs::write(&file, serde_json::Value::Array(ops.to_vec()).to_string()).unwrap();
+    let path = file.to_str().unwrap();
+    env.kubectl(&[
+        "patch",
+        "hierarchyconfiguration",
+        "hierarchy",
+        "-n",
+        ns,
+        "--type",
+        "json",
+        "--patch-file",
+        path,
+    ])
+}
+
 #[tokio::test]
 async fn a_json_patch_that_doubles_the_object_is_refused_before_it_grows() {
     let env = Env::get();
@@ -25,33 +44,10 @@ async fn a_json_patch_that_doubles_the_object_is_refused_before_it_grows() {
     ops.extend((0..20).map(|i| {
         json!({"op": "copy", "from": "/metadata/annotations", "path": format!("/metadata/annotations/a{i}")})
     }));
-    let patch = serde_json::Value::Array(ops).to_string();
-    let err = fails(env.kubectl(&[
-        "patch",
-        "hierarchyconfiguration",
-        "hierarchy",
-        "-n",
-        &ns,
-        "--type",
-        "json",
-        "-p",
-        &patch,
-    ]));
+    let err = fails(json_patch_hierarchy(&env, &ns, &ops));
     assert!(err.contains("larger than"), "{err}");
     let too_many: Vec<_> = (0..10_001).map(|_| json!({"op": "test", "path": "/spec", "value": {}})).collect();
-    let file = std::env::temp_dir().join(format!("{ns}-ops.json"));
-    std::fs::write(&file, serde_json::Value::Array(too_many).to_string()).unwrap();
-    let err = fails(env.kubectl(&[
-        "patch",
-        "hierarchyconfiguration",
-        "hierarchy",
-        "-n",
-        &ns,
-        "--type",
-        "json",
-        "--patch-file",
-        file.to_str().unwrap(),
-    ]));
+    let err = fails(json_patch_hierarchy(&env, &ns, &too_many));
     assert!(err.contains("The allowed maximum operations in a JSON patch is 10000, got 10001"), "{err}");
     let annotations = Api::<Namespace>::all(admin.clone()).get(&ns).await.unwrap().metadata.annotations;
     assert!(annotations.unwrap_or_default().keys().all(|k| !k.starts_with('a')), "nothing was written");
@@ -168,11 +164,7 @@ async fn connections_of_strangers_are_closed_after_their_answer() {
 async fn http2_is_not_offered_and_oversized_bodies_get_413() {
     let env = Env::get();
     let Some(local) = env.local_or_skip("http2_is_not_offered_and_oversized_bodies_get_413") else { return };
-    let mut connector = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
-    connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
-    connector.set_alpn_protos(b"\x02h2\x08http/1.1").unwrap();
-    let tcp = TcpStream::connect((local.hns_host.as_str(), local.hns_port)).unwrap();
-    let mut tls = connector.build().connect("localhost", tcp).unwrap();
+    let mut tls = front_proxy_connection(local, b"\x02h2\x08http/1.1");
     assert_eq!(tls.ssl().selected_alpn_protocol(), Some(&b"http/1.1"[..]));
     tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let mut head = [0u8; 12];
@@ -226,11 +218,13 @@ async fn a_deep_subtree_starts_terminating_at_once_and_goes() {
     assert!(left.left.is_empty(), "left behind: {:?}", left.left);
 }
 
-/// A TLS connection to hns-apiserver with the front proxy's certificate, as kube-apiserver makes.
-fn front_proxy_connection(local: &Local) -> openssl::ssl::SslStream<TcpStream> {
+/// A TLS connection to hns-apiserver with the front proxy's certificate, as kube-apiserver makes,
+/// offering the protocols `alpn` (ALPN wire format).
+fn front_proxy_connection(local: &Local, alpn: &[u8]) -> openssl::ssl::SslStream<TcpStream> {
     let (cert, key) = local.front_proxy_identity();
     let mut connector = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
     connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
+    connector.set_alpn_protos(alpn).unwrap();
     connector.set_certificate(&openssl::x509::X509::from_pem(&cert).unwrap()).unwrap();
     connector.set_private_key(&openssl::pkey::PKey::private_key_from_pem(&key).unwrap()).unwrap();
     let tcp = TcpStream::connect((local.hns_host.as_str(), local.hns_port)).unwrap();
@@ -244,7 +238,7 @@ async fn a_watch_ends_soon_after_its_client_leaves() {
     // A quiet watch without bookmarks writes nothing for half an hour: only noticing that its
     // client has gone ends it. The client here stops sending (half-closes), then waits for hns
     // to end the answer and the connection.
-    let mut tls = front_proxy_connection(local);
+    let mut tls = front_proxy_connection(local, b"\x08http/1.1");
     let request = format!(
         "GET {API}/namespaces/{}/subnamespaces?watch=true HTTP/1.1\r\nHost: localhost\r\n\
          X-Remote-User: watcher\r\nX-Remote-Group: system:masters\r\n\r\n",
