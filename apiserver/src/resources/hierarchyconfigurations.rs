@@ -165,6 +165,11 @@ fn is_pristine(node: &Node) -> bool {
 /// relabelled it) and the client did not ask for a resourceVersion precondition.
 const WRITE_ATTEMPTS: usize = 10;
 
+/// How often a write is tried when it could not finish its turn of the hierarchy lock in time
+/// (kube-apiserver slow to answer the ancestry check): the client asked once, and the next turn
+/// usually goes through.
+const LOCK_ATTEMPTS: usize = 3;
+
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
     let mut attempt = 0;
     loop {
@@ -176,6 +181,9 @@ async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
                 if let Some(ns) = call.state.writer.get(&call.req.namespace).await? {
                     call.state.cache.caught_up_with(&ns).await;
                 }
+            }
+            Err((e, false)) if e.code == 503 && attempt < LOCK_ATTEMPTS => {
+                tracing::info!(namespace = %call.req.namespace, reason = %e, "hierarchy write retried");
             }
             other => return other.map_err(|(e, _)| e),
         }
