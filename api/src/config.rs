@@ -9,10 +9,74 @@ use serde::{Deserialize, Serialize};
 /// The only name an HNCConfiguration may have.
 pub const CONFIG_SINGLETON: &str = "config";
 
-/// The propagation modes HNC defines: `Propagate` (copy to every descendant; also what an empty
-/// mode means), `Remove` (delete existing copies and stop), `Ignore` (leave copies alone, make
-/// none), `AllowPropagate` (copy only objects that ask for it with a selector annotation).
-pub const MODES: &[&str] = &["Propagate", "Remove", "Ignore", "AllowPropagate"];
+/// How a kind propagates down the hierarchy: HNC's modes, spelled as HNC spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Copy to every descendant (also what an empty mode means).
+    Propagate,
+    /// Delete existing copies; make none.
+    Remove,
+    /// Leave copies alone; make none.
+    Ignore,
+    /// Copy only objects that ask for it with an exception annotation.
+    AllowPropagate,
+}
+
+impl Mode {
+    /// Every mode, in the order HNC documents them.
+    pub const ALL: [Mode; 4] = [Mode::Propagate, Mode::Remove, Mode::Ignore, Mode::AllowPropagate];
+
+    /// The name HNC shows and accepts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Propagate => "Propagate",
+            Mode::Remove => "Remove",
+            Mode::Ignore => "Ignore",
+            Mode::AllowPropagate => "AllowPropagate",
+        }
+    }
+
+    /// HNC's reading of a stored mode: empty is Propagate, anything unknown is Ignore (an
+    /// object written before validation existed must not make hns copy or delete anything).
+    pub fn effective(s: Option<&str>) -> Mode {
+        match s.unwrap_or("") {
+            "" => Mode::Propagate,
+            s => s.parse().unwrap_or(Mode::Ignore),
+        }
+    }
+
+    /// The accepted names, quoted and comma-separated, for error messages.
+    pub fn supported_values() -> String {
+        Mode::ALL.iter().map(|m| format!("\"{}\"", m.as_str())).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A mode name that is none of HNC's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownMode(pub String);
+
+impl std::fmt::Display for UnknownMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Unsupported value: \"{}\": supported values: {}", self.0, Mode::supported_values())
+    }
+}
+
+impl std::error::Error for UnknownMode {}
+
+impl std::str::FromStr for Mode {
+    type Err = UnknownMode;
+
+    /// Exactly one of HNC's names (case matters, as in HNC's validation).
+    fn from_str(s: &str) -> Result<Mode, UnknownMode> {
+        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| UnknownMode(s.to_string()))
+    }
+}
 
 /// Cluster-wide configuration of hns.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -83,6 +147,20 @@ pub struct ResourceStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modes_read_as_hnc_reads_them() {
+        assert_eq!(Mode::effective(None), Mode::Propagate);
+        assert_eq!(Mode::effective(Some("")), Mode::Propagate);
+        assert_eq!(Mode::effective(Some("Often")), Mode::Ignore);
+        assert_eq!(Mode::effective(Some("AllowPropagate")), Mode::AllowPropagate);
+        assert_eq!("remove".parse::<Mode>(), Err(UnknownMode("remove".into())));
+        assert_eq!(
+            UnknownMode("x".into()).to_string(),
+            "Unsupported value: \"x\": supported values: \"Propagate\", \"Remove\", \"Ignore\", \"AllowPropagate\""
+        );
+        assert!(Mode::ALL.iter().all(|m| m.as_str().parse::<Mode>() == Ok(*m)));
+    }
     use serde_json::json;
 
     #[test]

@@ -8,6 +8,7 @@
 //! works like it does for built-in kinds.
 
 pub mod config;
+pub mod duration;
 pub mod hierarchy;
 pub mod keys;
 pub mod subnamespace;

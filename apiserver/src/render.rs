@@ -121,74 +121,7 @@ pub fn age(obj: &Value, now: jiff::Timestamp) -> Value {
     let created =
         obj["metadata"]["creationTimestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok());
     match created {
-        Some(t) => human_duration(now.as_second() - t.as_second()).into(),
+        Some(t) => hns_api::duration::human_duration(now.as_second() - t.as_second()).into(),
         None => "<unknown>".into(),
-    }
-}
-
-/// `k8s.io/apimachinery/pkg/util/duration.HumanDuration`, to the second.
-pub fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".into();
-    }
-    let s = seconds.max(0);
-    if s < 60 * 2 {
-        return format!("{s}s");
-    }
-    let m = s / 60;
-    if m < 10 {
-        return if s % 60 == 0 { format!("{m}m") } else { format!("{m}m{}s", s % 60) };
-    }
-    if m < 60 * 3 {
-        return format!("{m}m");
-    }
-    let h = m / 60;
-    if h < 8 {
-        return if m % 60 == 0 { format!("{h}h") } else { format!("{h}h{}m", m % 60) };
-    }
-    if h < 48 {
-        return format!("{h}h");
-    }
-    let d = h / 24;
-    if h < 24 * 8 {
-        return if h % 24 == 0 { format!("{d}d") } else { format!("{d}d{}h", h % 24) };
-    }
-    if h < 24 * 365 * 2 {
-        return format!("{d}d");
-    }
-    let y = d / 365;
-    if h < 24 * 365 * 8 {
-        return if d % 365 == 0 { format!("{y}y") } else { format!("{y}y{}d", d % 365) };
-    }
-    format!("{y}y")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_like_kubectl() {
-        let cases = [
-            (0, "0s"),
-            (119, "119s"),
-            (120, "2m"),
-            (125, "2m5s"),
-            (600, "10m"),
-            (179 * 60, "179m"),
-            (3 * 3600, "3h"),
-            (3 * 3600 + 60, "3h1m"),
-            (8 * 3600, "8h"),
-            (47 * 3600, "47h"),
-            (48 * 3600, "2d"),
-            (49 * 3600, "2d1h"),
-            (8 * 86400, "8d"),
-            (800 * 86400, "2y70d"),
-            (9 * 365 * 86400, "9y"),
-            (-5, "<invalid>"),
-        ];
-        for (s, want) in cases {
-            assert_eq!(human_duration(s), want, "{s}");
-        }
     }
 }

@@ -23,8 +23,8 @@ use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
 use crate::cache::Change;
+use hns_api::config::Mode;
 pub use plan::{Action, Objects};
-use rules::Mode;
 
 /// A propagated kind: API group and plural resource name.
 pub type Kind = (String, String);
@@ -46,22 +46,12 @@ pub struct Syncer {
 impl Syncer {
     /// The kind's current mode.
     pub fn mode(&self) -> Mode {
-        match self.mode.load(Ordering::Relaxed) {
-            0 => Mode::Propagate,
-            1 => Mode::AllowPropagate,
-            2 => Mode::Remove,
-            _ => Mode::Ignore,
-        }
+        Mode::ALL[usize::from(self.mode.load(Ordering::Relaxed))]
     }
 
     fn set_mode(&self, m: Mode) {
-        let v = match m {
-            Mode::Propagate => 0,
-            Mode::AllowPropagate => 1,
-            Mode::Remove => 2,
-            Mode::Ignore => 3,
-        };
-        self.mode.store(v, Ordering::Relaxed);
+        let index = Mode::ALL.iter().position(|x| *x == m).expect("every mode is in Mode::ALL");
+        self.mode.store(index as u8, Ordering::Relaxed);
     }
 
     /// Whether the first full list has arrived.
@@ -267,7 +257,7 @@ impl Propagation {
         let mut wanted: BTreeMap<Kind, Mode> =
             ENFORCED.iter().map(|(g, r)| ((g.to_string(), r.to_string()), Mode::Propagate)).collect();
         for r in &spec.resources {
-            wanted.entry((r.group.clone(), r.resource.clone())).or_insert(Mode::parse(r.mode.as_deref()));
+            wanted.entry((r.group.clone(), r.resource.clone())).or_insert(Mode::effective(r.mode.as_deref()));
         }
         let current: Vec<Kind> =
             self.syncers.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use kube::api::DynamicObject;
 
-use super::rules::{self, Mode};
+use hns_api::config::Mode;
+
+use super::rules;
 use crate::conditions;
 use crate::forest::Forest;
 use crate::policy::Policy;

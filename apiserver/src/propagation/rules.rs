@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use hns_api::config::Mode;
 use hns_api::keys;
 use kube::api::DynamicObject;
 use serde_json::{Map, Value};
@@ -23,41 +24,6 @@ pub const TREE_SELECT: &str = "propagate.hnc.x-k8s.io/treeSelect";
 pub const NONE: &str = "propagate.hnc.x-k8s.io/none";
 /// Annotation: `true` propagates this object in `AllowPropagate` mode.
 pub const ALL: &str = "propagate.hnc.x-k8s.io/all";
-
-/// How a kind propagates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Copy to every descendant.
-    Propagate,
-    /// Copy only objects that ask for it with an exception annotation.
-    AllowPropagate,
-    /// Delete existing copies; make none.
-    Remove,
-    /// Leave copies alone; make none.
-    Ignore,
-}
-
-impl Mode {
-    /// HNC's reading of a mode string: empty is Propagate, unknown is Ignore.
-    pub fn parse(s: Option<&str>) -> Mode {
-        match s.unwrap_or("") {
-            "" | "Propagate" => Mode::Propagate,
-            "AllowPropagate" => Mode::AllowPropagate,
-            "Remove" => Mode::Remove,
-            _ => Mode::Ignore,
-        }
-    }
-
-    /// The name HNC shows.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Propagate => "Propagate",
-            Mode::AllowPropagate => "AllowPropagate",
-            Mode::Remove => "Remove",
-            Mode::Ignore => "Ignore",
-        }
-    }
-}
 
 /// Whether `obj` is a copy made by hns.
 pub fn is_copy(obj: &DynamicObject) -> bool {
@@ -334,12 +300,5 @@ mod tests {
         found.data["rules"][0]["verbs"] = json!(["get", "delete"]);
         assert!(!same_copy(&found, &c), "a tampered copy differs");
         assert!(!same_copy(&compact(found), &c), "also when compacted");
-    }
-
-    #[test]
-    fn unknown_modes_are_ignore() {
-        assert_eq!(Mode::parse(None), Mode::Propagate);
-        assert_eq!(Mode::parse(Some("Often")), Mode::Ignore);
-        assert_eq!(Mode::parse(Some("AllowPropagate")).as_str(), "AllowPropagate");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use hns_api::config::{CONFIG_SINGLETON, MODES};
+use hns_api::config::{Mode, CONFIG_SINGLETON};
 use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
 use kube::Client;
 use serde_json::Value;
@@ -193,16 +193,15 @@ async fn check_overwrites(
     before: &HNCConfigurationSpec,
     after: &HNCConfigurationSpec,
 ) -> Result<(), Refusal> {
-    use crate::propagation::rules::Mode;
     let mode_in = |spec: &HNCConfigurationSpec, g: &str, r: &str| {
         spec.resources
             .iter()
             .find(|x| x.group == g && x.resource == r)
-            .map(|x| Mode::parse(x.mode.as_deref()))
+            .map(|x| Mode::effective(x.mode.as_deref()))
     };
     let mut causes = Vec::new();
     for (i, r) in after.resources.iter().enumerate() {
-        let now = Mode::parse(r.mode.as_deref());
+        let now = Mode::effective(r.mode.as_deref());
         if !matches!(now, Mode::Propagate | Mode::AllowPropagate)
             || mode_in(before, &r.group, &r.resource) == Some(now)
         {
@@ -234,7 +233,7 @@ async fn overwrites(
     call: &Call<'_>,
     group: &str,
     resource: &str,
-    mode: crate::propagation::rules::Mode,
+    mode: Mode,
 ) -> Result<Vec<String>, Refusal> {
     let unavailable = |e: kube::Error| Refusal::NotSynced(format!("cannot list {resource}: {e}"));
     let Some(ar) =
@@ -300,11 +299,8 @@ fn check_static(spec: &HNCConfigurationSpec) -> Vec<(String, String)> {
                 ),
             ));
         }
-        if let Some(mode) = r.mode.as_deref().filter(|m| !m.is_empty() && !MODES.contains(m)) {
-            causes.push((
-                format!("{field}.mode"),
-                format!("Unsupported value: \"{mode}\": supported values: \"Propagate\", \"Remove\", \"Ignore\", \"AllowPropagate\""),
-            ));
+        if let Some(Err(unknown)) = r.mode.as_deref().filter(|m| !m.is_empty()).map(str::parse::<Mode>) {
+            causes.push((format!("{field}.mode"), unknown.to_string()));
         }
     }
     causes
