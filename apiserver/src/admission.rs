@@ -3,7 +3,7 @@
 //! Hierarchy state lives on namespaces, so direct edits must not corrupt it: only hns may
 //! write tree labels, the membership label and hns's annotations; a subnamespace is deleted
 //! through its parent; a namespace with subnamespaces is deleted only where cascading deletion
-//! is allowed. Decisions come from the forest and [`crate::rules`]; this module only decodes
+//! is allowed. Decisions come from the forest and [`crate::hierarchy::rules`]; this module only decodes
 //! and answers.
 //!
 //! Two webhook entries point here (see `config/base/webhook.yaml`): a fail-closed one for
@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::hierarchy::rules::{self, Refusal};
 use crate::propagation::rules::INHERITED_FROM;
-use crate::rules::{self, Refusal};
 use crate::server::{AppState, ClusterPeer};
 
 /// `POST /validate-namespaces`.

@@ -14,10 +14,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::cache::Cache;
-use crate::conditions;
-use crate::policy::Policy;
+use crate::hierarchy::conditions;
+use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
+use crate::store::cache::Cache;
 
 /// Labels of per-kind series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -9,21 +9,21 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
-use crate::authn::{self, AuthnState};
-use crate::authz::Authorizer;
-use crate::cache::{self, Cache};
-use crate::certs::{self, SelfManaged, ServingCert, Source};
-use crate::config_store::{self, ConfigStore};
+use crate::auth::authn::{self, AuthnState};
+use crate::auth::authz::Authorizer;
+use crate::auth::certs::{self, SelfManaged, ServingCert, Source};
+use crate::auth::tls;
 use crate::controller::events::Events;
 use crate::controller::Controller;
+use crate::hierarchy::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::leader;
 use crate::metrics::{self, Metrics, Sources};
-use crate::parent_lock::ParentLock;
-use crate::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::propagation::Propagation;
 use crate::server::{self, AppState};
-use crate::tls;
-use crate::writer::Writer;
+use crate::store::cache::{self, Cache};
+use crate::store::config_store::{self, ConfigStore};
+use crate::store::parent_lock::ParentLock;
+use crate::store::writer::Writer;
 
 /// The Lease the controller replicas compete for.
 const LEASE: &str = "hns-controller";
@@ -190,7 +190,7 @@ impl Args {
                     anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}")
                 })?;
         // The key comes before the forest: no replica judges hierarchy state without it.
-        let sealer = crate::seal_key::load(client.clone(), &self.namespace).await;
+        let sealer = crate::store::seal_key::load(client.clone(), &self.namespace).await;
         let cache = Arc::new(Cache::new(policy.clone(), sealer));
         let authn_state = Arc::new(AuthnState::default());
         tokio::spawn(cache::run(client.clone(), cache.clone()));

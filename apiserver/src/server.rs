@@ -11,13 +11,13 @@ use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use hns_api::{GROUP, VERSION};
 
-use crate::authn::{AuthnState, Identity, PeerCertificates};
-use crate::authz::Authorizer;
-use crate::body::MAX_BODY_BYTES;
-use crate::cache::Cache;
-use crate::negotiation::{discovery_format, DiscoveryFormat};
-use crate::request_info::RequestInfo;
-use crate::status::ApiError;
+use crate::auth::authn::{AuthnState, Identity, PeerCertificates};
+use crate::auth::authz::Authorizer;
+use crate::http::body::MAX_BODY_BYTES;
+use crate::http::negotiation::{discovery_format, DiscoveryFormat};
+use crate::http::request_info::RequestInfo;
+use crate::http::status::ApiError;
+use crate::store::cache::Cache;
 use crate::{discovery, health, openapi, resources};
 
 /// What every handler shares.
@@ -29,21 +29,21 @@ pub struct AppState {
     /// Delegated authorization.
     pub authz: Authorizer,
     /// The administrator's settings.
-    pub policy: crate::policy::Policy,
+    pub policy: crate::hierarchy::policy::Policy,
     /// hns's own writes to Namespace objects.
-    pub writer: crate::writer::Writer,
+    pub writer: crate::store::writer::Writer,
     /// The HNC configuration.
-    pub config: std::sync::Arc<crate::config_store::ConfigStore>,
+    pub config: std::sync::Arc<crate::store::config_store::ConfigStore>,
     /// The kube client, for discovery during configuration changes.
     pub client: kube::Client,
     /// hns's own namespace.
     pub namespace: String,
     /// The serving certificate.
-    pub serving: std::sync::Arc<crate::certs::ServingCert>,
+    pub serving: std::sync::Arc<crate::auth::certs::ServingCert>,
     /// The propagated kinds.
     pub propagation: std::sync::Arc<crate::propagation::Propagation>,
     /// Takes parent changes one at a time across replicas.
-    pub parent_lock: std::sync::Arc<crate::parent_lock::ParentLock>,
+    pub parent_lock: std::sync::Arc<crate::store::parent_lock::ParentLock>,
 }
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's

@@ -16,16 +16,16 @@ use actix_web::HttpResponse;
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::forest::Forest;
-use crate::list::ListOptions;
-use crate::negotiation::Representation;
-use crate::policy::Policy;
-use crate::render::{self, RenderOptions};
-use crate::request_info::ResourceRequest;
+use crate::auth::tls::PeerSocket;
+use crate::hierarchy::forest::Forest;
+use crate::hierarchy::policy::Policy;
+use crate::http::list::ListOptions;
+use crate::http::negotiation::Representation;
+use crate::http::request_info::ResourceRequest;
+use crate::http::status::ApiError;
+use crate::resources::render::{self, RenderOptions};
 use crate::resources::{hierarchyconfigurations, hncconfigurations, subnamespaces, ResourceDef};
 use crate::server::AppState;
-use crate::status::ApiError;
-use crate::tls::PeerSocket;
 
 /// Events kept for resumes and for watchers catching up: at 300 events/s (100 hierarchy writes
 /// a second) about half a minute, more than the time between two bookmarks, so a watcher that
@@ -123,7 +123,7 @@ pub type Snapshot = BTreeMap<Key, Value>;
 /// configuration, the configurations of its parent before and after, its Subnamespace in either
 /// parent, and, when it starts terminating or goes, the Subnamespaces in it, which then may cease
 /// to exist ([`Forest::anchor_exists`]).
-pub fn keys_for(forest: &Forest, node: &crate::forest::Node, delete: bool) -> Vec<Key> {
+pub fn keys_for(forest: &Forest, node: &crate::hierarchy::forest::Node, delete: bool) -> Vec<Key> {
     let ns = node.name();
     let hierarchy = |n: &str| (Family::Hierarchy, n.to_string(), "hierarchy".to_string());
     let sub = |p: &str| (Family::Subnamespace, p.to_string(), ns.to_string());
@@ -554,8 +554,8 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::{forest, namespace};
-    use crate::policy::testing::policy;
+    use crate::hierarchy::forest::testing::{forest, namespace};
+    use crate::hierarchy::policy::testing::policy;
 
     fn change(f: &mut Forest, ns: k8s_openapi::api::core::v1::Namespace, delete: bool) -> Vec<Event> {
         let p = policy();
@@ -611,7 +611,7 @@ mod tests {
         let terminating = |mut ns: k8s_openapi::api::core::v1::Namespace| {
             ns.metadata.deletion_timestamp =
                 Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
-            crate::forest::testing::sealed(ns)
+            crate::hierarchy::forest::testing::sealed(ns)
         };
         let mut f = forest("team-a dev:~team-a");
         let events = change(&mut f, terminating(namespace("dev", Some("team-a"), true)), false);
@@ -715,7 +715,7 @@ mod tests {
     }
 
     fn watcher(def: &'static ResourceDef, representation: Representation) -> Watcher {
-        let include = crate::negotiation::IncludeObject::Metadata;
+        let include = crate::http::negotiation::IncludeObject::Metadata;
         Watcher {
             def,
             family: Family::of(def),

@@ -65,7 +65,7 @@ async fn restore_parent(local: &Local, admin: &Client, ns: &str, parent: &str) {
     let secret: Secret =
         Api::namespaced(admin.clone(), "hns-system").get("hns-hierarchy-seal").await.unwrap();
     let key = secret.data.unwrap().remove("key").expect("the seal key");
-    let sealer = hns_apiserver::seal::Sealer::new(&key.0).unwrap();
+    let sealer = hns_apiserver::hierarchy::seal::Sealer::new(&key.0).unwrap();
     let mut annotations = annotations(admin, ns).await;
     annotations.insert(keys::PARENT.into(), parent.into());
     annotations.remove(keys::SEAL);

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 
-use crate::conditions::NsCondition;
+use crate::hierarchy::conditions::NsCondition;
 
 /// Publishes hns's Events.
 pub struct Events {

@@ -18,10 +18,10 @@ use tokio::sync::{broadcast, watch, Notify};
 
 use kube::api::{DeleteParams, PostParams, Preconditions};
 
-use crate::cache::{Cache, Change};
-use crate::policy::Policy;
+use crate::hierarchy::policy::Policy;
 use crate::propagation::{Action, Propagation, Syncer};
-use crate::writer::Writer;
+use crate::store::cache::{Cache, Change};
+use crate::store::writer::Writer;
 
 /// Namespaces reconciled at once. A reconcile mostly waits on kube-apiserver, so many run
 /// together (HNC ran 20); a move or a new source touches a whole subtree.
@@ -168,7 +168,7 @@ impl Controller {
     }
 
     /// A terminating namespace where cascading deletion is allowed takes every subnamespace
-    /// below it at once ([`crate::forest::Forest::cascade`]) rather than one level per pass of
+    /// below it at once ([`crate::hierarchy::forest::Forest::cascade`]) rather than one level per pass of
     /// the namespace controller. Each deletion is conditional on the uid the forest saw, so a
     /// namespace made again under the same name is left alone.
     async fn cascade(&self, ns: &str) -> Result<(), u16> {
@@ -200,9 +200,9 @@ impl Controller {
             let forest = self.cache.read();
             let recorded = forest
                 .get(ns)
-                .map(|n| crate::conditions::recorded(n.object.metadata.annotations.as_ref()))
+                .map(|n| crate::hierarchy::conditions::recorded(n.object.metadata.annotations.as_ref()))
                 .unwrap_or_default();
-            let fresh: Vec<_> = crate::conditions::conditions(&forest, &self.policy, ns)
+            let fresh: Vec<_> = crate::hierarchy::conditions::conditions(&forest, &self.policy, ns)
                 .into_iter()
                 .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
                 .collect();

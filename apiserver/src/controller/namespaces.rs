@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use hns_api::keys;
 use serde_json::{json, Map, Value};
 
-use crate::conditions;
-use crate::forest::Forest;
-use crate::plan;
-use crate::policy::Policy;
+use crate::hierarchy::conditions;
+use crate::hierarchy::forest::Forest;
+use crate::hierarchy::plan;
+use crate::hierarchy::policy::Policy;
 
 /// The labels hns wants on `ns`, and the keys it owns there (wanted or not).
 fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String, String> {
@@ -40,7 +40,7 @@ fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String
 fn inherited(
     forest: &Forest,
     ns: &str,
-    pick: impl Fn(&crate::forest::Node) -> &Vec<hns_api::MetaKvp>,
+    pick: impl Fn(&crate::hierarchy::forest::Node) -> &Vec<hns_api::MetaKvp>,
 ) -> Vec<(String, String)> {
     forest
         .ancestry_names(ns)
@@ -111,8 +111,8 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::{forest, namespace, sealed};
-    use crate::policy::testing::policy;
+    use crate::hierarchy::forest::testing::{forest, namespace, sealed};
+    use crate::hierarchy::policy::testing::policy;
     use hns_api::MetaKvp;
 
     fn now() -> jiff::Timestamp {
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_namespace_that_leaves_every_hierarchy_loses_its_labels() {
-        let mut f = crate::forest::testing::empty();
+        let mut f = crate::hierarchy::forest::testing::empty();
         let mut ns = namespace("alone", None, false);
         ns.metadata.labels = Some(
             [

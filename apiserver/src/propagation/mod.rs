@@ -22,7 +22,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
-use crate::cache::Change;
+use crate::store::cache::Change;
 use hns_api::config::Mode;
 pub use plan::{Action, Objects};
 

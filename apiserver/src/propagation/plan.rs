@@ -13,9 +13,9 @@ use kube::api::DynamicObject;
 use hns_api::config::Mode;
 
 use super::rules;
-use crate::conditions;
-use crate::forest::Forest;
-use crate::policy::Policy;
+use crate::hierarchy::conditions;
+use crate::hierarchy::forest::Forest;
+use crate::hierarchy::policy::Policy;
 
 /// A write that brings a namespace closer to what the hierarchy wants.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,8 +124,8 @@ pub fn actions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::forest;
-    use crate::policy::testing::policy;
+    use crate::hierarchy::forest::testing::forest;
+    use crate::hierarchy::policy::testing::policy;
     use crate::propagation::rules::testing::obj;
     use crate::propagation::rules::INHERITED_FROM;
     use serde_json::json;

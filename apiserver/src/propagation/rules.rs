@@ -12,7 +12,7 @@ use hns_api::keys;
 use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 
-use crate::selector;
+use crate::http::selector;
 
 /// Label on every copy: the namespace of its source (HNC's key).
 pub const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";

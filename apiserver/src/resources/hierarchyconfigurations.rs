@@ -10,14 +10,14 @@ use serde_json::Value;
 
 use super::managed::{self, METADATA, META_KVPS};
 use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
-use crate::body::{self, WriteOptions};
-use crate::forest::{Forest, Node, ObjectLabels};
-use crate::list::{paginate, ListOptions};
-use crate::plan::{self, HierarchyState};
-use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
-use crate::rules::{self, AuthzCheck};
+use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::plan::{self, HierarchyState};
+use crate::hierarchy::rules::{self, AuthzCheck};
+use crate::http::body::{self, WriteOptions};
+use crate::http::list::{paginate, ListOptions};
+use crate::http::status::ApiError;
+use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
-use crate::status::ApiError;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hierarchyconfigurations";
@@ -113,7 +113,7 @@ pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
         },
         status: Some(HierarchyConfigurationStatus {
             children: forest.children(node.name()).map(str::to_string).collect(),
-            conditions: crate::conditions::recorded(ns.annotations.as_ref()),
+            conditions: crate::hierarchy::conditions::recorded(ns.annotations.as_ref()),
         }),
     };
     node.hierarchy_meta.fill(&mut hc.metadata);
@@ -407,7 +407,7 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::forest;
+    use crate::hierarchy::forest::testing::forest;
 
     #[test]
     fn derived_from_the_namespace() {

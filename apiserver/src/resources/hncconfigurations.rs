@@ -9,15 +9,15 @@ use serde_json::Value;
 
 use super::managed::{self, METADATA};
 use super::{check_name, refused, Call, Reply, ResourceDef};
-use crate::body::{self, WriteOptions};
-use crate::config_store;
-use crate::forest::ObjectLabels;
-use crate::list::{paginate, ListOptions};
+use crate::hierarchy::forest::ObjectLabels;
+use crate::hierarchy::rules::Refusal;
+use crate::http::body::{self, WriteOptions};
+use crate::http::list::{paginate, ListOptions};
+use crate::http::status::ApiError;
 use crate::propagation::ENFORCED;
-use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
-use crate::rules::Refusal;
+use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
-use crate::status::ApiError;
+use crate::store::config_store;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hncconfigurations";
@@ -123,12 +123,12 @@ fn with_status(call: &Call<'_>, mut obj: Value) -> Value {
 /// HNC's summary: one `NamespaceCondition` per namespace condition type and reason, naming the
 /// namespaces affected, timed by the latest of their recorded transitions.
 fn namespace_conditions(
-    forest: &crate::forest::Forest,
+    forest: &crate::hierarchy::forest::Forest,
 ) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     use std::collections::BTreeMap;
     let mut affected: BTreeMap<(String, String), (Vec<String>, Option<jiff::Timestamp>)> = BTreeMap::new();
     for node in forest.iter() {
-        for c in crate::conditions::recorded(node.object.metadata.annotations.as_ref()) {
+        for c in crate::hierarchy::conditions::recorded(node.object.metadata.annotations.as_ref()) {
             let entry = affected.entry((c.type_.clone(), c.reason.clone())).or_default();
             entry.0.push(node.name().to_string());
             entry.1 = entry.1.max(Some(c.last_transition_time.0));

@@ -7,9 +7,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
 use super::{check_name, check_namespace, Call};
-use crate::body::{self, WriteOptions, APPLY_PATCH};
+use crate::http::body::{self, WriteOptions, APPLY_PATCH};
+use crate::http::status::ApiError;
 use crate::ssa::{self, Entry, Shape};
-use crate::status::ApiError;
 
 /// The writable metadata of every kind: labels and annotations, granular maps.
 pub const METADATA: Shape = Shape::Struct(&[("labels", Shape::Map), ("annotations", Shape::Map)]);
@@ -41,7 +41,7 @@ pub fn desired<T: DeserializeOwned>(
         "patch" if opts.force => {
             return Err(ApiError::bad_request("force: Forbidden: may not be specified for non-apply patch"))
         }
-        "patch" => crate::patch::apply_patch(current, call.body, call.content_type)?,
+        "patch" => crate::http::patch::apply_patch(current, call.body, call.content_type)?,
         _ => body::parse_json(call.body, call.content_type)?,
     };
     Ok((track_update(call, opts, shape, current, new), Vec::new()))

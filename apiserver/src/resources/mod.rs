@@ -4,6 +4,7 @@
 pub mod hierarchyconfigurations;
 pub mod hncconfigurations;
 pub mod managed;
+pub mod render;
 pub mod subnamespaces;
 
 use std::collections::HashMap;
@@ -15,14 +16,14 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use serde_json::Value;
 
-use crate::authn::Identity;
-use crate::body::MAX_BODY_BYTES;
-use crate::negotiation::{negotiate, IncludeObject};
-use crate::render::{Column, RenderOptions};
-use crate::request_info::{query_params, RequestInfo, ResourceRequest};
-use crate::rules::Refusal;
+use crate::auth::authn::Identity;
+use crate::hierarchy::rules::Refusal;
+use crate::http::body::MAX_BODY_BYTES;
+use crate::http::negotiation::{negotiate, IncludeObject};
+use crate::http::request_info::{query_params, RequestInfo, ResourceRequest};
+use crate::http::status::{ApiError, GroupResource};
+use crate::resources::render::{Column, RenderOptions};
 use crate::server::AppState;
-use crate::status::{ApiError, GroupResource};
 
 /// How one resource is served.
 pub struct ResourceDef {
@@ -153,11 +154,11 @@ pub async fn dispatch(
         now: jiff::Timestamp::now(),
     };
     if r.verb == "watch" {
-        let peer = req.conn_data::<crate::tls::PeerSocket>().cloned();
+        let peer = req.conn_data::<crate::auth::tls::PeerSocket>().cloned();
         return crate::watch::serve(peer, &state, def, &r, &query, &render).await;
     }
     if r.verb == "patch" {
-        crate::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
+        crate::http::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
     }
     let body = read_body(payload).await?;
     if matches!(r.verb, "get" | "create" | "update" | "patch" | "delete") {
@@ -212,13 +213,13 @@ fn warning_header(text: &str) -> String {
 /// The objects of `def` in `namespace` (all namespaces when empty), for a watch's initial events.
 pub fn current_objects(
     state: &AppState,
-    forest: &crate::forest::Forest,
+    forest: &crate::hierarchy::forest::Forest,
     def: &ResourceDef,
     namespace: &str,
 ) -> Vec<Value> {
-    let in_scope = |n: &&crate::forest::Node| namespace.is_empty() || n.name() == namespace;
+    let in_scope = |n: &&crate::hierarchy::forest::Node| namespace.is_empty() || n.name() == namespace;
     if def.plural == hncconfigurations::PLURAL {
-        return vec![crate::config_store::value(&state.config)];
+        return vec![crate::store::config_store::value(&state.config)];
     }
     if def.plural == hierarchyconfigurations::PLURAL {
         forest
@@ -268,7 +269,7 @@ fn lagging() -> ApiError {
     )
 }
 
-/// A refusal from [`crate::rules`] as the `Status` for object `name` of `def`.
+/// A refusal from [`crate::hierarchy::rules`] as the `Status` for object `name` of `def`.
 pub fn refused(def: &ResourceDef, name: &str, refusal: Refusal) -> ApiError {
     let gr = def.group_resource();
     match refusal {

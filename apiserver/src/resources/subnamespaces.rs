@@ -10,15 +10,15 @@ use serde_json::Value;
 
 use super::managed::{self, METADATA, META_KVPS};
 use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
-use crate::body::{self, WriteOptions};
-use crate::forest::{Forest, Node, ObjectLabels};
-use crate::list::{paginate, ListOptions};
-use crate::plan::{self, HierarchyState};
-use crate::policy::Policy;
-use crate::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
-use crate::rules;
+use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::plan::{self, HierarchyState};
+use crate::hierarchy::policy::Policy;
+use crate::hierarchy::rules;
+use crate::http::body::{self, WriteOptions};
+use crate::http::list::{paginate, ListOptions};
+use crate::http::status::ApiError;
+use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
-use crate::status::ApiError;
 
 const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
@@ -198,8 +198,8 @@ async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
 /// caller needs `create` on top of `patch`, as kube-apiserver asks for a create by apply.
 async fn create_by_apply(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
-    let create = crate::request_info::ResourceRequest { verb: "create", ..call.req.clone() };
-    call.state.authz.authorize(call.who, &crate::request_info::RequestInfo::Resource(create)).await?;
+    let create = crate::http::request_info::ResourceRequest { verb: "create", ..call.req.clone() };
+    call.state.authz.authorize(call.who, &crate::http::request_info::RequestInfo::Resource(create)).await?;
     let bare = serde_json::json!({
         "apiVersion": hns_api::API_VERSION,
         "kind": call.def.kind,
@@ -447,7 +447,7 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
         deleted.push(delete_one(call, &name, uid, dry_run).await?);
     }
     let rv = call.state.cache.read().resource_version();
-    let page = crate::list::Page { items: deleted, ..Default::default() };
+    let page = crate::http::list::Page { items: deleted, ..Default::default() };
     Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))
 }
 
@@ -469,9 +469,9 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::body::FieldValidation;
-    use crate::forest::testing::forest;
-    use crate::policy::testing::policy;
+    use crate::hierarchy::forest::testing::forest;
+    use crate::hierarchy::policy::testing::policy;
+    use crate::http::body::FieldValidation;
 
     #[test]
     fn a_subnamespace_lives_in_its_parent() {

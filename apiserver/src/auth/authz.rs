@@ -10,9 +10,9 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 use kube::{Api, Client};
 
-use crate::authn::Identity;
-use crate::request_info::RequestInfo;
-use crate::status::{ApiError, GroupResource};
+use crate::auth::authn::Identity;
+use crate::http::request_info::RequestInfo;
+use crate::http::status::{ApiError, GroupResource};
 
 /// How long an answer is reused (k8s.io/apiserver's default for allow and deny alike).
 const CACHE_TTL: Duration = Duration::from_secs(10);

@@ -10,8 +10,8 @@ use kube::core::Selector;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::selector::{self, FieldSelector};
-use crate::status::ApiError;
+use crate::http::selector::{self, FieldSelector};
+use crate::http::status::ApiError;
 
 /// The list options of a request (`metav1.ListOptions`).
 #[derive(Debug, Default)]

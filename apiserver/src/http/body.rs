@@ -2,7 +2,7 @@
 //!
 //! Bodies are JSON (`application/json`). Patches are JSON merge patches (RFC 7386, what kubectl
 //! apply/edit/label use for kinds it does not know) and JSON patches (RFC 6902), applied by
-//! [`crate::patch`], and server-side apply configurations (`application/apply-patch+yaml`, YAML
+//! [`crate::http::patch`], and server-side apply configurations (`application/apply-patch+yaml`, YAML
 //! or JSON; merged by [`crate::ssa`]). Strategic merge is refused with 415, which makes clients
 //! fall back to merge patch. Unknown fields are handled as `fieldValidation` asks: `Strict` refuses them, `Warn`
 //! (the default) answers with a `Warning` header, `Ignore` drops them silently.
@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::status::ApiError;
+use crate::http::status::ApiError;
 
 /// How unknown fields are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

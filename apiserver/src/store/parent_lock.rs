@@ -18,7 +18,7 @@
 //! So each check sees every parent change that came before it, and a change that would close a
 //! cycle is refused. A new subnamespace needs no turn: nothing can name it as a parent before
 //! it exists (a parent change to a missing namespace is refused, and a name that a namespace
-//! whose parent was deleted still points at is refused by [`crate::rules`]), so its only edge
+//! whose parent was deleted still points at is refused by [`crate::hierarchy::rules`]), so its only edge
 //! cannot close a cycle. A holder that dies keeps the Lease until it expires ([`LEASE_SECONDS`]);
 //! a holder that has held it for half of that does not start its write (it fails with 503 and
 //! the client retries), so no write lands after its Lease could have passed to someone else.
@@ -32,10 +32,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 
-use crate::cache::Cache;
-use crate::rules::Refusal;
-use crate::status::ApiError;
-use crate::writer::Writer;
+use crate::hierarchy::rules::Refusal;
+use crate::http::status::ApiError;
+use crate::store::cache::Cache;
+use crate::store::writer::Writer;
 
 /// The Lease, in hns's namespace.
 pub const LEASE: &str = "hns-hierarchy";

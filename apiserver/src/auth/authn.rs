@@ -287,7 +287,7 @@ pub async fn watch_config(client: Client, state: Arc<AuthnState>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pki::testing::{ca, leaf};
+    use crate::auth::pki::testing::{ca, leaf};
     use actix_web::http::header::{HeaderName, HeaderValue};
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

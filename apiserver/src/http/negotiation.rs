@@ -6,7 +6,7 @@
 //! (aggregated discovery). Protobuf is never offered alone by Kubernetes clients, so JSON is
 //! enough; when nothing acceptable is asked for the answer is 406.
 
-use crate::status::ApiError;
+use crate::http::status::ApiError;
 
 /// The representation of an object or list to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

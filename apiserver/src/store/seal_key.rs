@@ -22,8 +22,8 @@ use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::seal::{Sealer, Verdict, KEY_BYTES};
-use crate::writer::FIELD_MANAGER;
+use crate::hierarchy::seal::{Sealer, Verdict, KEY_BYTES};
+use crate::store::writer::FIELD_MANAGER;
 
 /// The Secret holding the key, in hns's namespace.
 pub const SECRET: &str = "hns-hierarchy-seal";

@@ -6,7 +6,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use crate::status::ApiError;
+use crate::http::status::ApiError;
 
 /// Field manager recorded on hns's writes.
 pub const FIELD_MANAGER: &str = "hns-apiserver";

@@ -8,7 +8,7 @@
 //!
 //! So every write of the hierarchy annotations ([`SEALED`]) by hns also writes a seal: an
 //! HMAC-SHA256, under a key only hns can read (a Secret in its own namespace, see
-//! [`crate::seal_key`]), of the namespace's name and the values of those annotations. The forest
+//! [`crate::store::seal_key`]), of the namespace's name and the values of those annotations. The forest
 //! honours hierarchy state only under a valid seal; anything else is a forgery, which the forest
 //! ignores (keeping the last sealed state it saw, or none) and the controller reports and reverts.
 //!

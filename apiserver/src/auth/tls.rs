@@ -7,15 +7,15 @@ use openssl::ssl::{
     SslMode, SslVerifyMode,
 };
 
-use crate::authn::PeerCertificates;
-use crate::certs::ServingCert;
+use crate::auth::authn::PeerCertificates;
+use crate::auth::certs::ServingCert;
 
 /// Settings every TLS context of the listener shares, including the per-certificate contexts a
 /// handshake switches to.
 ///
 /// The client certificate is **requested, not required**: probes and direct clients connect
 /// without one. Any certificate is accepted during the handshake because the CAs it must chain
-/// to come from a ConfigMap that can change at any time; [`crate::authn`] verifies the chain on
+/// to come from a ConfigMap that can change at any time; [`crate::auth::authn`] verifies the chain on
 /// every request against the current ones.
 pub fn configure(b: &mut SslContextBuilder) -> Result<(), openssl::error::ErrorStack> {
     b.set_verify_callback(SslVerifyMode::PEER, |_, _| true);
@@ -66,7 +66,7 @@ impl PeerSocket {
 }
 
 /// Records the client certificates of a new TLS connection in its extensions, where
-/// [`crate::authn`] finds them, and a [`PeerSocket`].
+/// [`crate::auth::authn`] finds them, and a [`PeerSocket`].
 pub fn record_peer_certificates(conn: &dyn std::any::Any, ext: &mut actix_web::dev::Extensions) {
     use std::os::fd::AsFd;
     type Tls = actix_tls::accept::openssl::TlsStream<actix_web::rt::net::TcpStream>;

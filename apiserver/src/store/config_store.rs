@@ -17,8 +17,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use crate::forest::ObjectLabels;
-use crate::status::ApiError;
+use crate::hierarchy::forest::ObjectLabels;
+use crate::http::status::ApiError;
 use crate::watch::{Event, Family, Hub};
 
 /// Name of the ConfigMap.
@@ -94,7 +94,7 @@ impl ConfigStore {
         if let Some(meta) = meta.to_annotation() {
             data.insert(META_KEY.to_string(), meta);
         }
-        let pp = PostParams { dry_run, field_manager: Some(crate::writer::FIELD_MANAGER.into()) };
+        let pp = PostParams { dry_run, field_manager: Some(crate::store::writer::FIELD_MANAGER.into()) };
         let stored = self.get();
         let mut cm = ConfigMap {
             metadata: ObjectMeta {
@@ -138,7 +138,12 @@ pub fn value(store: &ConfigStore) -> Value {
 }
 
 /// Follows the ConfigMap into `store` until shutdown.
-pub async fn run(client: Client, namespace: String, store: Arc<ConfigStore>, hub: Arc<crate::cache::Cache>) {
+pub async fn run(
+    client: Client,
+    namespace: String,
+    store: Arc<ConfigStore>,
+    hub: Arc<crate::store::cache::Cache>,
+) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
     let mut stream = watcher(api, cfg).default_backoff().boxed();

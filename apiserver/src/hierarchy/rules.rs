@@ -6,8 +6,8 @@
 
 use hns_api::{keys, MetaKvp};
 
-use crate::forest::Forest;
-use crate::policy::Policy;
+use crate::hierarchy::forest::Forest;
+use crate::hierarchy::policy::Policy;
 
 /// Why a change is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,8 +293,8 @@ pub fn check_namespace_edit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::{forest, namespace};
-    use crate::policy::testing::policy;
+    use crate::hierarchy::forest::testing::{forest, namespace};
+    use crate::hierarchy::policy::testing::policy;
 
     fn checks(v: Vec<AuthzCheck>) -> Vec<(String, &'static str)> {
         v.into_iter().map(|c| (c.namespace, c.reason)).collect()

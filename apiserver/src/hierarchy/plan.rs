@@ -1,5 +1,5 @@
 //! What to write to Namespace objects for a hierarchy change: pure functions from the forest
-//! and the desired state to a Namespace or a JSON merge patch. [`crate::writer`] sends them.
+//! and the desired state to a Namespace or a JSON merge patch. [`crate::store::writer`] sends them.
 //!
 //! Every change to one namespace is one write, so a crash leaves either the old or the new
 //! state of that namespace, never half of it.
@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
-use crate::forest::{Forest, Node, ObjectLabels};
-use crate::seal;
+use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::seal;
 
 /// The hierarchy facts hns keeps on one namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,7 +49,7 @@ fn kvp_annotation(v: &[MetaKvp]) -> Option<String> {
     (!v.is_empty()).then(|| serde_json::to_string(v).unwrap_or_default())
 }
 
-/// The hierarchy annotations (those [`crate::seal`] covers) that `state` is written as.
+/// The hierarchy annotations (those [`crate::hierarchy::seal`] covers) that `state` is written as.
 fn sealed_annotations(state: &HierarchyState, is_subnamespace: bool) -> BTreeMap<String, String> {
     let parent_key = if is_subnamespace { keys::SUBNAMESPACE_OF } else { keys::PARENT };
     [
@@ -196,7 +196,7 @@ pub fn mark_member(node: &Node) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::forest;
+    use crate::hierarchy::forest::testing::forest;
 
     #[test]
     fn tree_labels_count_distance_to_each_ancestor() {
@@ -242,7 +242,7 @@ mod tests {
     #[test]
     fn becoming_a_root_removes_old_tree_labels() {
         let mut f = forest("acme");
-        let mut ns = crate::forest::testing::namespace("team-a", Some("acme"), false);
+        let mut ns = crate::hierarchy::forest::testing::namespace("team-a", Some("acme"), false);
         ns.metadata.labels = Some(
             [
                 ("acme.tree.hnc.x-k8s.io/depth".to_string(), "1".to_string()),

@@ -19,8 +19,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use crate::forest::{Forest, Node};
-use crate::policy::Policy;
+use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::policy::Policy;
 use crate::watch::{self, Hub};
 
 /// Which namespaces changed, for the controller.
@@ -71,7 +71,7 @@ const CATCH_UP: Duration = Duration::from_secs(10);
 impl Cache {
     /// An empty cache; `policy` decides how derived objects look (e.g. Forbidden subnamespaces),
     /// `sealer` which hierarchy state is hns's own.
-    pub fn new(policy: Policy, sealer: crate::seal::Sealer) -> Self {
+    pub fn new(policy: Policy, sealer: crate::hierarchy::seal::Sealer) -> Self {
         let (changes, _) = tokio::sync::broadcast::channel(4_096);
         Cache {
             forest: RwLock::new(Forest::new(sealer)),
@@ -119,7 +119,7 @@ impl Cache {
 
     /// Waits until the forest holds namespace `ns` at least as it was returned by kube-apiserver.
     pub async fn caught_up_with(&self, ns: &Namespace) -> bool {
-        self.caught_up(crate::forest::rv_number(ns)).await
+        self.caught_up(crate::hierarchy::forest::rv_number(ns)).await
     }
 
     /// Tells waiting writers how far the forest has got.
@@ -193,10 +193,10 @@ pub async fn run(client: Client, cache: Arc<Cache>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::namespace;
+    use crate::hierarchy::forest::testing::namespace;
 
     fn cache() -> Cache {
-        Cache::new(crate::policy::testing::policy(), crate::seal::testing::sealer())
+        Cache::new(crate::hierarchy::policy::testing::policy(), crate::hierarchy::seal::testing::sealer())
     }
 
     #[test]

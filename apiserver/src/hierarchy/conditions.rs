@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use hns_api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::forest::Forest;
-use crate::policy::Policy;
+use crate::hierarchy::forest::Forest;
+use crate::hierarchy::policy::Policy;
 
 /// Condition type: propagation into (and below) the namespace has stopped.
 pub const ACTIVITIES_HALTED: &str = "ActivitiesHalted";
@@ -29,7 +29,7 @@ pub const ALL: &[(&str, &str)] = &[
     (BAD_CONFIGURATION, FORGED),
 ];
 
-/// Reason: hierarchy annotations that hns did not write (see [`crate::seal`]).
+/// Reason: hierarchy annotations that hns did not write (see [`crate::hierarchy::seal`]).
 pub const FORGED: &str = "ForgedHierarchyState";
 
 /// A condition without its timestamp.
@@ -116,7 +116,7 @@ pub fn conditions(forest: &Forest, policy: &Policy, ns: &str) -> Vec<NsCondition
 
 /// The condition of a namespace carrying hierarchy annotations hns did not write: it names
 /// them with their values, and the state hns keeps instead.
-fn forgery(node: &crate::forest::Node, forged: &[String]) -> NsCondition {
+fn forgery(node: &crate::hierarchy::forest::Node, forged: &[String]) -> NsCondition {
     let annotations = node.object.metadata.annotations.as_ref();
     let found: Vec<String> = forged
         .iter()
@@ -173,8 +173,8 @@ pub fn to_record(current: &[NsCondition], previous: &[Condition], now: jiff::Tim
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forest::testing::forest;
-    use crate::policy::testing::policy;
+    use crate::hierarchy::forest::testing::forest;
+    use crate::hierarchy::policy::testing::policy;
 
     fn reasons(f: &Forest, ns: &str) -> Vec<&'static str> {
         conditions(f, &policy(), ns).into_iter().map(|c| c.reason).collect()

@@ -13,15 +13,15 @@
 
 use serde_json::Value;
 
-use crate::body::{essence, APPLY_PATCH};
-use crate::status::ApiError;
+use crate::http::body::{essence, APPLY_PATCH};
+use crate::http::status::ApiError;
 
 /// The most operations a JSON patch may have (kube-apiserver's `maxJSONPatchOperations`).
 pub const MAX_OPERATIONS: usize = 10_000;
 
 /// The largest document a patch may produce: the request-size limit, as an object hns stores
 /// cannot be larger than one a client could send whole.
-pub const MAX_DOCUMENT_BYTES: usize = crate::body::MAX_BODY_BYTES;
+pub const MAX_DOCUMENT_BYTES: usize = crate::http::body::MAX_BODY_BYTES;
 
 /// The patch types hns applies.
 const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json", APPLY_PATCH];

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::core::{Expression, Selector, SelectorExt};
 
-use crate::status::ApiError;
+use crate::http::status::ApiError;
 
 /// Parses a label selector; an empty string selects everything.
 pub fn parse_label_selector(s: &str) -> Result<Selector, ApiError> {

@@ -3,8 +3,8 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::list::Page;
-use crate::negotiation::{IncludeObject, Representation};
+use crate::http::list::Page;
+use crate::http::negotiation::{IncludeObject, Representation};
 use crate::resources::ResourceDef;
 
 /// A Table column (`metav1.TableColumnDefinition`).

@@ -3,7 +3,7 @@
 //! Every component (the API handlers, the admission webhook, the controller) asks the forest
 //! instead of re-deriving the hierarchy from the API. The forest is a cache of the cluster's
 //! Namespace objects and nothing else: it is fed only by the namespace watch (see
-//! [`crate::cache`]) and it does no I/O, so every query is a pure function that unit tests can
+//! [`crate::store::cache`]) and it does no I/O, so every query is a pure function that unit tests can
 //! check without a cluster.
 //!
 //! ```text
@@ -15,7 +15,7 @@
 //! A namespace may name a parent that does not exist (yet), and a cycle may be restored from a
 //! backup; every traversal here stops on a repeat, so both are safe to query.
 //!
-//! Only sealed hierarchy state is honoured (see [`crate::seal`]): a namespace whose hierarchy
+//! Only sealed hierarchy state is honoured (see [`crate::hierarchy::seal`]): a namespace whose hierarchy
 //! annotations hns did not write keeps the last sealed state the forest saw of it (or none), and
 //! says so in [`Node::forgery`] for the controller to report and revert.
 
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use hns_api::{keys, MetaKvp};
 
-use crate::seal::{Sealer, Verdict};
+use crate::hierarchy::seal::{Sealer, Verdict};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -496,7 +496,7 @@ pub(crate) mod testing {
         let name = ns.metadata.name.clone().unwrap_or_default();
         let annotations = ns.metadata.annotations.get_or_insert_with(BTreeMap::new);
         annotations.remove(keys::SEAL);
-        if let Some(seal) = crate::seal::testing::sealer().seal(&name, annotations) {
+        if let Some(seal) = crate::hierarchy::seal::testing::sealer().seal(&name, annotations) {
             annotations.insert(keys::SEAL.to_string(), seal);
         }
         ns
@@ -504,7 +504,7 @@ pub(crate) mod testing {
 
     /// An empty forest with the unit tests' key.
     pub fn empty() -> Forest {
-        Forest::new(crate::seal::testing::sealer())
+        Forest::new(crate::hierarchy::seal::testing::sealer())
     }
 
     /// A forest from `"child:parent"` pairs; a lone name is a root, `child:~parent` a subnamespace.
@@ -705,7 +705,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert(hns_api::keys::HIERARCHY_OBJECT_META.into(), meta.to_annotation().unwrap());
-        let node = super::Node::from_namespace(sealed(ns), &crate::seal::testing::sealer());
+        let node = super::Node::from_namespace(sealed(ns), &crate::hierarchy::seal::testing::sealer());
         assert_eq!(node.hierarchy_meta, meta);
         let mut shown = ObjectMeta::default();
         node.hierarchy_meta.fill(&mut shown);
@@ -758,7 +758,7 @@ mod tests {
     fn subnamespace_annotation_wins_over_parent_annotation() {
         let mut ns = namespace("c", Some("real"), true);
         ns.metadata.annotations.as_mut().unwrap().insert(hns_api::keys::PARENT.into(), "other".into());
-        let node = super::Node::from_namespace(sealed(ns), &crate::seal::testing::sealer());
+        let node = super::Node::from_namespace(sealed(ns), &crate::hierarchy::seal::testing::sealer());
         assert_eq!(node.parent.as_deref(), Some("real"));
     }
 }

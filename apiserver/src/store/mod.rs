@@ -1,0 +1,9 @@
+//! State that lives in the cluster, cached here: the namespace cache (the forest) and the change
+//! events it publishes, the HNC configuration, the sealing key, hns's own writes and the parent
+//! lock. Every replica holds the same caches; none holds state of its own.
+
+pub mod cache;
+pub mod config_store;
+pub mod parent_lock;
+pub mod seal_key;
+pub mod writer;
