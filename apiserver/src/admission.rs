@@ -15,9 +15,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
+use crate::auth::authn::ClusterPeer;
 use crate::hierarchy::rules::{self, Refusal};
 use crate::propagation::rules::INHERITED_FROM;
-use crate::server::{AppState, ClusterPeer};
+use crate::state::AppState;
 
 /// `POST /validate-namespaces`.
 pub async fn validate_namespaces(

@@ -3,7 +3,7 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::json;
 
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// One named check and whether it passes.
 type Check = (&'static str, bool);

@@ -8,9 +8,10 @@
 //!                                                           (forest)
 //! ```
 //!
-//! The binary is a thin wrapper over [`options::Args::run`].
+//! The binary is a thin wrapper over [`app::run`].
 
 pub mod admission;
+pub mod app;
 pub mod auth;
 pub mod controller;
 pub mod discovery;
@@ -25,5 +26,6 @@ pub mod propagation;
 pub mod resources;
 pub mod server;
 pub mod ssa;
+pub mod state;
 pub mod store;
 pub mod watch;

@@ -15,5 +15,5 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     args.init_logging();
-    args.run().await
+    hns_apiserver::app::run(args).await
 }

@@ -1,8 +1,6 @@
 //! The HTTP layer: routes, the authentication/authorization filter, and the discovery and
 //! OpenAPI handlers. Resource requests go on to [`crate::resources::dispatch`].
 
-use std::sync::Arc;
-
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header;
@@ -11,40 +9,13 @@ use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use hns_api::{GROUP, VERSION};
 
-use crate::auth::authn::{AuthnState, Identity, PeerCertificates};
-use crate::auth::authz::Authorizer;
+use crate::auth::authn::{ClusterPeer, Identity, PeerCertificates};
 use crate::http::body::MAX_BODY_BYTES;
 use crate::http::negotiation::{discovery_format, DiscoveryFormat};
 use crate::http::request_info::RequestInfo;
 use crate::http::status::ApiError;
-use crate::store::cache::Cache;
+use crate::state::AppState;
 use crate::{discovery, health, openapi, resources};
-
-/// What every handler shares.
-pub struct AppState {
-    /// The namespace cache and its forest.
-    pub cache: Arc<Cache>,
-    /// The authentication configuration.
-    pub authn: Arc<AuthnState>,
-    /// Delegated authorization.
-    pub authz: Authorizer,
-    /// The administrator's settings.
-    pub policy: crate::hierarchy::policy::Policy,
-    /// hns's own writes to Namespace objects.
-    pub writer: crate::store::writer::Writer,
-    /// The HNC configuration.
-    pub config: std::sync::Arc<crate::store::config_store::ConfigStore>,
-    /// The kube client, for discovery during configuration changes.
-    pub client: kube::Client,
-    /// hns's own namespace.
-    pub namespace: String,
-    /// The serving certificate.
-    pub serving: std::sync::Arc<crate::auth::certs::ServingCert>,
-    /// The propagated kinds.
-    pub propagation: std::sync::Arc<crate::propagation::Propagation>,
-    /// Takes parent changes one at a time across replicas.
-    pub parent_lock: std::sync::Arc<crate::store::parent_lock::ParentLock>,
-}
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's
 /// `--authorization-always-allow-paths`, and the admission webhooks, which kube-apiserver calls
@@ -103,11 +74,6 @@ async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo), A
     }
     Ok((identity, info))
 }
-
-/// Whether the request came with a certificate of the cluster's (the front proxy's or a client
-/// certificate), as [`close_strangers_connections`] found; left in the request's extensions.
-#[derive(Debug, Clone, Copy)]
-pub struct ClusterPeer(pub bool);
 
 /// Closes the connection after answering a peer that presented no certificate of the cluster's
 /// (probes, direct clients, anyone who can reach the port): only kube-apiserver's connections are

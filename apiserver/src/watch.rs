@@ -25,7 +25,7 @@ use crate::http::request_info::ResourceRequest;
 use crate::http::status::ApiError;
 use crate::resources::render::{self, RenderOptions};
 use crate::resources::{hierarchyconfigurations, hncconfigurations, subnamespaces, ResourceDef};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// Events kept for resumes and for watchers catching up: at 300 events/s (100 hierarchy writes
 /// a second) about half a minute, more than the time between two bookmarks, so a watcher that

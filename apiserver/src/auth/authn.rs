@@ -284,6 +284,12 @@ pub async fn watch_config(client: Client, state: Arc<AuthnState>) {
     }
 }
 
+/// Whether the request came with a certificate of the cluster's (the front proxy's or a client
+/// certificate), as the server's connection filter found ([`AuthnConfig::is_cluster_peer`]); left
+/// in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterPeer(pub bool);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,7 +50,7 @@ impl ServingCert {
             chain.split_first().ok_or_else(|| anyhow::anyhow!("no certificate in the PEM data"))?;
         let key = PKey::private_key_from_pem(key_pem)?;
         let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server())?;
-        crate::auth::tls::configure(&mut b)?;
+        crate::auth::tls_settings::configure(&mut b)?;
         b.set_certificate(leaf)?;
         for c in rest {
             b.add_extra_chain_cert(c.clone())?;

@@ -6,3 +6,4 @@ pub mod authz;
 pub mod certs;
 pub mod pki;
 pub mod tls;
+pub mod tls_settings;

@@ -23,7 +23,7 @@ use crate::http::negotiation::{negotiate, IncludeObject};
 use crate::http::request_info::{query_params, RequestInfo, ResourceRequest};
 use crate::http::status::{ApiError, GroupResource};
 use crate::resources::render::{Column, RenderOptions};
-use crate::server::AppState;
+use crate::state::AppState;
 
 /// How one resource is served.
 pub struct ResourceDef {

@@ -1,0 +1,182 @@
+//! The composition root: builds the caches, the controller and the shared state from the flags,
+//! starts the background tasks and serves until told to stop.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actix_web::{web, HttpServer};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+
+use crate::auth::authn::{self, AuthnState};
+use crate::auth::authz::Authorizer;
+use crate::auth::certs::{self, SelfManaged, ServingCert, Source};
+use crate::auth::tls;
+use crate::controller::events::Events;
+use crate::controller::Controller;
+use crate::hierarchy::policy::{Policy, DEFAULT_EXCLUDED};
+use crate::leader;
+use crate::metrics::{self, Metrics, Sources};
+use crate::options::Args;
+use crate::propagation::Propagation;
+use crate::server;
+use crate::state::AppState;
+use crate::store::cache::{self, Cache};
+use crate::store::config_store::{self, ConfigStore};
+use crate::store::parent_lock::ParentLock;
+use crate::store::writer::Writer;
+
+/// The Lease the controller replicas compete for.
+const LEASE: &str = "hns-controller";
+
+/// How long an idle client connection stays open: longer than the 90 s kube-apiserver's HTTP
+/// client keeps one, so kube-apiserver always closes first.
+const KEEP_ALIVE_SECONDS: u64 = 120;
+
+async fn client(args: &Args) -> anyhow::Result<Client> {
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+fn cert_source(args: &Args) -> Source {
+    if let (Some(cert), Some(key)) = (&args.tls_cert_file, &args.tls_private_key_file) {
+        return Source::Files { cert: cert.clone(), key: key.clone() };
+    }
+    if !args.self_managed_certs {
+        return Source::Generated;
+    }
+    let service = format!("hns-apiserver.{}.svc", args.namespace);
+    let mut names = vec![service.clone(), format!("{service}.cluster.local")];
+    names.extend(args.cert_names.iter().cloned());
+    Source::SelfManaged(SelfManaged {
+        namespace: args.namespace.clone(),
+        secret: args.cert_secret_name.clone(),
+        names,
+        apiservice: args.apiservice_name.clone(),
+        webhook: args.webhook_name.clone(),
+    })
+}
+
+/// Starts the caches and serves until SIGTERM or SIGINT, then drains in-flight requests.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let client = client(&args).await?;
+    let serving = ServingCert::empty();
+    tokio::spawn(certs::run(client.clone(), cert_source(&args), serving.clone()));
+    let tls = tls::acceptor(serving.clone())?;
+    let excluded = if args.excluded_namespaces.is_empty() {
+        DEFAULT_EXCLUDED.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.excluded_namespaces.clone()
+    };
+    let policy = Policy::new(&excluded, &args.managed_labels, &args.managed_annotations, &args.hns_identity)
+        .map_err(|e| anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}"))?;
+    // The key comes before the forest: no replica judges hierarchy state without it.
+    let sealer = crate::store::seal_key::load(client.clone(), &args.namespace).await;
+    let cache = Arc::new(Cache::new(policy.clone(), sealer));
+    let authn_state = Arc::new(AuthnState::default());
+    tokio::spawn(cache::run(client.clone(), cache.clone()));
+    tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
+    let config = Arc::new(ConfigStore::default());
+    tokio::spawn(config_store::run(client.clone(), args.namespace.clone(), config.clone(), cache.clone()));
+    let identity = format!(
+        "{}_{}",
+        std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "hns-apiserver".into()),
+        std::process::id()
+    );
+    let leading = leader::run(client.clone(), &args.namespace, LEASE, identity.clone());
+    let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
+    let metrics = Arc::new(Metrics::default());
+    let sources = Arc::new(Sources {
+        cache: cache.clone(),
+        policy: policy.clone(),
+        propagation: propagation.clone(),
+        metrics: metrics.clone(),
+    });
+    if !args.metrics_bind_address.is_empty() {
+        let addr: SocketAddr = args
+            .metrics_bind_address
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--metrics-bind-address {}: {e}", args.metrics_bind_address))?;
+        let sources = sources.clone();
+        tokio::spawn(async move {
+            if let Err(error) = metrics::serve(addr, sources).await {
+                tracing::error!(%error, %addr, "metrics endpoint failed");
+            }
+        });
+    }
+    tokio::spawn(follow_config(propagation.clone(), config.spec.subscribe()));
+    let controller = Arc::new(Controller {
+        cache: cache.clone(),
+        policy: policy.clone(),
+        writer: Writer::new(client.clone()),
+        queue: Arc::default(),
+        propagation: propagation.clone(),
+        client: client.clone(),
+        metrics: metrics.clone(),
+        events: Events::new(client.clone(), identity.clone()),
+    });
+    tokio::spawn(controller.run(leading));
+    let (release_client, release_identity) = (client.clone(), identity.clone());
+    let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));
+    let state = web::Data::new(AppState {
+        cache,
+        authn: authn_state,
+        authz: Authorizer::new(client.clone()),
+        policy,
+        writer: Writer::new(client.clone()),
+        config,
+        client,
+        namespace: args.namespace.clone(),
+        serving,
+        propagation,
+        parent_lock,
+    });
+
+    let addr = SocketAddr::new(args.bind_address, args.secure_port);
+    let sources = web::Data::new(sources);
+    let mut http = HttpServer::new(move || {
+        server::app(state.clone())
+            .app_data(sources.clone())
+            .service(server::get_only("/metrics", metrics::secure))
+    })
+    .on_connect(tls::record_peer_certificates)
+    // kube-apiserver keeps idle connections to us for up to 90 s (Go's IdleConnTimeout) and
+    // does not retry a webhook POST on a connection we closed under it ("EOF"); so the
+    // client, not us, must be the one to close idle connections.
+    .keep_alive(std::time::Duration::from_secs(KEEP_ALIVE_SECONDS))
+    .shutdown_timeout(10);
+    if args.workers > 0 {
+        http = http.workers(args.workers);
+    }
+    let http = http.bind_openssl(addr, tls).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    tracing::info!(%addr, "serving");
+    http.run().await?;
+    leader::release(release_client, &args.namespace, LEASE, &release_identity).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Starts and stops propagation syncers as the HNCConfiguration changes, and looks the
+/// configured kinds up again every [`crate::propagation::REFRESH`] (a CRD deleted or restored).
+async fn follow_config(
+    propagation: Arc<Propagation>,
+    mut spec: tokio::sync::watch::Receiver<hns_api::HNCConfigurationSpec>,
+) {
+    loop {
+        let current = spec.borrow_and_update().clone();
+        propagation.configure(&current).await;
+        tokio::select! {
+            changed = spec.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(crate::propagation::REFRESH) => {}
+        }
+    }
+}

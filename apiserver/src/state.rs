@@ -1,0 +1,40 @@
+//! What every request handler shares: the caches, the clients and the settings, built once by
+//! [`crate::app`].
+
+use std::sync::Arc;
+
+use crate::auth::authn::AuthnState;
+use crate::auth::authz::Authorizer;
+use crate::auth::certs::ServingCert;
+use crate::hierarchy::policy::Policy;
+use crate::propagation::Propagation;
+use crate::store::cache::Cache;
+use crate::store::config_store::ConfigStore;
+use crate::store::parent_lock::ParentLock;
+use crate::store::writer::Writer;
+
+/// What every handler shares.
+pub struct AppState {
+    /// The namespace cache and its forest.
+    pub cache: Arc<Cache>,
+    /// The authentication configuration.
+    pub authn: Arc<AuthnState>,
+    /// Delegated authorization.
+    pub authz: Authorizer,
+    /// The administrator's settings.
+    pub policy: Policy,
+    /// hns's own writes to Namespace objects.
+    pub writer: Writer,
+    /// The HNC configuration.
+    pub config: Arc<ConfigStore>,
+    /// The kube client, for discovery during configuration changes.
+    pub client: kube::Client,
+    /// hns's own namespace.
+    pub namespace: String,
+    /// The serving certificate.
+    pub serving: Arc<ServingCert>,
+    /// The propagated kinds.
+    pub propagation: Arc<Propagation>,
+    /// Takes parent changes one at a time across replicas.
+    pub parent_lock: Arc<ParentLock>,
+}
