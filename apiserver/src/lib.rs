@@ -28,4 +28,3 @@ pub mod server;
 pub mod ssa;
 pub mod state;
 pub mod store;
-pub mod watch;

@@ -4,6 +4,7 @@
 
 pub mod conditions;
 pub mod forest;
+pub mod objects;
 pub mod plan;
 pub mod policy;
 pub mod rules;

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::managed::{self, METADATA, META_KVPS};
 use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
-use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::forest::{Node, ObjectLabels};
+use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules::{self, AuthzCheck};
 use crate::http::body::{self, WriteOptions};
@@ -18,6 +19,7 @@ use crate::http::list::{paginate, ListOptions};
 use crate::http::status::ApiError;
 use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
+use crate::store::hub::Family;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hierarchyconfigurations";
@@ -64,6 +66,7 @@ pub const DEF: ResourceDef = ResourceDef {
         },
     ],
     cells,
+    family: Family::Hierarchy,
     description: "The hierarchical configuration of a namespace: its parent, whether cascading deletion is \
                   allowed, and its children. Every namespace has exactly one, named `hierarchy`.",
     schemas: |g| {
@@ -88,43 +91,6 @@ const SHAPE: Shape = Shape::Struct(&[
     ),
 ]);
 
-/// The hierarchy configuration of namespace `node`.
-///
-/// Its identity follows the namespace: same uid and creation time, and a resourceVersion that
-/// moves with the namespace and with its children, so a stale update is refused.
-pub fn from_forest(forest: &Forest, node: &Node) -> HierarchyConfiguration {
-    let ns = &node.object.metadata;
-    let mut hc = HierarchyConfiguration {
-        metadata: ObjectMeta {
-            name: Some(HIERARCHY_SINGLETON.to_string()),
-            namespace: ns.name.clone(),
-            uid: ns.uid.clone(),
-            resource_version: Some(node.hierarchy_resource_version().to_string()),
-            creation_timestamp: ns.creation_timestamp.clone(),
-            deletion_timestamp: ns.deletion_timestamp.clone(),
-            generation: Some(1),
-            ..Default::default()
-        },
-        spec: HierarchyConfigurationSpec {
-            parent: node.parent.clone(),
-            allow_cascading_deletion: node.allow_cascading_deletion,
-            labels: node.managed_labels.clone(),
-            annotations: node.managed_annotations.clone(),
-        },
-        status: Some(HierarchyConfigurationStatus {
-            children: forest.children(node.name()).map(str::to_string).collect(),
-            conditions: crate::hierarchy::conditions::recorded(ns.annotations.as_ref()),
-        }),
-    };
-    node.hierarchy_meta.fill(&mut hc.metadata);
-    hc
-}
-
-/// The JSON of namespace `ns`'s configuration, if the namespace exists.
-pub fn value_of(forest: &Forest, ns: &str) -> Option<Value> {
-    forest.get(ns).map(|n| serde_json::to_value(from_forest(forest, n)).unwrap_or_default())
-}
-
 /// Serves every verb but watch.
 pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
     match call.req.verb {
@@ -137,7 +103,7 @@ pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     let forest = call.state.cache.read();
-    let obj = value_of(&forest, &call.req.namespace)
+    let obj = objects::hierarchy_configuration_value(&forest, &call.req.namespace)
         .filter(|_| call.req.name == HIERARCHY_SINGLETON)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
     Ok(Reply::ok(render::object(&DEF, obj, call.render)))
@@ -147,9 +113,9 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     let forest = call.state.cache.read();
     let items: Vec<Value> = if call.req.namespace.is_empty() {
-        forest.iter().filter_map(|n| value_of(&forest, n.name())).collect()
+        forest.iter().filter_map(|n| objects::hierarchy_configuration_value(&forest, n.name())).collect()
     } else {
-        value_of(&forest, &call.req.namespace).into_iter().collect()
+        objects::hierarchy_configuration_value(&forest, &call.req.namespace).into_iter().collect()
     };
     let rv = forest.resource_version();
     Ok(Reply::ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, call.render)))
@@ -199,7 +165,11 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     let (current, current_state, pristine) = {
         let forest = call.state.cache.read();
         let node = forest.get(ns).ok_or_else(|| fail(ApiError::not_found(gr, HIERARCHY_SINGLETON)))?;
-        (value_of(&forest, ns).unwrap_or_default(), HierarchyState::of(node), is_pristine(node))
+        (
+            objects::hierarchy_configuration_value(&forest, ns).unwrap_or_default(),
+            HierarchyState::of(node),
+            is_pristine(node),
+        )
     };
     // Nothing in working out the desired object is worth retrying: an apply's conflicts are
     // with other managers, not with a concurrent write.
@@ -246,7 +216,8 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     let forest = call.state.cache.read();
     let obj = match written {
         Some(updated) => {
-            serde_json::to_value(from_forest(&forest, &forest.node_of(updated))).unwrap_or_default()
+            serde_json::to_value(objects::hierarchy_configuration(&forest, &forest.node_of(updated)))
+                .unwrap_or_default()
         }
         None => current,
     };
@@ -412,19 +383,19 @@ mod tests {
     #[test]
     fn derived_from_the_namespace() {
         let f = forest("acme team-a:acme team-b:~acme");
-        let hc = from_forest(&f, f.get("acme").unwrap());
+        let hc = objects::hierarchy_configuration(&f, f.get("acme").unwrap());
         assert_eq!(hc.metadata.name.as_deref(), Some("hierarchy"));
         assert_eq!(hc.metadata.namespace.as_deref(), Some("acme"));
         assert_eq!(hc.spec.parent, None);
         assert_eq!(hc.status.unwrap().children, ["team-a", "team-b"]);
-        let hc = from_forest(&f, f.get("team-b").unwrap());
+        let hc = objects::hierarchy_configuration(&f, f.get("team-b").unwrap());
         assert_eq!(hc.spec.parent.as_deref(), Some("acme"));
     }
 
     #[test]
     fn table_cells() {
         let f = forest("p a:p b:p c:p d:p");
-        let v = serde_json::to_value(from_forest(&f, f.get("p").unwrap())).unwrap();
+        let v = serde_json::to_value(objects::hierarchy_configuration(&f, f.get("p").unwrap())).unwrap();
         let c = cells(&v, jiff::Timestamp::now());
         assert_eq!(c[0], "hierarchy");
         assert_eq!(c[1], "");

@@ -18,6 +18,7 @@ use crate::propagation::ENFORCED;
 use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
 use crate::store::config_store;
+use crate::store::hub::Family;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hncconfigurations";
@@ -37,6 +38,7 @@ pub const DEF: ResourceDef = ResourceDef {
         AGE_COLUMN,
     ],
     cells,
+    family: Family::Config,
     description: "The cluster-wide configuration of hns: which kinds propagate down the hierarchy. One object, named `config`.",
     schemas: |g| (g.subschema_for::<HNCConfigurationSpec>(), Some(g.subschema_for::<HNCConfigurationStatus>())),
 };

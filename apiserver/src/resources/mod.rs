@@ -6,6 +6,7 @@ pub mod hncconfigurations;
 pub mod managed;
 pub mod render;
 pub mod subnamespaces;
+pub mod watch;
 
 use std::collections::HashMap;
 
@@ -24,6 +25,7 @@ use crate::http::request_info::{query_params, RequestInfo, ResourceRequest};
 use crate::http::status::{ApiError, GroupResource};
 use crate::resources::render::{Column, RenderOptions};
 use crate::state::AppState;
+use crate::store::hub::Family;
 
 /// How one resource is served.
 pub struct ResourceDef {
@@ -47,6 +49,8 @@ pub struct ResourceDef {
     pub cells: fn(&Value, jiff::Timestamp) -> Vec<Value>,
     /// What the kind is, for `kubectl explain`.
     pub description: &'static str,
+    /// The family of derived objects its watch follows.
+    pub family: Family,
     /// Schemas of `spec` and `status` (OpenAPI), registered in the generator's definitions.
     pub schemas: fn(&mut schemars::SchemaGenerator) -> (schemars::Schema, Option<schemars::Schema>),
 }
@@ -155,7 +159,7 @@ pub async fn dispatch(
     };
     if r.verb == "watch" {
         let peer = req.conn_data::<crate::auth::tls::PeerSocket>().cloned();
-        return crate::watch::serve(peer, &state, def, &r, &query, &render).await;
+        return watch::serve(peer, &state, def, &r, &query, &render).await;
     }
     if r.verb == "patch" {
         crate::http::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
@@ -225,14 +229,14 @@ pub fn current_objects(
         forest
             .iter()
             .filter(in_scope)
-            .filter_map(|n| hierarchyconfigurations::value_of(forest, n.name()))
+            .filter_map(|n| crate::hierarchy::objects::hierarchy_configuration_value(forest, n.name()))
             .collect()
     } else {
         forest
             .iter()
             .filter(|n| n.is_subnamespace && (namespace.is_empty() || n.parent.as_deref() == Some(namespace)))
             .filter(|n| forest.anchor_exists(n))
-            .map(|n| subnamespaces::value_of(&state.policy, n, def.kind))
+            .map(|n| crate::hierarchy::objects::subnamespace(&state.policy, n, def.kind))
             .collect()
     }
 }

@@ -3,7 +3,7 @@
 //! credentials (the caller only needs `create subnamespaces` in the parent); deleting one deletes
 //! the namespace.
 
-use hns_api::{Subnamespace, SubnamespaceSpec, SubnamespaceState, SubnamespaceStatus};
+use hns_api::{SubnamespaceSpec, SubnamespaceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
@@ -11,14 +11,15 @@ use serde_json::Value;
 use super::managed::{self, METADATA, META_KVPS};
 use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
-use crate::hierarchy::policy::Policy;
 use crate::hierarchy::rules;
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
 use crate::http::status::ApiError;
 use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
+use crate::store::hub::Family;
 
 const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
 
@@ -52,6 +53,7 @@ pub const SUBNAMESPACES: ResourceDef = ResourceDef {
     short_names: &["subns"],
     columns: COLUMNS,
     cells,
+    family: Family::Subnamespace,
     description:
         "A namespace created under the namespace this object lives in. Its name is the new namespace's \
                   name; deleting it deletes that namespace.",
@@ -69,6 +71,7 @@ pub const ANCHORS: ResourceDef = ResourceDef {
     short_names: &[],
     columns: COLUMNS,
     cells,
+    family: Family::Subnamespace,
     description: "HNC's name for a Subnamespace: the anchor of a subnamespace in its parent namespace.",
     schemas: |g| {
         (g.subschema_for::<hns_api::SubnamespaceAnchorSpec>(), Some(g.subschema_for::<SubnamespaceStatus>()))
@@ -80,35 +83,6 @@ const SHAPE: Shape = Shape::Struct(&[
     ("metadata", METADATA),
     ("spec", Shape::Struct(&[("labels", META_KVPS), ("annotations", META_KVPS)])),
 ]);
-
-/// The object for subnamespace `node`, as kind `kind`.
-pub fn value_of(policy: &Policy, node: &Node, kind: &str) -> Value {
-    let ns = &node.object.metadata;
-    let parent = node.parent.clone().unwrap_or_default();
-    let state =
-        if policy.is_excluded(&parent) { SubnamespaceState::Forbidden } else { SubnamespaceState::Ok };
-    let mut obj = Subnamespace {
-        metadata: ObjectMeta {
-            name: ns.name.clone(),
-            namespace: Some(parent),
-            uid: ns.uid.clone(),
-            resource_version: ns.resource_version.clone(),
-            creation_timestamp: ns.creation_timestamp.clone(),
-            deletion_timestamp: ns.deletion_timestamp.clone(),
-            generation: Some(1),
-            ..Default::default()
-        },
-        spec: SubnamespaceSpec {
-            labels: node.managed_labels.clone(),
-            annotations: node.managed_annotations.clone(),
-        },
-        status: Some(SubnamespaceStatus { state: Some(state) }),
-    };
-    node.subnamespace_meta.fill(&mut obj.metadata);
-    let mut v = serde_json::to_value(obj).unwrap_or_default();
-    v["kind"] = kind.into();
-    v
-}
 
 fn subnamespace<'f>(forest: &'f Forest, parent: &str, name: &str) -> Option<&'f Node> {
     forest
@@ -133,7 +107,11 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     let forest = call.state.cache.read();
     let node = subnamespace(&forest, &call.req.namespace, &call.req.name)
         .ok_or_else(|| ApiError::not_found(call.def.group_resource(), &call.req.name))?;
-    Ok(Reply::ok(render::object(call.def, value_of(&call.state.policy, node, call.def.kind), call.render)))
+    Ok(Reply::ok(render::object(
+        call.def,
+        objects::subnamespace(&call.state.policy, node, call.def.kind),
+        call.render,
+    )))
 }
 
 /// The subnamespaces a list or deletecollection addresses, as objects, in key order.
@@ -143,13 +121,13 @@ fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
         forest
             .iter()
             .filter(|n| n.is_subnamespace && forest.anchor_exists(n))
-            .map(|n| value_of(policy, n, call.def.kind))
+            .map(|n| objects::subnamespace(policy, n, call.def.kind))
             .collect()
     } else {
         forest
             .subnamespaces(&call.req.namespace)
             .filter(|n| forest.anchor_exists(n))
-            .map(|n| value_of(policy, n, call.def.kind))
+            .map(|n| objects::subnamespace(policy, n, call.def.kind))
             .collect()
     };
     // Key order is (namespace, name): the parent, then the child.
@@ -251,7 +229,11 @@ async fn create_object(
         await_write(call.state, &created).await;
     }
     let node = call.state.cache.read().node_of(created);
-    let body = render::object(call.def, value_of(&call.state.policy, &node, call.def.kind), call.render);
+    let body = render::object(
+        call.def,
+        objects::subnamespace(&call.state.policy, &node, call.def.kind),
+        call.render,
+    );
     Ok(Reply { code: 201, body, warnings })
 }
 
@@ -299,8 +281,9 @@ async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<
     let gr = call.def.group_resource();
     let found = {
         let forest = call.state.cache.read();
-        subnamespace(&forest, parent, name)
-            .map(|node| (value_of(&call.state.policy, node, call.def.kind), HierarchyState::of(node)))
+        subnamespace(&forest, parent, name).map(|node| {
+            (objects::subnamespace(&call.state.policy, node, call.def.kind), HierarchyState::of(node))
+        })
     };
     let (current, current_state) = match found {
         Some(found) => found,
@@ -343,7 +326,7 @@ async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<
         node = Some(call.state.cache.read().node_of(updated));
     }
     let obj = match node {
-        Some(n) => value_of(&call.state.policy, &n, call.def.kind),
+        Some(n) => objects::subnamespace(&call.state.policy, &n, call.def.kind),
         None => current,
     };
     Ok(Reply { code: 200, body: render::object(call.def, obj, call.render), warnings })
@@ -391,8 +374,11 @@ async fn delete_one(
     }
     let forest = call.state.cache.read();
     let shown = match remaining {
-        Some(ns) => value_of(&call.state.policy, &forest.node_of(ns), call.def.kind),
-        None => forest.get(name).map(|n| value_of(&call.state.policy, n, call.def.kind)).unwrap_or_default(),
+        Some(ns) => objects::subnamespace(&call.state.policy, &forest.node_of(ns), call.def.kind),
+        None => forest
+            .get(name)
+            .map(|n| objects::subnamespace(&call.state.policy, n, call.def.kind))
+            .unwrap_or_default(),
     };
     Ok(shown)
 }
@@ -476,7 +462,7 @@ mod tests {
     #[test]
     fn a_subnamespace_lives_in_its_parent() {
         let f = forest("team-a dev:~team-a");
-        let v = value_of(&policy(), f.get("dev").unwrap(), "SubnamespaceAnchor");
+        let v = objects::subnamespace(&policy(), f.get("dev").unwrap(), "SubnamespaceAnchor");
         assert_eq!(v["kind"], "SubnamespaceAnchor");
         assert_eq!(v["metadata"]["namespace"], "team-a");
         assert_eq!(v["metadata"]["name"], "dev");
@@ -499,6 +485,9 @@ mod tests {
     #[test]
     fn a_subnamespace_of_an_excluded_parent_is_forbidden() {
         let f = forest("kube-system x:~kube-system");
-        assert_eq!(value_of(&policy(), f.get("x").unwrap(), "Subnamespace")["status"]["status"], "Forbidden");
+        assert_eq!(
+            objects::subnamespace(&policy(), f.get("x").unwrap(), "Subnamespace")["status"]["status"],
+            "Forbidden"
+        );
     }
 }

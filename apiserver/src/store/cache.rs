@@ -21,7 +21,8 @@ use kube::{Api, Client};
 
 use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::policy::Policy;
-use crate::watch::{self, Hub};
+use crate::store::changes;
+use crate::store::hub::Hub;
 
 /// Which namespaces changed, for the controller.
 #[derive(Debug, Clone)]
@@ -139,16 +140,16 @@ impl Cache {
         {
             return; // older than what the forest holds
         }
-        let keys = watch::keys_for(&forest, &node, delete);
-        let before = watch::snapshot(&forest, &self.policy, &keys);
+        let keys = changes::keys_for(&forest, &node, delete);
+        let before = changes::snapshot(&forest, &self.policy, &keys);
         let old_parent = forest.get(node.name()).and_then(|n| n.parent.clone());
         if delete {
             forest.remove(&ns);
         } else {
             forest.upsert(ns);
         }
-        let after = watch::snapshot(&forest, &self.policy, &keys);
-        self.hub.publish(watch::diff(&before, &after, node.resource_version()));
+        let after = changes::snapshot(&forest, &self.policy, &keys);
+        self.hub.publish(changes::diff(&before, &after, node.resource_version()));
         self.reached(&forest);
         let parents = old_parent.into_iter().chain(node.parent.clone()).collect();
         let _ = self.changes.send(Change::Namespace { name: node.name().to_string(), parents });

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::hierarchy::forest::ObjectLabels;
 use crate::http::status::ApiError;
-use crate::watch::{Event, Family, Hub};
+use crate::store::hub::{Event, Family, Hub};
 
 /// Name of the ConfigMap.
 pub const CONFIGMAP: &str = "hns-config";

@@ -3,7 +3,9 @@
 //! lock. Every replica holds the same caches; none holds state of its own.
 
 pub mod cache;
+pub mod changes;
 pub mod config_store;
+pub mod hub;
 pub mod parent_lock;
 pub mod seal_key;
 pub mod writer;

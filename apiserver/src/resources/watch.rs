@@ -1,0 +1,318 @@
+//! Watch: change events of the derived objects as a stream of JSON lines, from the current
+//! state (synthetic ADDED events) or resumed after a resourceVersion from the
+//! [`crate::store::hub::Hub`]'s history, with bookmarks, until its timeout or until the client
+//! leaves.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::HttpResponse;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use crate::auth::tls::PeerSocket;
+use crate::http::list::ListOptions;
+use crate::http::negotiation::Representation;
+use crate::http::request_info::ResourceRequest;
+use crate::http::status::ApiError;
+use crate::resources::render::{self, RenderOptions};
+use crate::resources::ResourceDef;
+use crate::state::AppState;
+use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
+
+/// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).
+const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How often a watcher that allows bookmarks gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+/// How often a watch looks whether its client is still there.
+const PEER_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Where a watch starts.
+enum Start {
+    /// Synthetic ADDED events for the current state first.
+    Current { initial_events_end: bool },
+    /// Changes after this resourceVersion.
+    After(u64),
+}
+
+fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
+    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let send_initial = query.get("sendInitialEvents").map(String::as_str) == Some("true");
+    if send_initial {
+        let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+        let not_older = query.get("resourceVersionMatch").map(String::as_str) == Some("NotOlderThan");
+        if !bookmarks || !not_older {
+            return Err(ApiError::invalid_watch(
+                "sendInitialEvents=true needs allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
+            ));
+        }
+        return Ok(Start::Current { initial_events_end: true });
+    }
+    match rv {
+        "" | "0" => Ok(Start::Current { initial_events_end: false }),
+        rv => rv.parse().map(Start::After).map_err(|_| {
+            ApiError::bad_request(format!("resourceVersion: invalid value \"{rv}\": not a resource version"))
+        }),
+    }
+}
+
+/// How a watch begins.
+enum Begin {
+    /// These lines, then changes (and the end-of-initial-events bookmark first, if asked).
+    Lines { lines: Vec<bytes::Bytes>, initial_events_end: bool },
+    /// The requested resourceVersion is too old: one ERROR line and the end.
+    Expired(bytes::Bytes),
+}
+
+/// Filters events for one watcher and renders them.
+struct Watcher {
+    def: &'static ResourceDef,
+    family: Family,
+    namespace: String,
+    opts: ListOptions,
+    render: RenderOptions,
+}
+
+impl Watcher {
+    fn wants(&self, e: &Event) -> bool {
+        e.family == self.family
+            && (self.namespace.is_empty()
+                || e.object["metadata"]["namespace"].as_str() == Some(&self.namespace))
+            && self.opts.selects(&e.object)
+    }
+
+    fn line(&self, kind: &str, object: &Value) -> bytes::Bytes {
+        let mut object = object.clone();
+        if self.family == Family::Subnamespace {
+            object["kind"] = self.def.kind.into();
+        }
+        // Ages are computed when the event is sent, not when the watch began.
+        let render = RenderOptions { now: jiff::Timestamp::now(), ..self.render };
+        watch_line(kind, &render::object(self.def, object, &render))
+    }
+
+    /// The line for event `e`: the shared one when this watcher sends the object as it is.
+    fn event_line(&self, e: &Event) -> bytes::Bytes {
+        let as_is = self.render.representation == Representation::Object
+            && (self.family != Family::Subnamespace || e.object["kind"].as_str() == Some(self.def.kind));
+        if as_is {
+            e.object_line()
+        } else {
+            self.line(e.kind, &e.object)
+        }
+    }
+
+    fn bookmark(&self, rv: u64, initial_events_end: bool) -> bytes::Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_events_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = match self.render.representation {
+            Representation::Object => {
+                json!({"kind": self.def.kind, "apiVersion": hns_api::API_VERSION, "metadata": meta})
+            }
+            _ => json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}),
+        };
+        bytes::Bytes::from(format!("{}\n", json!({"type": "BOOKMARK", "object": object})))
+    }
+
+    fn expired(&self, why: &str) -> bytes::Bytes {
+        let status = ApiError::expired(why).to_status_value();
+        bytes::Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
+    }
+}
+
+/// How long a watch from a resourceVersion the forest has not reached waits for it (another
+/// replica may be ahead) before it is refused, as long as kube-apiserver's watch cache waits.
+const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
+
+/// Serves a watch request as a stream of JSON lines, until its timeout or until the client on
+/// `peer` leaves.
+pub async fn serve(
+    peer: Option<PeerSocket>,
+    state: &AppState,
+    def: &'static ResourceDef,
+    req: &ResourceRequest,
+    query: &HashMap<String, String>,
+    render: &RenderOptions,
+) -> Result<HttpResponse, ApiError> {
+    let start = start_of(query)?;
+    if let Start::After(rv) = start {
+        if !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
+            return Err(ApiError::too_large_resource_version(
+                rv,
+                state.cache.read().resource_version_number(),
+            ));
+        }
+    }
+    let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .map_or(MAX_TIMEOUT, |t| t.min(MAX_TIMEOUT));
+    let watcher = Watcher {
+        def,
+        family: def.family,
+        namespace: req.namespace.clone(),
+        opts: ListOptions { limit: None, after: None, ..ListOptions::from_query(query)? },
+        render: *render,
+    };
+    // Snapshot and subscribe under one read lock: every later change reaches the channel, and
+    // none before it does.
+    let (begin, mut rx, mut last_rv, mut last_seen) = {
+        let forest = state.cache.read();
+        let rx = state.cache.hub.subscribe();
+        let last_seen = state.cache.hub.last();
+        let now_rv = forest.resource_version_number();
+        let begin = match start {
+            Start::Current { initial_events_end } => {
+                let objects = crate::resources::current_objects(state, &forest, def, &req.namespace);
+                let lines = objects
+                    .iter()
+                    .filter(|o| watcher.opts.selects(o))
+                    .map(|o| watcher.line("ADDED", o))
+                    .collect();
+                Begin::Lines { lines, initial_events_end }
+            }
+            Start::After(rv) => match state.cache.hub.since(rv) {
+                Some(events) => Begin::Lines {
+                    lines: events
+                        .iter()
+                        .filter(|e| watcher.wants(e))
+                        .map(|e| watcher.event_line(e))
+                        .collect(),
+                    initial_events_end: false,
+                },
+                None => {
+                    Begin::Expired(watcher.expired(&format!("too old resource version: {rv} ({now_rv})")))
+                }
+            },
+        };
+        (begin, rx, now_rv, last_seen)
+    };
+    let cache = state.cache.clone();
+    let stream = async_stream::stream! {
+        let initial_events_end = match begin {
+            Begin::Expired(line) => {
+                yield Ok::<_, actix_web::Error>(line);
+                return;
+            }
+            Begin::Lines { lines, initial_events_end } => {
+                for line in lines {
+                    yield Ok(line);
+                }
+                initial_events_end
+            }
+        };
+        if initial_events_end {
+            yield Ok(watcher.bookmark(last_rv, true));
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut ticker = tokio::time::interval(PEER_CHECK_EVERY);
+        ticker.tick().await;
+        let mut next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
+        loop {
+            // Events to send now: one from the channel, or those a lagging watcher missed.
+            let events: Arc<[Numbered]> = tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {
+                    // As kube-apiserver does, a last bookmark lets the client resume from here.
+                    if bookmarks {
+                        yield Ok(watcher.bookmark(last_rv, false));
+                    }
+                    return;
+                }
+                now = ticker.tick() => {
+                    if peer.as_ref().is_some_and(PeerSocket::is_closed) {
+                        return; // the client left: free what the watch holds now, not at its timeout
+                    }
+                    if bookmarks && now >= next_bookmark {
+                        next_bookmark = now + BOOKMARK_EVERY;
+                        yield Ok(watcher.bookmark(last_rv, false));
+                    }
+                    continue;
+                }
+                msg = rx.recv() => match msg {
+                    Ok(Message::Events(batch)) => batch,
+                    Err(broadcast::error::RecvError::Lagged(_)) => match cache.hub.after(last_seen) {
+                        Some(missed) => missed.into(),
+                        None => {
+                            yield Ok(watcher.expired("the watch fell too far behind; list again"));
+                            return;
+                        }
+                    },
+                    Ok(Message::Reset) => {
+                        yield Ok(watcher.expired("the namespace cache re-listed; list again"));
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            };
+            // After a catch-up, the channel still holds some of the same events: skip them.
+            for (n, e) in events.iter() {
+                if *n <= last_seen {
+                    continue;
+                }
+                last_seen = *n;
+                last_rv = last_rv.max(e.rv);
+                if watcher.wants(e) {
+                    yield Ok(watcher.event_line(e));
+                }
+            }
+        }
+    };
+    Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watcher(def: &'static ResourceDef, representation: Representation) -> Watcher {
+        let include = crate::http::negotiation::IncludeObject::Metadata;
+        Watcher {
+            def,
+            family: def.family,
+            namespace: String::new(),
+            opts: ListOptions::default(),
+            render: RenderOptions { representation, include, now: jiff::Timestamp::now() },
+        }
+    }
+
+    fn parsed(line: &bytes::Bytes) -> Value {
+        serde_json::from_slice(line).unwrap()
+    }
+
+    #[test]
+    fn watchers_of_the_plain_object_share_one_line_and_the_others_get_their_own() {
+        use crate::resources::subnamespaces::{ANCHORS, SUBNAMESPACES};
+        let object = json!({"kind": "Subnamespace", "metadata": {"name": "s", "namespace": "p"}});
+        let e = Event::new("ADDED", Family::Subnamespace, object, 3);
+        let plain = watcher(&SUBNAMESPACES, Representation::Object);
+        let shared = plain.event_line(&e);
+        assert_eq!(shared, plain.line(e.kind, &e.object), "the same line as the watcher's own");
+        assert_eq!(shared.as_ptr(), plain.event_line(&e).as_ptr(), "made once and shared");
+        let anchors = parsed(&watcher(&ANCHORS, Representation::Object).event_line(&e));
+        assert_eq!(anchors["object"]["kind"], "SubnamespaceAnchor", "served as the watcher's kind");
+        let table = parsed(&watcher(&SUBNAMESPACES, Representation::Table).event_line(&e));
+        assert_eq!(table["object"]["kind"], "Table");
+        assert_eq!(parsed(&shared)["object"]["kind"], "Subnamespace", "the shared line is untouched");
+    }
+
+    #[test]
+    fn watch_list_is_all_or_nothing() {
+        let q = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(matches!(
+            start_of(&q(&[
+                ("sendInitialEvents", "true"),
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersionMatch", "NotOlderThan")
+            ])),
+            Ok(Start::Current { initial_events_end: true })
+        ));
+        assert_eq!(start_of(&q(&[("sendInitialEvents", "true")])).err().unwrap().code, 422);
+        assert_eq!(start_of(&q(&[("resourceVersion", "abc")])).err().unwrap().code, 400);
+        assert!(matches!(start_of(&q(&[("resourceVersion", "42")])), Ok(Start::After(42))));
+    }
+}

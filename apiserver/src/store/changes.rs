@@ -1,0 +1,185 @@
+//! What one namespace change does to the derived objects: which of them it can touch
+//! ([`keys_for`]), how they stand before and after ([`snapshot`]), and the events between the two
+//! ([`diff`]), which the namespace cache publishes to the [`crate::store::hub::Hub`].
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::objects;
+use crate::hierarchy::policy::Policy;
+use crate::store::hub::{Event, Family};
+
+/// A derived object: its family, namespace and name.
+pub type Key = (Family, String, String);
+
+/// Derived objects by key, as they stand at one moment.
+pub type Snapshot = BTreeMap<Key, Value>;
+
+/// The derived objects a change of a namespace to `node` (or its deletion) can touch: its own
+/// configuration, the configurations of its parent before and after, its Subnamespace in either
+/// parent, and, when it starts terminating or goes, the Subnamespaces in it, which then may cease
+/// to exist ([`Forest::anchor_exists`]).
+pub fn keys_for(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
+    let ns = node.name();
+    let hierarchy = |n: &str| (Family::Hierarchy, n.to_string(), "hierarchy".to_string());
+    let sub = |p: &str| (Family::Subnamespace, p.to_string(), ns.to_string());
+    let mut keys = vec![hierarchy(ns)];
+    let terminating = !delete && node.object.metadata.deletion_timestamp.is_some();
+    let mut termination_changes = delete;
+    if let Some(old) = forest.get(ns) {
+        keys.extend(old.parent.as_deref().map(hierarchy));
+        if old.is_subnamespace {
+            keys.extend(old.parent.as_deref().map(sub));
+        }
+        termination_changes |= old.object.metadata.deletion_timestamp.is_some() != terminating;
+    }
+    if !delete {
+        keys.extend(node.parent.as_deref().map(hierarchy));
+        if node.is_subnamespace {
+            keys.extend(node.parent.as_deref().map(sub));
+        }
+    }
+    if termination_changes {
+        keys.extend(
+            forest.subnamespaces(ns).map(|c| (Family::Subnamespace, ns.to_string(), c.name().to_string())),
+        );
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The objects at `keys` as they stand in `forest` (absent ones are left out).
+pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
+    let mut snap = Snapshot::new();
+    for key in keys {
+        let (family, ns, name) = key;
+        let value = match family {
+            Family::Hierarchy => objects::hierarchy_configuration_value(forest, ns),
+            Family::Config => None,
+            Family::Subnamespace => forest
+                .get(name)
+                .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))
+                .filter(|n| forest.anchor_exists(n))
+                .map(|n| objects::subnamespace(policy, n, "Subnamespace")),
+        };
+        if let Some(v) = value {
+            snap.insert(key.clone(), v);
+        }
+    }
+    snap
+}
+
+/// The events that take `before` to `after` at resourceVersion `rv`.
+pub fn diff(before: &Snapshot, after: &Snapshot, rv: u64) -> Vec<Event> {
+    let mut events = Vec::new();
+    let stamped = |v: &Value| {
+        let mut v = v.clone();
+        v["metadata"]["resourceVersion"] = rv.to_string().into();
+        v
+    };
+    for (key, new) in after {
+        let kind = match before.get(key) {
+            None => "ADDED",
+            Some(old) if old != new => "MODIFIED",
+            Some(_) => continue,
+        };
+        events.push(Event::new(kind, key.0, stamped(new), rv));
+    }
+    for (key, old) in before.iter().filter(|(k, _)| !after.contains_key(*k)) {
+        events.push(Event::new("DELETED", key.0, stamped(old), rv));
+    }
+    events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hierarchy::forest::testing::{forest, namespace};
+    use crate::hierarchy::policy::testing::policy;
+
+    fn change(f: &mut Forest, ns: k8s_openapi::api::core::v1::Namespace, delete: bool) -> Vec<Event> {
+        let p = policy();
+        let node = f.node_of(ns.clone());
+        let keys = keys_for(f, &node, delete);
+        let before = snapshot(f, &p, &keys);
+        if delete {
+            f.remove(&ns);
+        } else {
+            f.upsert(ns);
+        }
+        diff(&before, &snapshot(f, &p, &keys), 7)
+    }
+
+    fn summary(events: &[Event]) -> Vec<(&'static str, Family, String)> {
+        events
+            .iter()
+            .map(|e| (e.kind, e.family, e.object["metadata"]["namespace"].as_str().unwrap_or("").to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_subnamespace_adds_objects_and_modifies_its_parent() {
+        let mut f = forest("team-a");
+        let events = change(&mut f, namespace("dev", Some("team-a"), true), false);
+        assert_eq!(
+            summary(&events),
+            [
+                ("ADDED", Family::Hierarchy, "dev".into()),
+                ("MODIFIED", Family::Hierarchy, "team-a".into()),
+                ("ADDED", Family::Subnamespace, "team-a".into())
+            ]
+        );
+        assert!(events.iter().all(|e| e.object["metadata"]["resourceVersion"] == "7"));
+    }
+
+    #[test]
+    fn deleting_a_namespace_deletes_its_objects() {
+        let mut f = forest("team-a dev:~team-a");
+        let events = change(&mut f, namespace("dev", Some("team-a"), true), true);
+        assert_eq!(
+            summary(&events),
+            [
+                ("MODIFIED", Family::Hierarchy, "team-a".into()),
+                ("DELETED", Family::Hierarchy, "dev".into()),
+                ("DELETED", Family::Subnamespace, "team-a".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn anchors_go_when_a_terminating_subnamespace_finds_its_parent_terminating() {
+        let terminating = |mut ns: k8s_openapi::api::core::v1::Namespace| {
+            ns.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+            crate::hierarchy::forest::testing::sealed(ns)
+        };
+        let mut f = forest("team-a dev:~team-a");
+        let events = change(&mut f, terminating(namespace("dev", Some("team-a"), true)), false);
+        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Family::Subnamespace).collect();
+        assert_eq!(subs, [("MODIFIED", Family::Subnamespace, "team-a".into())], "Terminating, still there");
+        // The parent's own change must tell watchers of its Subnamespaces that dev's is gone.
+        let events = change(&mut f, terminating(namespace("team-a", None, false)), false);
+        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Family::Subnamespace).collect();
+        assert_eq!(subs, [("DELETED", Family::Subnamespace, "team-a".into())]);
+        // And nothing more when dev finally goes.
+        let events = change(&mut f, namespace("dev", Some("team-a"), true), true);
+        assert!(summary(&events).iter().all(|e| e.1 != Family::Subnamespace));
+    }
+
+    #[test]
+    fn a_move_modifies_both_parents() {
+        let mut f = forest("a b c:a");
+        let events = change(&mut f, namespace("c", Some("b"), false), false);
+        assert_eq!(
+            summary(&events),
+            [
+                ("MODIFIED", Family::Hierarchy, "a".into()),
+                ("MODIFIED", Family::Hierarchy, "b".into()),
+                ("MODIFIED", Family::Hierarchy, "c".into())
+            ]
+        );
+    }
+}
