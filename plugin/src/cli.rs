@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::client::KubeFlags;
 use crate::commands;
@@ -59,7 +59,7 @@ impl Cli {
             Command::Describe(args) => commands::describe::run(&kube, args).await,
             Command::Config(args) => commands::config::run(&kube, args).await,
             Command::Version(args) => commands::version::run(&kube, args).await,
-            Command::Completion(args) => commands::completion::run(args),
+            Command::Completion(args) => commands::completion::run(args, Cli::command()),
             Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,
         }
     }
@@ -68,7 +68,7 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use clap_complete::Shell;
 
     #[test]
     fn the_command_line_is_consistent() {
@@ -102,6 +102,18 @@ mod tests {
             "remove"
         ])
         .is_ok());
+    }
+
+    #[test]
+    fn every_shell_gets_a_script_naming_the_commands() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "kubectl-hns", &mut out);
+            let script = String::from_utf8(out).unwrap();
+            for word in ["kubectl-hns", "tree", "set-resource", "allowCascadingDeletion"] {
+                assert!(script.contains(word), "{shell}: no {word}");
+            }
+        }
     }
 
     #[test]

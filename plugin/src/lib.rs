@@ -7,5 +7,6 @@ pub mod diagnose;
 pub mod forest;
 pub mod hns;
 pub mod output;
+pub mod paint;
 pub mod prompt;
 pub mod tree;

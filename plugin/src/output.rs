@@ -1,14 +1,8 @@
-//! How commands print: text for people (coloured only on a terminal, never with `NO_COLOR`),
-//! JSON or YAML for tools.
-
-use std::io::IsTerminal;
+//! How commands print: text for people (coloured by [`crate::paint`]), JSON or YAML for tools.
 
 use clap::ValueEnum;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;
-
-/// Colours, or none (shared with `diagnose`'s report).
-pub use crate::diagnose::report::Paint;
 
 /// Formats for commands whose output is data.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +32,6 @@ pub fn data(value: &impl Serialize, format: DataFormat) -> Result<String, Error>
     })
 }
 
-/// Colours for stdout: on a terminal, unless `NO_COLOR` is set (https://no-color.org).
-pub fn stdout_paint() -> Paint {
-    Paint::new(color(std::io::stdout().is_terminal(), std::env::var_os("NO_COLOR")))
-}
-
-fn color(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
-    terminal && no_color.is_none_or(|v| v.is_empty())
-}
-
 /// A condition as HNC prints it: `Type (Reason): Message`.
 pub fn condition(c: &Condition) -> String {
     format!("{} ({}): {}", c.type_, c.reason, c.message)
@@ -67,17 +52,6 @@ pub struct ConditionView {
 impl From<&Condition> for ConditionView {
     fn from(c: &Condition) -> Self {
         ConditionView { type_: c.type_.clone(), reason: c.reason.clone(), message: c.message.clone() }
-    }
-}
-
-/// An age the way kubectl prints one: `45s`, `5m`, `3h`, `2d`.
-pub fn age(seconds: i64) -> String {
-    let s = seconds.max(0);
-    match s {
-        0..=119 => format!("{s}s"),
-        120..=7_199 => format!("{}m", s / 60),
-        7_200..=172_799 => format!("{}h", s / 3_600),
-        _ => format!("{}d", s / 86_400),
     }
 }
 
@@ -103,23 +77,6 @@ pub fn columns(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn colour_needs_a_terminal_and_no_no_color() {
-        assert!(color(true, None));
-        assert!(!color(false, None));
-        assert!(!color(true, Some("1".into())));
-        assert!(color(true, Some("".into())), "an empty NO_COLOR does not count");
-    }
-
-    #[test]
-    fn ages_like_kubectl() {
-        assert_eq!(age(-3), "0s");
-        assert_eq!(age(45), "45s");
-        assert_eq!(age(300), "5m");
-        assert_eq!(age(3 * 3600 + 5), "3h");
-        assert_eq!(age(5 * 86_400), "5d");
-    }
 
     #[test]
     fn columns_line_up() {

@@ -24,18 +24,27 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), Refused> {
     if yes {
         return Ok(());
     }
-    // The question reads stdin and draws on stderr: both must be a terminal.
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+    if !can_ask() {
         return Err(Refused::NoTerminal { question: question.to_string() });
     }
-    let answer = dialoguer::Confirm::new()
-        .with_prompt(question)
-        .default(false)
-        .interact_on(&Term::stderr())
-        .unwrap_or(false);
-    if answer {
+    if ask(question) {
         Ok(())
     } else {
         Err(Refused::Declined)
     }
+}
+
+/// Whether there is a terminal to ask on: the question reads stdin and draws on stderr, so
+/// both must be one.
+pub fn can_ask() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Asks `question` on the terminal; no unless the user says yes (an unreadable answer is no).
+pub fn ask(question: &str) -> bool {
+    dialoguer::Confirm::new()
+        .with_prompt(question)
+        .default(false)
+        .interact_on(&Term::stderr())
+        .unwrap_or(false)
 }

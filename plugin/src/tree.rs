@@ -9,7 +9,8 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::forest::Forest;
-use crate::output::{self, ConditionView, Paint};
+use crate::output::{self, ConditionView};
+use crate::paint::Paint;
 
 /// Marks a subnamespace (HNC's).
 const SUBNAMESPACE: &str = "[s] ";

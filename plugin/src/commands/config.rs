@@ -4,13 +4,16 @@
 use std::fmt::Write;
 use std::process::ExitCode;
 
-use clap::{Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Subcommand;
+use hns_api::config::Mode;
 use hns_api::{HNCConfiguration, ResourceSpec, ResourceStatus};
 use serde::Serialize;
 
 use crate::client::KubeFlags;
 use crate::hns::Hns;
-use crate::output::{self, ConditionView, DataFormat, Paint};
+use crate::output::{self, ConditionView, DataFormat};
+use crate::paint::Paint;
 use crate::prompt;
 
 /// View or change which kinds propagate down the hierarchy (the cluster's HNCConfiguration).
@@ -41,7 +44,7 @@ enum ConfigCommand {
         #[arg(long, default_value = "")]
         group: String,
         /// The mode.
-        #[arg(long, value_enum, ignore_case = true)]
+        #[arg(long, ignore_case = true, value_parser = mode_parser())]
         mode: Mode,
         /// Allow switching directly from Ignore to Propagate.
         #[arg(short = 'f', long)]
@@ -69,31 +72,23 @@ enum ConfigCommand {
     },
 }
 
-/// Propagation modes (HNC's).
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Copy objects to every descendant.
-    #[value(name = "Propagate")]
-    Propagate,
-    /// Delete every copy and make no more.
-    #[value(name = "Remove")]
-    Remove,
-    /// Leave existing copies alone and make none.
-    #[value(name = "Ignore")]
-    Ignore,
-    /// Copy only objects that ask for it with a selector annotation.
-    #[value(name = "AllowPropagate")]
-    AllowPropagate,
+/// `--mode`: HNC's modes as clap's possible values (hns-api knows nothing of clap), so `--help`,
+/// completion and a wrong value's error list them. Matching ignores case, as it always has.
+fn mode_parser() -> impl TypedValueParser<Value = Mode> {
+    let values = Mode::ALL.map(|m| PossibleValue::new(m.as_str()).help(mode_help(m)));
+    // The parser has already matched the value to one of these names, in any case.
+    PossibleValuesParser::new(values).map(|s| {
+        Mode::ALL.into_iter().find(|m| m.as_str().eq_ignore_ascii_case(&s)).expect("a possible value")
+    })
 }
 
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Mode::Propagate => "Propagate",
-            Mode::Remove => "Remove",
-            Mode::Ignore => "Ignore",
-            Mode::AllowPropagate => "AllowPropagate",
-        }
+/// What a mode does, for `--help`.
+fn mode_help(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Propagate => "Copy objects to every descendant",
+        Mode::Remove => "Delete every copy and make no more",
+        Mode::Ignore => "Leave existing copies alone and make none",
+        Mode::AllowPropagate => "Copy only objects that ask for it with a selector annotation",
     }
 }
 
@@ -107,15 +102,15 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
             print!("{}", output::data(&summary(&config), format)?)
         }
         ConfigCommand::Describe { output: None } => {
-            print!("{}", text(&summary(&config), &output::stdout_paint()))
+            print!("{}", text(&summary(&config), &Paint::for_stream(&std::io::stdout())))
         }
         ConfigCommand::SetResource { resource, group, mode, force, yes } => {
-            let current = configured_mode(&config, &group, &resource);
-            if current == Some("Ignore") && mode == Mode::Propagate && !force {
+            let current = configured_mode(&config, &group, &resource).map(str::parse::<Mode>);
+            if current == Some(Ok(Mode::Ignore)) && mode == Mode::Propagate && !force {
                 eprintln!("{}", ignore_to_propagate_warning(&resource));
                 return Ok(ExitCode::FAILURE);
             }
-            if current == Some(mode.as_str()) {
+            if current == Some(Ok(mode)) {
                 println!("{}", set_line(&group, &resource, mode.as_str()));
                 return Ok(ExitCode::SUCCESS);
             }
@@ -128,11 +123,11 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
             }
             let mut resources = config.spec.resources;
             match resources.iter_mut().find(|r| r.group == group && r.resource == resource) {
-                Some(r) => r.mode = Some(mode.as_str().to_string()),
+                Some(r) => r.mode = Some(mode.to_string()),
                 None => resources.push(ResourceSpec {
                     group: group.clone(),
                     resource: resource.clone(),
-                    mode: Some(mode.as_str().to_string()),
+                    mode: Some(mode.to_string()),
                 }),
             }
             hns.set_config_resources(rv.as_deref(), &resources).await?;
@@ -144,7 +139,7 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
                     "type with group: {group}, resource: {resource} is not in the HNC configuration"
                 );
             };
-            if matches!(mode, "Propagate" | "AllowPropagate") {
+            if matches!(mode.parse(), Ok(Mode::Propagate | Mode::AllowPropagate)) {
                 let n = copies(&config, &group, &resource);
                 if n != Some(0) {
                     let question = format!(
@@ -176,7 +171,7 @@ fn configured_mode<'a>(config: &'a HNCConfiguration, group: &str, resource: &str
         .resources
         .iter()
         .find(|r| r.group == group && r.resource == resource)
-        .map(|r| r.mode.as_deref().filter(|m| !m.is_empty()).unwrap_or("Propagate"))
+        .map(|r| r.mode.as_deref().filter(|m| !m.is_empty()).unwrap_or(Mode::Propagate.as_str()))
 }
 
 /// How many copies hns reports for a kind, if it says.
@@ -232,12 +227,13 @@ fn summary(config: &HNCConfiguration) -> Summary {
 fn text(s: &Summary, paint: &Paint) -> String {
     let mut out = String::from("Synchronized resources:\n");
     for r in &s.resources {
-        let action = match r.mode.as_str() {
-            "Propagate" | "" => "Propagating",
-            "Remove" => "Removing",
-            "Ignore" => "Ignoring",
-            "AllowPropagate" => "AllowPropagate",
-            other => other,
+        let action = match r.mode.parse() {
+            Ok(Mode::Propagate) => "Propagating",
+            Ok(Mode::Remove) => "Removing",
+            Ok(Mode::Ignore) => "Ignoring",
+            Ok(Mode::AllowPropagate) => "AllowPropagate",
+            Err(_) if r.mode.is_empty() => "Propagating",
+            Err(_) => r.mode.as_str(),
         };
         let _ = write!(out, "* {action}: {} ({}/{})", r.resource, r.group, r.version);
         if let (Some(sources), Some(copies)) = (r.num_source_objects, r.num_propagated_objects) {
@@ -302,6 +298,33 @@ Synchronized resources:
 * Propagating: secrets (/v1) — 1 source objects, 3 copies
 * Propagating: roles (rbac.authorization.k8s.io/v1) — 2 source objects, 6 copies
 "
+        );
+    }
+
+    #[derive(clap::Parser, Debug)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ConfigArgs,
+    }
+
+    fn set_mode(mode: &str) -> Result<Mode, clap::Error> {
+        use clap::Parser;
+        let w = Wrapper::try_parse_from(["x", "set-resource", "secrets", "--mode", mode])?;
+        match w.args.command {
+            ConfigCommand::SetResource { mode, .. } => Ok(mode),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn modes_parse_in_any_case_and_a_wrong_one_lists_them() {
+        assert_eq!(set_mode("AllowPropagate").unwrap(), Mode::AllowPropagate);
+        assert_eq!(set_mode("remove").unwrap(), Mode::Remove);
+        let err = set_mode("Often").unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(
+            err.to_string().contains("[possible values: Propagate, Remove, Ignore, AllowPropagate]"),
+            "{err}"
         );
     }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::fmt::Write;
 use std::process::ExitCode;
 
+use hns_api::duration::human_duration;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -12,7 +13,8 @@ use serde::Serialize;
 
 use crate::client::KubeFlags;
 use crate::hns::{self, Hns};
-use crate::output::{self, ConditionView, DataFormat, Paint};
+use crate::output::{self, ConditionView, DataFormat};
+use crate::paint::Paint;
 
 /// Describe a namespace's place in the hierarchy.
 ///
@@ -34,7 +36,7 @@ pub async fn run(kube: &KubeFlags, args: DescribeArgs) -> anyhow::Result<ExitCod
     let d = read(&hns, &args.namespace).await?;
     match args.output {
         Some(format) => print!("{}", output::data(&d, format)?),
-        None => print!("{}", text(&d, &output::stdout_paint(), Timestamp::now())),
+        None => print!("{}", text(&d, &Paint::for_stream(&std::io::stdout()), Timestamp::now())),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -207,7 +209,7 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
             let seen = e
                 .last_seen
                 .as_ref()
-                .map_or("<unknown>".to_string(), |t| output::age(now.duration_since(t.0).as_secs()));
+                .map_or("<unknown>".to_string(), |t| human_duration(now.duration_since(t.0).as_secs()));
             rows.push(vec![seen, e.reason.clone(), e.object.clone(), e.message.clone()]);
         }
         out.push_str(&output::columns(&rows));

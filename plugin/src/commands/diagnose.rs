@@ -2,20 +2,21 @@
 //! stuck in Terminating, and the safe way out. This layer parses, prompts and prints; the
 //! library in [`crate::diagnose`] decides.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use clap::{ArgGroup, ValueEnum};
-use console::Term;
+use hns_api::duration::human_duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::client::KubeFlags;
-use crate::diagnose::report::{self, Paint};
+use crate::diagnose::report;
 use crate::diagnose::{
     access, diagnose, fix, scan, Cause, FixEvent, FixOptions, FixUi, Outcome, Progress, Target,
 };
+use crate::paint::Paint;
+use crate::prompt;
 
 /// Exit code: a stuck namespace was found.
 const EXIT_STUCK: u8 = 2;
@@ -76,7 +77,7 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
     let evidence = scan(&client, &target, &progress).await?;
     let mut diagnosis = diagnose(&evidence);
     access::check_diagnosis(&client, &mut diagnosis).await;
-    let paint = Paint::new(color(&std::io::stdout()));
+    let paint = Paint::for_stream(&std::io::stdout());
     let text = args.output == Format::Text;
     if text {
         print!("{}", report::text(&diagnosis, &paint));
@@ -92,25 +93,17 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
         }
         return Ok(if stuck.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_STUCK) });
     }
-    // The prompt reads stdin and draws on stderr: both must be a terminal.
-    let can_ask = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    if !args.yes && !can_ask {
+    if !args.yes && !prompt::can_ask() {
         eprintln!("--fix asks before each remedy, but there is no terminal to ask on: add --yes to apply them without asking.");
         return Ok(ExitCode::from(EXIT_REFUSED));
     }
     let options = FixOptions { force: args.force, timeout: args.timeout, poll: Duration::from_secs(2) };
-    let mut ui = Console { yes: args.yes, paint: Paint::new(color(&std::io::stderr())) };
+    let mut ui = Console { yes: args.yes, paint: Paint::for_stream(&std::io::stderr()) };
     let outcome = fix(&client, &stuck, &options, &mut ui, &progress).await?;
     if !text {
         println!("{}", report::json(&diagnosis, Some(&outcome)));
     }
     Ok(if outcome.fixed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
-}
-
-/// Colour on a terminal, unless `NO_COLOR` is set (https://no-color.org).
-fn color(stream: &impl IsTerminal) -> bool {
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    stream.is_terminal() && !no_color
 }
 
 /// Prompts and narrates the fix on stderr, so stdout stays the report (or JSON).
@@ -124,14 +117,7 @@ impl FixUi for Console {
         let Some(remedy) = &cause.remedy else {
             return false;
         };
-        if self.yes {
-            return true;
-        }
-        dialoguer::Confirm::new()
-            .with_prompt(format!("In {namespace}: {}?", remedy.summary))
-            .default(false)
-            .interact_on(&Term::stderr())
-            .unwrap_or(false)
+        self.yes || prompt::ask(&format!("In {namespace}: {}?", remedy.summary))
     }
 
     fn event(&mut self, event: FixEvent<'_>) {
@@ -162,7 +148,7 @@ impl FixUi for Console {
             ),
             FixEvent::Waiting { namespaces, seconds } => eprintln!(
                 "\nWaiting up to {} for the namespace controller to remove {}…",
-                report::duration(seconds as i64),
+                human_duration(seconds as i64),
                 namespaces.join(", ")
             ),
             FixEvent::Settled { namespace, outcome } => {

@@ -8,6 +8,7 @@ use crate::client::KubeFlags;
 use crate::forest::{self, Scope};
 use crate::hns::Hns;
 use crate::output::{self, DataFormat};
+use crate::paint::Paint;
 use crate::tree;
 
 /// Display the trees below the given namespaces, or every tree with -A.
@@ -41,7 +42,7 @@ pub async fn run(kube: &KubeFlags, args: TreeArgs) -> anyhow::Result<ExitCode> {
     };
     match args.output {
         Some(format) => print!("{}", output::data(&tree::data(&forest, &tops), format)?),
-        None => print!("{}", tree::text(&forest, &tops, &output::stdout_paint())),
+        None => print!("{}", tree::text(&forest, &tops, &Paint::for_stream(&std::io::stdout()))),
     }
     Ok(ExitCode::SUCCESS)
 }
