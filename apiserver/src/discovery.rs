@@ -37,7 +37,7 @@ pub fn api_resource_list() -> Value {
         .map(|d| {
             json!({
                 "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
-                "verbs": d.verbs, "shortNames": d.short_names,
+                "verbs": d.verbs(), "shortNames": d.short_names,
             })
         })
         .collect();
@@ -59,7 +59,7 @@ pub fn aggregated(version: &str) -> Value {
                 "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
                 // Always set: a missing responseKind crashed client-go 0.26.0–0.26.3.
                 "responseKind": {"group": GROUP, "version": VERSION, "kind": d.kind},
-                "verbs": d.verbs, "shortNames": d.short_names,
+                "verbs": d.verbs(), "shortNames": d.short_names,
             })
         })
         .collect();

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta, Statu
 use schemars::generate::SchemaSettings;
 use serde_json::{json, Map, Value};
 
+use crate::http::request_info::Verb;
 use crate::resources::{ResourceDef, ALL};
 
 /// A document and its ETag.
@@ -118,25 +119,25 @@ fn operations(def: &ResourceDef) -> (Vec<Op>, Vec<Op>) {
     let op = |method, action, verb, op_id, list| Op { method, action, verb, op_id, list };
     let mut collection = Vec::new();
     let mut item = Vec::new();
-    if def.supports("list") {
+    if def.supports(Verb::List) {
         collection.push(op("get", "list", "list", "list", true));
     }
-    if def.supports("create") {
+    if def.supports(Verb::Create) {
         collection.push(op("post", "post", "create", "create", false));
     }
-    if def.supports("deletecollection") {
+    if def.supports(Verb::DeleteCollection) {
         collection.push(op("delete", "deletecollection", "deletecollection", "deleteCollection", false));
     }
-    if def.supports("get") {
+    if def.supports(Verb::Get) {
         item.push(op("get", "get", "get", "read", false));
     }
-    if def.supports("update") {
+    if def.supports(Verb::Update) {
         item.push(op("put", "put", "update", "replace", false));
     }
-    if def.supports("patch") {
+    if def.supports(Verb::Patch) {
         item.push(op("patch", "patch", "patch", "patch", false));
     }
-    if def.supports("delete") {
+    if def.supports(Verb::Delete) {
         item.push(op("delete", "delete", "delete", "delete", false));
     }
     (collection, item)
@@ -159,7 +160,7 @@ fn query_params(op: &Op, def: &ResourceDef) -> Vec<Value> {
         ));
         params.push(q("continue", "string", "The continue token of the previous page."));
         params.push(q("resourceVersion", "string", "Served from the cache at or after this version."));
-        if def.supports("watch") {
+        if def.supports(Verb::Watch) {
             params.push(q("watch", "boolean", "Watch for changes instead of listing."));
             params.push(q("allowWatchBookmarks", "boolean", "Request BOOKMARK events."));
             params.push(q("timeoutSeconds", "integer", "End the watch after this many seconds."));

@@ -20,11 +20,71 @@ pub enum RequestInfo {
     },
 }
 
+/// The verb of a resource request, as RBAC names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verb {
+    /// Read one object.
+    Get,
+    /// Read a collection.
+    List,
+    /// Follow a collection's changes.
+    Watch,
+    /// Make an object.
+    Create,
+    /// Replace an object.
+    Update,
+    /// Change part of an object (or server-side apply).
+    Patch,
+    /// Delete one object.
+    Delete,
+    /// Delete a collection.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// Every verb, in the alphabetical order discovery lists them in.
+    pub const ALL: [Verb; 8] = [
+        Verb::Create,
+        Verb::Delete,
+        Verb::DeleteCollection,
+        Verb::Get,
+        Verb::List,
+        Verb::Patch,
+        Verb::Update,
+        Verb::Watch,
+    ];
+
+    /// RBAC's name for it (`deletecollection`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    /// Whether it names one object (and so, on a subnamespace, one namespace).
+    pub fn is_single_object(self) -> bool {
+        matches!(self, Verb::Get | Verb::Create | Verb::Update | Verb::Patch | Verb::Delete)
+    }
+}
+
+impl std::fmt::Display for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A request for an API resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceRequest {
-    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete` or `deletecollection`.
-    pub verb: &'static str,
+    /// What is asked.
+    pub verb: Verb,
     /// API group.
     pub group: String,
     /// API version.
@@ -70,19 +130,19 @@ impl RequestInfo {
         let params = query_params(query);
         let is_watch = matches!(params.get("watch").map(String::as_str), Some("true" | "1"));
         let verb = match (method, name.is_empty()) {
-            ("GET" | "HEAD", false) => "get",
-            ("GET" | "HEAD", true) if is_watch => "watch",
-            ("GET" | "HEAD", true) => "list",
-            ("POST", _) => "create",
-            ("PUT", _) => "update",
-            ("PATCH", _) => "patch",
-            ("DELETE", false) => "delete",
-            ("DELETE", true) => "deletecollection",
+            ("GET" | "HEAD", false) => Verb::Get,
+            ("GET" | "HEAD", true) if is_watch => Verb::Watch,
+            ("GET" | "HEAD", true) => Verb::List,
+            ("POST", _) => Verb::Create,
+            ("PUT", _) => Verb::Update,
+            ("PATCH", _) => Verb::Patch,
+            ("DELETE", false) => Verb::Delete,
+            ("DELETE", true) => Verb::DeleteCollection,
             _ => return non_resource(),
         };
         // RBAC lets `get` on one name cover `list`/`watch` narrowed to that name.
         let mut name = name.to_string();
-        if matches!(verb, "list" | "watch") {
+        if matches!(verb, Verb::List | Verb::Watch) {
             if let Some(n) = params.get("fieldSelector").and_then(|s| single_name_selector(s)) {
                 name = n;
             }
@@ -134,15 +194,15 @@ mod tests {
     #[test]
     fn verbs() {
         let base = "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations";
-        assert_eq!(res("GET", base, "").verb, "list");
-        assert_eq!(res("GET", base, "watch=true").verb, "watch");
-        assert_eq!(res("GET", base, "watch=1").verb, "watch");
-        assert_eq!(res("GET", &format!("{base}/hierarchy"), "").verb, "get");
-        assert_eq!(res("POST", base, "").verb, "create");
-        assert_eq!(res("PUT", &format!("{base}/hierarchy"), "").verb, "update");
-        assert_eq!(res("PATCH", &format!("{base}/hierarchy"), "").verb, "patch");
-        assert_eq!(res("DELETE", &format!("{base}/hierarchy"), "").verb, "delete");
-        assert_eq!(res("DELETE", base, "").verb, "deletecollection");
+        assert_eq!(res("GET", base, "").verb, Verb::List);
+        assert_eq!(res("GET", base, "watch=true").verb, Verb::Watch);
+        assert_eq!(res("GET", base, "watch=1").verb, Verb::Watch);
+        assert_eq!(res("GET", &format!("{base}/hierarchy"), "").verb, Verb::Get);
+        assert_eq!(res("POST", base, "").verb, Verb::Create);
+        assert_eq!(res("PUT", &format!("{base}/hierarchy"), "").verb, Verb::Update);
+        assert_eq!(res("PATCH", &format!("{base}/hierarchy"), "").verb, Verb::Patch);
+        assert_eq!(res("DELETE", &format!("{base}/hierarchy"), "").verb, Verb::Delete);
+        assert_eq!(res("DELETE", base, "").verb, Verb::DeleteCollection);
     }
 
     #[test]
@@ -166,7 +226,7 @@ mod tests {
             "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/hierarchyconfigurations",
             "fieldSelector=metadata.name%3Dhierarchy&watch=true",
         );
-        assert_eq!((r.verb, r.name.as_str()), ("watch", "hierarchy"));
+        assert_eq!((r.verb, r.name.as_str()), (Verb::Watch, "hierarchy"));
         let r = res(
             "GET",
             "/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations",

@@ -1,6 +1,8 @@
 //! `hierarchyconfigurations`: one singleton `hierarchy` per namespace, derived from the
 //! namespace's annotations and the forest. Writes become one patch of the namespace.
 
+use std::future::ready;
+
 use hns_api::hierarchy::HIERARCHY_SINGLETON;
 use hns_api::{HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus};
 use k8s_openapi::api::authorization::v1::ResourceAttributes;
@@ -8,17 +10,20 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
+use super::call::{await_write, check_name, check_namespace, refused, Call, Reply};
+use super::def::{Handlers, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
-use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
-use crate::hierarchy::forest::{Node, ObjectLabels};
+use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules::{self, AuthzCheck};
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
+use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
+use crate::state::AppState;
 use crate::store::hub::Family;
 
 /// The resource's plural name.
@@ -31,7 +36,18 @@ pub const DEF: ResourceDef = ResourceDef {
     kind: "HierarchyConfiguration",
     list_kind: "HierarchyConfigurationList",
     namespaced: true,
-    verbs: &["create", "get", "list", "patch", "update", "watch"],
+    handlers: Handlers {
+        get: Some(|c| Box::pin(ready(get(c)))),
+        list: Some(|c| Box::pin(ready(list(c)))),
+        watch: Some(current),
+        // HNC's plugin POSTs a configuration it could not find: a create is the first write.
+        create: Some(|c| Box::pin(write(c))),
+        update: Some(|c| Box::pin(write(c))),
+        patch: Some(|c| Box::pin(write(c))),
+        delete: None,
+        delete_collection: None,
+    },
+    name_is_namespace: false,
     short_names: &[],
     columns: &[
         NAME_COLUMN,
@@ -91,13 +107,12 @@ const SHAPE: Shape = Shape::Struct(&[
     ),
 ]);
 
-/// Serves every verb but watch.
-pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
-    match call.req.verb {
-        "get" => get(call),
-        "list" => list(call),
-        "create" | "update" | "patch" => write(call).await,
-        verb => Err(ApiError::method_not_allowed(DEF.group_resource(), verb)),
+/// The configurations of `namespace`, or of every namespace when empty.
+fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
+    if namespace.is_empty() {
+        forest.iter().filter_map(|n| objects::hierarchy_configuration_value(forest, n.name())).collect()
+    } else {
+        objects::hierarchy_configuration_value(forest, namespace).into_iter().collect()
     }
 }
 
@@ -112,11 +127,7 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
 fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     let forest = call.state.cache.read();
-    let items: Vec<Value> = if call.req.namespace.is_empty() {
-        forest.iter().filter_map(|n| objects::hierarchy_configuration_value(&forest, n.name())).collect()
-    } else {
-        objects::hierarchy_configuration_value(&forest, &call.req.namespace).into_iter().collect()
-    };
+    let items = current(call.state, &forest, &DEF, &call.req.namespace);
     let rv = forest.resource_version();
     Ok(Reply::ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, call.render)))
 }
@@ -195,7 +206,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
             )]),
         )));
     }
-    if call.req.verb == "create" && !pristine {
+    if call.req.verb == Verb::Create && !pristine {
         return Err(fail(ApiError::already_exists(gr, HIERARCHY_SINGLETON)));
     }
     let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
@@ -221,7 +232,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
         }
         None => current,
     };
-    let code = if call.req.verb == "create" { 201 } else { 200 };
+    let code = if call.req.verb == Verb::Create { 201 } else { 200 };
     Ok(Reply {
         code,
         body: render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render),

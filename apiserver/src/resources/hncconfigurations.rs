@@ -1,15 +1,17 @@
 //! `hncconfigurations`: the cluster-wide singleton `config`, stored in a ConfigMap.
 
 use std::collections::BTreeSet;
+use std::future::ready;
 
 use hns_api::config::{Mode, CONFIG_SINGLETON};
 use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
 use kube::Client;
 use serde_json::Value;
 
+use super::call::{check_name, refused, Call, Reply};
+use super::def::{Handlers, ResourceDef};
 use super::managed::{self, METADATA};
-use super::{check_name, refused, Call, Reply, ResourceDef};
-use crate::hierarchy::forest::ObjectLabels;
+use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::rules::Refusal;
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
@@ -17,6 +19,7 @@ use crate::http::status::ApiError;
 use crate::propagation::ENFORCED;
 use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
+use crate::state::AppState;
 use crate::store::config_store;
 use crate::store::hub::Family;
 
@@ -30,7 +33,17 @@ pub const DEF: ResourceDef = ResourceDef {
     kind: "HNCConfiguration",
     list_kind: "HNCConfigurationList",
     namespaced: false,
-    verbs: &["get", "list", "patch", "update", "watch"],
+    handlers: Handlers {
+        get: Some(|c| Box::pin(ready(get(c)))),
+        list: Some(|c| Box::pin(ready(list(c)))),
+        watch: Some(current),
+        create: None,
+        update: Some(|c| Box::pin(write(c))),
+        patch: Some(|c| Box::pin(write(c))),
+        delete: None,
+        delete_collection: None,
+    },
+    name_is_namespace: false,
     short_names: &[],
     columns: &[
         NAME_COLUMN,
@@ -63,23 +76,32 @@ const SHAPE: Shape = Shape::Struct(&[
     ),
 ]);
 
-/// Serves every verb but watch.
-pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let obj = with_status(call, config_store::value(&call.state.config));
-    match call.req.verb {
-        "get" if call.req.name == CONFIG_SINGLETON => Ok(Reply::ok(render::object(&DEF, obj, call.render))),
-        "get" => Err(ApiError::not_found(DEF.group_resource(), &call.req.name)),
-        "list" => {
-            let opts = ListOptions::from_query(call.query)?;
-            let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
-            Ok(Reply::ok(render::list(&DEF, paginate(vec![obj], &opts, &rv), &rv, call.render)))
-        }
-        "update" | "patch" => write(call, obj).await,
-        verb => Err(ApiError::method_not_allowed(DEF.group_resource(), verb)),
-    }
+/// The configuration as stored, for a watch's first event.
+fn current(state: &AppState, _: &Forest, _: &ResourceDef, _: &str) -> Vec<Value> {
+    vec![config_store::value(&state.config)]
 }
 
-async fn write(call: &Call<'_>, current: Value) -> Result<Reply, ApiError> {
+/// The configuration with its status, as reads and writes start from it.
+fn with_current_status(call: &Call<'_>) -> Value {
+    with_status(call, config_store::value(&call.state.config))
+}
+
+fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
+    if call.req.name != CONFIG_SINGLETON {
+        return Err(ApiError::not_found(DEF.group_resource(), &call.req.name));
+    }
+    Ok(Reply::ok(render::object(&DEF, with_current_status(call), call.render)))
+}
+
+fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let obj = with_current_status(call);
+    let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
+    Ok(Reply::ok(render::list(&DEF, paginate(vec![obj], &opts, &rv), &rv, call.render)))
+}
+
+async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let current = with_current_status(call);
     let opts = WriteOptions::from_query(call.query)?;
     let (desired, mut warnings) = managed::desired::<HNCConfiguration>(call, &opts, &SHAPE, &current)?;
     let (obj, more): (HNCConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;

@@ -6,8 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::{check_name, check_namespace, Call};
+use super::call::{check_name, check_namespace, Call};
 use crate::http::body::{self, WriteOptions, APPLY_PATCH};
+use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::ssa::{self, Entry, Shape};
 
@@ -22,7 +23,7 @@ pub const META_KVPS: Shape = Shape::AssocList {
 
 /// Whether the request is a server-side apply.
 pub fn is_apply(call: &Call<'_>) -> bool {
-    call.req.verb == "patch" && body::essence(call.content_type) == APPLY_PATCH
+    call.req.verb == Verb::Patch && body::essence(call.content_type) == APPLY_PATCH
 }
 
 /// The object a write to `current` asks for, with the managedFields it leaves, and the warnings
@@ -38,10 +39,10 @@ pub fn desired<T: DeserializeOwned>(
         return apply::<T>(call, opts, shape, current);
     }
     let new = match call.req.verb {
-        "patch" if opts.force => {
+        Verb::Patch if opts.force => {
             return Err(ApiError::bad_request("force: Forbidden: may not be specified for non-apply patch"))
         }
-        "patch" => crate::http::patch::apply_patch(current, call.body, call.content_type)?,
+        Verb::Patch => crate::http::patch::apply_patch(current, call.body, call.content_type)?,
         _ => body::parse_json(call.body, call.content_type)?,
     };
     Ok((track_update(call, opts, shape, current, new), Vec::new()))

@@ -3,13 +3,16 @@
 //! credentials (the caller only needs `create subnamespaces` in the parent); deleting one deletes
 //! the namespace.
 
+use std::future::ready;
+
 use hns_api::{SubnamespaceSpec, SubnamespaceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::call::{await_write, check_name, check_namespace, refused, Call, Reply};
+use super::def::{Handlers, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
-use super::{await_write, check_name, check_namespace, refused, Call, Reply, ResourceDef};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
@@ -19,9 +22,20 @@ use crate::http::list::{paginate, ListOptions};
 use crate::http::status::ApiError;
 use crate::resources::render::{self, age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::ssa::Shape;
+use crate::state::AppState;
 use crate::store::hub::Family;
 
-const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+/// Both kinds serve every verb, with the same handlers.
+const HANDLERS: Handlers = Handlers {
+    get: Some(|c| Box::pin(ready(get(c)))),
+    list: Some(|c| Box::pin(ready(list(c)))),
+    watch: Some(current),
+    create: Some(|c| Box::pin(create(c))),
+    update: Some(|c| Box::pin(update(c))),
+    patch: Some(|c| Box::pin(update(c))),
+    delete: Some(|c| Box::pin(delete(c))),
+    delete_collection: Some(|c| Box::pin(delete_collection(c))),
+};
 
 const COLUMNS: &[Column] = &[
     NAME_COLUMN,
@@ -49,7 +63,8 @@ pub const SUBNAMESPACES: ResourceDef = ResourceDef {
     kind: "Subnamespace",
     list_kind: "SubnamespaceList",
     namespaced: true,
-    verbs: VERBS,
+    handlers: HANDLERS,
+    name_is_namespace: true,
     short_names: &["subns"],
     columns: COLUMNS,
     cells,
@@ -67,7 +82,8 @@ pub const ANCHORS: ResourceDef = ResourceDef {
     kind: "SubnamespaceAnchor",
     list_kind: "SubnamespaceAnchorList",
     namespaced: true,
-    verbs: VERBS,
+    handlers: HANDLERS,
+    name_is_namespace: true,
     short_names: &[],
     columns: COLUMNS,
     cells,
@@ -90,19 +106,6 @@ fn subnamespace<'f>(forest: &'f Forest, parent: &str, name: &str) -> Option<&'f 
         .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(parent) && forest.anchor_exists(n))
 }
 
-/// Serves every verb but watch, for either kind.
-pub async fn serve(call: &Call<'_>) -> Result<Reply, ApiError> {
-    match call.req.verb {
-        "get" => get(call),
-        "list" => list(call),
-        "create" => create(call).await,
-        "update" | "patch" => update(call).await,
-        "delete" => delete(call).await,
-        "deletecollection" => delete_collection(call).await,
-        verb => Err(ApiError::method_not_allowed(call.def.group_resource(), verb)),
-    }
-}
-
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     let forest = call.state.cache.read();
     let node = subnamespace(&forest, &call.req.namespace, &call.req.name)
@@ -114,20 +117,21 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     )))
 }
 
-/// The subnamespaces a list or deletecollection addresses, as objects, in key order.
-fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
-    let policy = &call.state.policy;
-    let mut items: Vec<Value> = if call.req.namespace.is_empty() {
+/// The subnamespaces a list, watch or deletecollection addresses, as objects of `def`'s kind,
+/// in key order.
+fn current(state: &AppState, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Value> {
+    let policy = &state.policy;
+    let mut items: Vec<Value> = if namespace.is_empty() {
         forest
             .iter()
             .filter(|n| n.is_subnamespace && forest.anchor_exists(n))
-            .map(|n| objects::subnamespace(policy, n, call.def.kind))
+            .map(|n| objects::subnamespace(policy, n, def.kind))
             .collect()
     } else {
         forest
-            .subnamespaces(&call.req.namespace)
+            .subnamespaces(namespace)
             .filter(|n| forest.anchor_exists(n))
-            .map(|n| objects::subnamespace(policy, n, call.def.kind))
+            .map(|n| objects::subnamespace(policy, n, def.kind))
             .collect()
     };
     // Key order is (namespace, name): the parent, then the child.
@@ -141,6 +145,11 @@ fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
         key(a).cmp(&key(b))
     });
     items
+}
+
+/// What a list or deletecollection addresses.
+fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
+    current(call.state, forest, call.def, &call.req.namespace)
 }
 
 fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
@@ -176,7 +185,10 @@ async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
 /// caller needs `create` on top of `patch`, as kube-apiserver asks for a create by apply.
 async fn create_by_apply(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
-    let create = crate::http::request_info::ResourceRequest { verb: "create", ..call.req.clone() };
+    let create = crate::http::request_info::ResourceRequest {
+        verb: crate::http::request_info::Verb::Create,
+        ..call.req.clone()
+    };
     call.state.authz.authorize(call.who, &crate::http::request_info::RequestInfo::Resource(create)).await?;
     let bare = serde_json::json!({
         "apiVersion": hns_api::API_VERSION,

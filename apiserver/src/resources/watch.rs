@@ -16,8 +16,8 @@ use crate::http::list::ListOptions;
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
 use crate::http::status::ApiError;
+use crate::resources::def::{CurrentObjects, ResourceDef};
 use crate::resources::render::{self, RenderOptions};
-use crate::resources::ResourceDef;
 use crate::state::AppState;
 use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
 
@@ -133,6 +133,7 @@ pub async fn serve(
     peer: Option<PeerSocket>,
     state: &AppState,
     def: &'static ResourceDef,
+    current_objects: CurrentObjects,
     req: &ResourceRequest,
     query: &HashMap<String, String>,
     render: &RenderOptions,
@@ -168,7 +169,7 @@ pub async fn serve(
         let now_rv = forest.resource_version_number();
         let begin = match start {
             Start::Current { initial_events_end } => {
-                let objects = crate::resources::current_objects(state, &forest, def, &req.namespace);
+                let objects = current_objects(state, &forest, def, &req.namespace);
                 let lines = objects
                     .iter()
                     .filter(|o| watcher.opts.selects(o))

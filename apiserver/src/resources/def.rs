@@ -1,0 +1,116 @@
+//! What a resource is: its names, its Table columns, its schemas, and the handlers of the verbs
+//! it serves, as k8s.io/apiserver's storages implement `Getter`, `Lister`, `Creater`… A resource
+//! module fills in one [`ResourceDef`]; a field left out does not compile, and a verb without a
+//! handler is neither listed nor routed.
+
+use futures::future::LocalBoxFuture;
+use serde_json::Value;
+
+use super::call::{Call, Reply};
+use super::render::Column;
+use crate::hierarchy::forest::Forest;
+use crate::http::request_info::Verb;
+use crate::http::status::{ApiError, GroupResource};
+use crate::state::AppState;
+use crate::store::hub::Family;
+
+/// Serves one verb of one resource.
+pub type Handler = for<'a> fn(&'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, ApiError>>;
+
+/// The objects of a resource in a namespace (all namespaces when empty) as they stand in the
+/// forest: what a watch from the current state starts with.
+pub type CurrentObjects = fn(&AppState, &Forest, &ResourceDef, &str) -> Vec<Value>;
+
+/// The verbs a resource serves, each with its handler; `None` is not served.
+pub struct Handlers {
+    /// `get`: one object.
+    pub get: Option<Handler>,
+    /// `list`: a collection.
+    pub list: Option<Handler>,
+    /// `watch`: served by [`super::watch`] from the objects it starts with and the events of
+    /// [`ResourceDef::family`].
+    pub watch: Option<CurrentObjects>,
+    /// `create` (POST).
+    pub create: Option<Handler>,
+    /// `update` (PUT).
+    pub update: Option<Handler>,
+    /// `patch`: JSON, merge and server-side apply patches.
+    pub patch: Option<Handler>,
+    /// `delete` of one object.
+    pub delete: Option<Handler>,
+    /// `deletecollection`.
+    pub delete_collection: Option<Handler>,
+}
+
+impl Handlers {
+    /// The handler of `verb` (watch is not a plain handler: see [`Handlers::watch`]).
+    pub fn handler(&self, verb: Verb) -> Option<Handler> {
+        match verb {
+            Verb::Get => self.get,
+            Verb::List => self.list,
+            Verb::Watch => None,
+            Verb::Create => self.create,
+            Verb::Update => self.update,
+            Verb::Patch => self.patch,
+            Verb::Delete => self.delete,
+            Verb::DeleteCollection => self.delete_collection,
+        }
+    }
+
+    /// Whether `verb` is served.
+    pub fn serves(&self, verb: Verb) -> bool {
+        match verb {
+            Verb::Watch => self.watch.is_some(),
+            verb => self.handler(verb).is_some(),
+        }
+    }
+}
+
+/// How one resource is served.
+pub struct ResourceDef {
+    /// Plural name, the URL segment (`hierarchyconfigurations`).
+    pub plural: &'static str,
+    /// Singular name (`hierarchyconfiguration`).
+    pub singular: &'static str,
+    /// Kind of its objects.
+    pub kind: &'static str,
+    /// Kind of its lists.
+    pub list_kind: &'static str,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// What it serves, verb by verb: discovery, OpenAPI and routing all read this, so a verb is
+    /// listed exactly when it has a handler (controllers act on what discovery lists).
+    pub handlers: Handlers,
+    /// Whether an object's name is a namespace's (a subnamespace is its own namespace), so a
+    /// request for one object first makes sure the cache has seen that namespace.
+    pub name_is_namespace: bool,
+    /// Short names for kubectl.
+    pub short_names: &'static [&'static str],
+    /// Table columns, `Name` first.
+    pub columns: &'static [Column],
+    /// Table cells of an object, one per column.
+    pub cells: fn(&Value, jiff::Timestamp) -> Vec<Value>,
+    /// What the kind is, for `kubectl explain`.
+    pub description: &'static str,
+    /// The family of derived objects its watch follows.
+    pub family: Family,
+    /// Schemas of `spec` and `status` (OpenAPI), registered in the generator's definitions.
+    pub schemas: fn(&mut schemars::SchemaGenerator) -> (schemars::Schema, Option<schemars::Schema>),
+}
+
+impl ResourceDef {
+    /// `resource.group`, for error messages.
+    pub fn group_resource(&self) -> GroupResource<'static> {
+        GroupResource { group: hns_api::GROUP, resource: self.plural }
+    }
+
+    /// Whether `verb` is served.
+    pub fn supports(&self, verb: Verb) -> bool {
+        self.handlers.serves(verb)
+    }
+
+    /// The verbs served, in discovery's order.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        Verb::ALL.into_iter().filter(|v| self.supports(*v)).map(Verb::as_str).collect()
+    }
+}
