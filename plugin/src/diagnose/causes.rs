@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::conditions::{self, Reading};
 use super::evidence::{Evidence, NamespaceState};
-use super::remedy::{Action, Remedy};
+use super::remedy::{Action, Remedy, RemedyId};
 
 /// What stops a namespace from going, in the order causes must be fixed: a cause earlier in
 /// this list keeps the ones after it from being resolved (nothing progresses without the
@@ -246,8 +246,8 @@ pub(crate) fn listing(items: &[String], max: usize) -> String {
 }
 
 /// A remedy of one action.
-pub(crate) fn single(summary: impl Into<String>, action: Action) -> Option<Remedy> {
-    Some(Remedy::new(summary, vec![action]))
+pub(crate) fn single(id: RemedyId, summary: impl Into<String>, action: Action) -> Option<Remedy> {
+    Some(Remedy::new(id, summary, vec![action]))
 }
 
 #[cfg(test)]

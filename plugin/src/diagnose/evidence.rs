@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
+use kube::api::ApiResource;
 use serde::Serialize;
 
 /// Everything the diagnosis is decided from.
@@ -122,6 +123,17 @@ pub struct ApiServiceState {
 }
 
 impl ApiServiceState {
+    /// The APIService type, which k8s-openapi does not carry (it belongs to kube-aggregator).
+    pub fn api_resource() -> ApiResource {
+        ApiResource {
+            group: "apiregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiregistration.k8s.io/v1".into(),
+            kind: "APIService".into(),
+            plural: "apiservices".into(),
+        }
+    }
+
     /// `group/version`, as discovery and the namespace conditions name it.
     pub fn group_version(&self) -> String {
         format!("{}/{}", self.group, self.version)
@@ -194,6 +206,22 @@ impl ResourceType {
             format!("/apis/{}/{}", self.group, self.version)
         };
         format!("{base}/namespaces/{namespace}/{}/{name}", self.plural)
+    }
+
+    /// The type as kube's dynamic API takes it.
+    pub fn api_resource(&self) -> ApiResource {
+        let api_version = if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        };
+        ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version,
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
     }
 }
 

@@ -1,12 +1,13 @@
-//! Applying remedies: one at a time, in the order the causes must be fixed, each confirmed,
-//! checked for rights and guarded by preconditions, with a fresh scan after every step. A
-//! namespace counts as fixed only when a GET of it returns 404.
+//! Fixing: remedies applied one at a time, in the order the causes must be fixed, each
+//! confirmed, checked for rights and guarded by preconditions, with a fresh scan after every
+//! step. A namespace counts as fixed only when a GET of it returns 404. What to do at each step
+//! is [`super::plan`]'s to decide; this module does the reading, asking and writing.
 //!
 //! When no remedy is left the namespace controller is given time to finish; only if it still
 //! does not, the last resort (finalizing by hand) is offered, and refused while content remains
 //! unless forced.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -14,16 +15,16 @@ use kube::{Api, Client};
 use serde::Serialize;
 
 use super::access::check_remedy;
+use super::apply::Applied;
 use super::causes::{diagnose, Cause, Diagnosis};
-use super::remedy::{Action, Applied};
+use super::plan::{self, History, Next, Outcome};
+use super::remedy::Action;
 use super::scan::{scan, Progress, Target};
 use super::{Error, Result};
 
 /// At most this many remedies in one run, so a controller that keeps undoing them cannot keep
 /// the fix going forever.
 const MAX_STEPS: usize = 50;
-/// A remedy applied this often whose cause is still there does not work.
-const MAX_ATTEMPTS: u32 = 2;
 
 /// How to fix.
 #[derive(Debug, Clone)]
@@ -89,20 +90,6 @@ pub enum FixEvent<'a> {
     },
 }
 
-/// How the fix of one namespace ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "outcome", content = "detail")]
-pub enum Outcome {
-    /// The namespace is gone (GET returned 404).
-    Fixed,
-    /// A remedy was declined, lacked rights, or needs `--force`.
-    Refused(String),
-    /// A remedy failed.
-    Failed(String),
-    /// No remedy is left and the namespace is still there.
-    StillStuck(String),
-}
-
 /// The outcome of every namespace the fix worked on.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FixReport {
@@ -131,8 +118,7 @@ pub async fn fix(
         ui,
         pending: names.to_vec(),
         report: FixReport::default(),
-        attempts: HashMap::new(),
-        declined: HashSet::new(),
+        history: History::default(),
         versions: HashMap::new(),
     };
     run.go(progress).await?;
@@ -147,10 +133,8 @@ struct Run<'a> {
     /// Namespaces without an outcome yet.
     pending: Vec<String>,
     report: FixReport,
-    /// How often each remedy (by summary) was applied.
-    attempts: HashMap<String, u32>,
-    /// Remedies the operator declined.
-    declined: HashSet<String>,
+    /// The remedies applied or declined so far.
+    history: History,
     /// resourceVersion of each pending namespace at the last scan, to notice progress.
     versions: HashMap<String, String>,
 }
@@ -184,10 +168,9 @@ impl Run<'_> {
                 continue;
             }
             if last_resort_offered {
-                let remaining = remaining_causes(&diagnosis);
                 for ns in self.pending.clone() {
-                    let why = remaining.get(&ns).cloned().unwrap_or_default();
-                    self.settle(&ns, Outcome::StillStuck(why));
+                    let n = diagnosis.namespaces.iter().find(|n| n.name == ns);
+                    self.settle(&ns, Outcome::StillStuck(n.map(plan::remaining).unwrap_or_default()));
                 }
                 return Ok(());
             }
@@ -223,26 +206,17 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The first remedy to apply: the first cause with one, in the first pending namespace that
-    /// has any. Namespaces whose next remedy was declined or does not work are settled here.
+    /// The first remedy to apply, in the first pending namespace that has one. Namespaces whose
+    /// next remedy was declined or does not work are settled here.
     fn next_step(&mut self, diagnosis: &Diagnosis) -> Option<(String, Cause)> {
         for n in &diagnosis.namespaces {
             if !self.pending.contains(&n.name) {
                 continue;
             }
-            let Some(cause) = n.causes.iter().find(|c| c.remedy.is_some()) else {
-                continue;
-            };
-            let summary = cause.remedy.as_ref().map(|r| r.summary.clone()).unwrap_or_default();
-            if self.declined.contains(&summary) {
-                self.settle(&n.name, Outcome::Refused(format!("declined: {summary}")));
-            } else if self.attempts.get(&summary).copied().unwrap_or(0) >= MAX_ATTEMPTS {
-                self.settle(
-                    &n.name,
-                    Outcome::Failed(format!("{}: still there after: {summary}", cause.summary)),
-                );
-            } else {
-                return Some((n.name.clone(), cause.clone()));
+            match self.history.next(n) {
+                Some(Next::Apply(cause)) => return Some((n.name.clone(), cause.clone())),
+                Some(Next::Settle(outcome)) => self.settle(&n.name, outcome),
+                None => {}
             }
         }
         None
@@ -255,33 +229,19 @@ impl Run<'_> {
         };
         self.ui.event(FixEvent::Step { namespace: ns, cause });
         check_remedy(self.client, &mut remedy).await;
-        if !remedy.missing_rights.is_empty() {
-            let lacking = remedy.missing_rights.join(", ");
-            self.settle(
-                ns,
-                Outcome::Refused(format!("{}: you lack the rights to {lacking}", remedy.summary)),
-            );
+        if let Some(refused) = plan::refusal(&remedy, self.options.force) {
+            self.settle(ns, refused);
             return;
         }
         if let Some(remains) = &remedy.needs_force {
-            if !self.options.force {
-                self.settle(
-                    ns,
-                    Outcome::Refused(format!(
-                        "{}: refused while content may remain ({remains}); --force finalizes anyway",
-                        remedy.summary
-                    )),
-                );
-                return;
-            }
             self.ui.event(FixEvent::Forced { namespace: ns, remains });
         }
         if !self.ui.confirm(ns, cause) {
-            self.declined.insert(remedy.summary.clone());
-            self.settle(ns, Outcome::Refused(format!("declined: {}", remedy.summary)));
+            let declined = self.history.decline(&remedy);
+            self.settle(ns, declined);
             return;
         }
-        *self.attempts.entry(remedy.summary.clone()).or_default() += 1;
+        self.history.attempt(&remedy);
         for action in &remedy.actions {
             match action.apply(self.client).await {
                 Ok(applied) => {
@@ -333,21 +293,4 @@ impl Run<'_> {
             self.settle(&ns, Outcome::Failed(why.to_string()));
         }
     }
-}
-
-/// The summaries of the causes left, per namespace.
-fn remaining_causes(diagnosis: &Diagnosis) -> HashMap<String, String> {
-    diagnosis
-        .namespaces
-        .iter()
-        .map(|n| {
-            let causes: Vec<&str> = n.causes.iter().map(|c| c.summary.as_str()).collect();
-            let why = if causes.is_empty() {
-                "no cause found; the namespace controller has not finished".to_string()
-            } else {
-                causes.join("; ")
-            };
-            (n.name.clone(), why)
-        })
-        .collect()
 }

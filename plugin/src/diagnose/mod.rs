@@ -1,13 +1,12 @@
 //! Why is a namespace stuck in `Terminating`, and what is the safe way out.
 //!
 //! ```text
-//!   scan (I/O, read-only)        causes (pure)              remedy / fix (I/O, writes)
-//!  ┌──────────────────────┐    ┌──────────────────────┐    ┌──────────────────────────────┐
-//!  │ namespaces, APIServices│ → │ Evidence → Diagnosis │ →  │ one Remedy at a time, with    │
-//!  │ discovery, leftovers,  │    │ ordered causes with  │    │ preconditions, then re-scan;  │
-//!  │ webhooks, CRDs         │    │ evidence, remedy,    │    │ "fixed" only on a 404         │
-//!  └──────────────────────┘    │ risk                 │    └──────────────────────────────┘
-//!                              └──────────────────────┘
+//!  scan     (I/O, reads)   namespaces, APIServices, discovery, leftovers, webhooks, CRDs
+//!    │ Evidence
+//!  causes   (pure)         the causes in the order to fix them, each with its evidence, its
+//!    │ Diagnosis           risk and its remedy (remedy: the exact, guarded API calls)
+//!  fix      (I/O, writes)  one remedy at a time, as plan (pure) decides, its calls made by
+//!                          apply; a re-scan after each; "fixed" only on a 404
 //! ```
 //!
 //! The namespace controller already records what went wrong in five conditions on the
@@ -16,12 +15,14 @@
 //! without hns, and needs only read rights until a fix is applied.
 
 pub mod access;
+pub mod apply;
 pub mod causes;
 pub mod conditions;
 pub mod discovery;
 pub mod evidence;
 pub mod finalizers;
 pub mod fix;
+pub mod plan;
 pub mod remedy;
 pub mod report;
 pub mod scan;
@@ -29,7 +30,8 @@ pub mod webhooks;
 
 pub use causes::{diagnose, Cause, CauseKind, Diagnosis, NamespaceDiagnosis, NamespaceStatus};
 pub use evidence::Evidence;
-pub use fix::{fix, FixEvent, FixOptions, FixReport, FixUi, Outcome};
+pub use fix::{fix, FixEvent, FixOptions, FixReport, FixUi};
+pub use plan::Outcome;
 pub use remedy::{Action, Remedy};
 pub use scan::{scan, Progress, Target};
 
@@ -48,7 +50,7 @@ pub enum Error {
     /// A write of a remedy was rejected or could not be sent.
     #[error("{action}: {source}")]
     Write {
-        /// The API call, as printed in the plan.
+        /// The API call, as the report prints it.
         action: String,
         /// The API error.
         #[source]
@@ -57,7 +59,7 @@ pub enum Error {
     /// The object changed since it was diagnosed, so the remedy was not applied.
     #[error("{action}: the object changed since it was diagnosed")]
     Changed {
-        /// The API call, as printed in the plan.
+        /// The API call, as the report prints it.
         action: String,
     },
     /// An object could not be encoded for a write.

@@ -1,21 +1,15 @@
-//! Remedies: the exact API calls that undo a cause, each printable before it is made and
-//! guarded so that a concurrent change makes it fail instead of clobbering that change.
+//! Remedies: the exact API calls that undo a cause, each printable before it is made, and what
+//! right each needs. Pure: making the calls is [`super::apply`]'s.
 //!
-//! Guards: DELETEs carry `uid` and `resourceVersion` preconditions; JSON patches start with
+//! The calls are guarded so that a concurrent change makes them fail instead of clobbering that
+//! change: DELETEs carry `uid` and `resourceVersion` preconditions; JSON patches start with
 //! `test` operations on `resourceVersion` and on the very entry they remove; the finalize PUT
 //! sends the namespace with the resourceVersion it was diagnosed at.
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
-    PropagationPolicy,
-};
-use kube::{Api, Client};
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::evidence::ResourceType;
-use super::{is_conflict, is_not_found, is_unprocessable, Error, Result};
 
 const APISERVICES: &str = "/apis/apiregistration.k8s.io/v1/apiservices";
 const WEBHOOKS: &str = "/apis/admissionregistration.k8s.io/v1";
@@ -24,7 +18,10 @@ const WEBHOOKS: &str = "/apis/admissionregistration.k8s.io/v1";
 /// confirmation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Remedy {
-    /// What it does, in words; also identifies it across re-scans.
+    /// What it is and what it targets, which stays the same across re-scans.
+    #[serde(skip)]
+    pub id: RemedyId,
+    /// What it does, in words.
     pub summary: String,
     /// The calls, in order.
     pub actions: Vec<Action>,
@@ -38,9 +35,71 @@ pub struct Remedy {
 
 impl Remedy {
     /// A remedy of `actions`.
-    pub fn new(summary: impl Into<String>, actions: Vec<Action>) -> Remedy {
-        Remedy { summary: summary.into(), actions, needs_force: None, missing_rights: Vec::new() }
+    pub fn new(id: RemedyId, summary: impl Into<String>, actions: Vec<Action>) -> Remedy {
+        Remedy { id, summary: summary.into(), actions, needs_force: None, missing_rights: Vec::new() }
     }
+}
+
+/// What a remedy does and to what: how a fix recognises a remedy it already applied or was
+/// declined after a re-scan. Not the summary, which counts objects (so it changes as they go)
+/// and does not always name the namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RemedyId {
+    /// Delete an APIService.
+    DeleteApiService {
+        /// Its name.
+        name: String,
+    },
+    /// Remove a webhook from its configuration (or the configuration, when it is the only one).
+    RemoveWebhook {
+        /// Validating or mutating.
+        mutating: bool,
+        /// The configuration's name.
+        configuration: String,
+        /// The webhook's name.
+        webhook: String,
+    },
+    /// Delete the objects in a namespace that were never deleted.
+    DeleteContent {
+        /// The namespace.
+        namespace: String,
+    },
+    /// Force-delete the pods in a namespace that are past their grace period.
+    ForceDeletePods {
+        /// The namespace.
+        namespace: String,
+    },
+    /// Remove a finalizer from the deleted objects in a namespace.
+    RemoveObjectFinalizer {
+        /// The namespace.
+        namespace: String,
+        /// The finalizer.
+        finalizer: String,
+    },
+    /// Remove a finalizer from a namespace's `metadata.finalizers`.
+    RemoveNamespaceFinalizer {
+        /// The namespace.
+        namespace: String,
+        /// The finalizer.
+        finalizer: String,
+    },
+    /// Drop an entry other than `kubernetes` from a namespace's `spec.finalizers`.
+    DropSpecFinalizer {
+        /// The namespace.
+        namespace: String,
+        /// The finalizer.
+        finalizer: String,
+    },
+    /// Allow cascading deletion on a subnamespace.
+    AllowCascadingDeletion {
+        /// The subnamespace.
+        namespace: String,
+    },
+    /// Finalize a namespace by hand: the last resort.
+    Finalize {
+        /// The namespace.
+        namespace: String,
+    },
 }
 
 /// The object a finalizer is removed from.
@@ -184,17 +243,8 @@ impl std::fmt::Display for Right {
     }
 }
 
-/// What applying an action achieved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
-    /// The call succeeded.
-    Done,
-    /// The target was already gone, which is what the action wanted.
-    AlreadyGone,
-}
-
 impl Action {
-    /// The exact API call, as printed in the plan.
+    /// The exact API call, as the report prints it.
     pub fn describe(&self) -> String {
         match self {
             Action::DeleteApiService {
@@ -291,7 +341,7 @@ impl Action {
     }
 
     /// The JSON patch of a PATCH action.
-    fn json_patch(&self) -> Option<Value> {
+    pub(super) fn json_patch(&self) -> Option<Value> {
         match self {
             Action::RemoveWebhook { resource_version, index, webhook, .. } => Some(json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
@@ -324,94 +374,6 @@ impl Action {
         let mutating = matches!(self, Action::RemoveWebhook { mutating: true, .. });
         format!("{WEBHOOKS}/{}/{configuration}", webhook_resource(mutating))
     }
-
-    /// Makes the call. A target already gone counts as success; a target that changed since it
-    /// was diagnosed gives [`Error::Changed`].
-    pub async fn apply(&self, client: &Client) -> Result<Applied> {
-        let outcome = match self {
-            Action::DeleteApiService { name, uid, resource_version } => {
-                let api: Api<DynamicObject> = Api::all_with(client.clone(), &apiservice_resource());
-                api.delete(name, &guarded_delete(uid, resource_version, false)).await.map(|_| ())
-            }
-            Action::RemoveWebhook { mutating, configuration, uid, resource_version, only, .. } => {
-                let api: Api<DynamicObject> =
-                    Api::all_with(client.clone(), &webhook_configuration_resource(*mutating));
-                if *only {
-                    api.delete(configuration, &guarded_delete(uid, resource_version, false)).await.map(|_| ())
-                } else {
-                    api.patch(configuration, &PatchParams::default(), &self.patch()?).await.map(|_| ())
-                }
-            }
-            Action::DeleteObject { resource, namespace, name, uid, resource_version, force } => {
-                let api: Api<DynamicObject> =
-                    Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
-                api.delete(name, &guarded_delete(uid, resource_version, *force)).await.map(|_| ())
-            }
-            Action::RemoveFinalizer { holder, .. } => patch_holder(client, holder, &self.patch()?).await,
-            Action::AllowCascadingDeletion { namespace, .. } => {
-                let holder = Holder::Namespace { name: namespace.clone() };
-                patch_holder(client, &holder, &self.patch()?).await
-            }
-            Action::FinalizeNamespace { namespace, resource_version, to, .. } => {
-                return self.finalize(client, namespace, resource_version, to).await
-            }
-        };
-        self.outcome(outcome)
-    }
-
-    fn outcome(&self, result: Result<(), kube::Error>) -> Result<Applied> {
-        match result {
-            Ok(()) => Ok(Applied::Done),
-            Err(e) if is_not_found(&e) => Ok(Applied::AlreadyGone),
-            Err(e) if is_conflict(&e) || (self.json_patch().is_some() && is_unprocessable(&e)) => {
-                Err(Error::Changed { action: self.describe() })
-            }
-            Err(source) => Err(Error::Write { action: self.describe(), source }),
-        }
-    }
-
-    fn patch(&self) -> Result<Patch<Value>> {
-        let value = self.json_patch().unwrap_or_default();
-        let patch = serde_json::from_value(value)
-            .map_err(|source| Error::Encode { what: "JSON patch".into(), source })?;
-        Ok(Patch::Json(patch))
-    }
-
-    async fn finalize(
-        &self,
-        client: &Client,
-        namespace: &str,
-        resource_version: &str,
-        to: &[String],
-    ) -> Result<Applied> {
-        let api: Api<Namespace> = Api::all(client.clone());
-        let mut ns = match api.get(namespace).await {
-            Ok(ns) => ns,
-            Err(e) => return self.outcome(Err(e)),
-        };
-        if ns.metadata.resource_version.as_deref() != Some(resource_version) {
-            return Err(Error::Changed { action: self.describe() });
-        }
-        ns.spec.get_or_insert_with(Default::default).finalizers = Some(to.to_vec());
-        let result =
-            api.replace_subresource("finalize", namespace, &PostParams::default(), &ns).await.map(|_| ());
-        self.outcome(result)
-    }
-}
-
-async fn patch_holder(client: &Client, holder: &Holder, patch: &Patch<Value>) -> Result<(), kube::Error> {
-    let pp = PatchParams::default();
-    match holder {
-        Holder::Namespace { name } => {
-            let api: Api<Namespace> = Api::all(client.clone());
-            api.patch(name, &pp, patch).await.map(|_| ())
-        }
-        Holder::Object { resource, namespace, name } => {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &api_resource(resource));
-            api.patch(name, &pp, patch).await.map(|_| ())
-        }
-    }
 }
 
 fn preconditions(uid: &str, resource_version: &str) -> String {
@@ -422,58 +384,12 @@ fn patch_line(path: &str, patch: &Value) -> String {
     format!("PATCH {path} (application/json-patch+json) {patch}")
 }
 
-fn guarded_delete(uid: &str, resource_version: &str, force: bool) -> DeleteParams {
-    DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid.to_string()),
-            resource_version: Some(resource_version.to_string()),
-        }),
-        grace_period_seconds: force.then_some(0),
-        propagation_policy: Some(PropagationPolicy::Background),
-        ..Default::default()
-    }
-}
-
-fn webhook_resource(mutating: bool) -> &'static str {
+/// The plural of the webhook configurations of one kind.
+pub(super) fn webhook_resource(mutating: bool) -> &'static str {
     if mutating {
         "mutatingwebhookconfigurations"
     } else {
         "validatingwebhookconfigurations"
-    }
-}
-
-/// The APIService type, which k8s-openapi does not carry (it belongs to kube-aggregator).
-pub(crate) fn apiservice_resource() -> ApiResource {
-    ApiResource {
-        group: "apiregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "apiregistration.k8s.io/v1".into(),
-        kind: "APIService".into(),
-        plural: "apiservices".into(),
-    }
-}
-
-fn webhook_configuration_resource(mutating: bool) -> ApiResource {
-    let kind = if mutating { "MutatingWebhookConfiguration" } else { "ValidatingWebhookConfiguration" };
-    ApiResource {
-        group: "admissionregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "admissionregistration.k8s.io/v1".into(),
-        kind: kind.into(),
-        plural: webhook_resource(mutating).into(),
-    }
-}
-
-/// The kube type of a discovered resource.
-pub(crate) fn api_resource(r: &ResourceType) -> ApiResource {
-    let api_version =
-        if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
-    ApiResource {
-        group: r.group.clone(),
-        version: r.version.clone(),
-        api_version,
-        kind: r.kind.clone(),
-        plural: r.plural.clone(),
     }
 }
 
@@ -535,7 +451,6 @@ mod tests {
             r#"PATCH /apis/stable.example.com/v1/namespaces/ns/widgets/w (application/json-patch+json) [{"op":"test","path":"/metadata/resourceVersion","value":"42"},{"op":"test","path":"/metadata/finalizers/1","value":"stable.example.com/cleanup"},{"op":"remove","path":"/metadata/finalizers/1"}]"#
         );
         assert_eq!(a.right().to_string(), "patch widgets.stable.example.com in namespace ns");
-        assert!(a.patch().is_ok(), "the patch parses as RFC 6902");
     }
 
     #[test]
@@ -588,6 +503,5 @@ mod tests {
         let d = a.describe();
         assert!(d.contains(r#"{"op":"add","path":"/metadata/annotations","value":{}}"#), "{d}");
         assert!(d.contains("/metadata/annotations/hnc.x-k8s.io~1allow-cascading-deletion"), "{d}");
-        assert!(a.patch().is_ok());
     }
 }

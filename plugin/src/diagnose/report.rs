@@ -140,7 +140,7 @@ mod tests {
     use crate::diagnose::causes::diagnose;
     use crate::diagnose::causes::fixtures::*;
     use crate::diagnose::conditions::DISCOVERY_FAILURE;
-    use crate::diagnose::fix::Outcome;
+    use crate::diagnose::plan::Outcome;
 
     fn stuck() -> Diagnosis {
         let mut ns = terminating("demo");

@@ -20,7 +20,6 @@ use super::evidence::{
     ApiServiceState, Condition, Evidence, Leftover, ListFailure, NamespaceState, Requirement, ResourceType,
     Rule, Selector, ServiceHealth, ServiceRef, Unreadable, Webhook, WebhookClient,
 };
-use super::remedy::{api_resource, apiservice_resource};
 use super::{error_text, is_not_found, Error, Result};
 
 /// How many lists run at once: enough to scan a namespace in about the time of its slowest
@@ -189,7 +188,7 @@ struct ApiServiceCondition {
 }
 
 async fn read_api_services(client: &Client) -> Result<Vec<ApiServiceState>> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &apiservice_resource());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiServiceState::api_resource());
     let list = api
         .list(&ListParams::default())
         .await
@@ -256,7 +255,7 @@ async fn list_leftovers(
 
 /// Lists the objects of one type in one namespace, metadata only, page by page.
 async fn list_type(client: &Client, ns: &str, t: &ResourceType) -> Result<Vec<Leftover>, String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &api_resource(t));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &t.api_resource());
     let mut params = ListParams::default().limit(PAGE);
     let mut out = Vec::new();
     loop {

@@ -4,7 +4,7 @@
 use super::{listing, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, CONTENT_FAILURE};
 use crate::diagnose::evidence::{Evidence, Leftover, NamespaceState, Webhook};
-use crate::diagnose::remedy::Action;
+use crate::diagnose::remedy::{Action, RemedyId};
 use crate::diagnose::webhooks::{backend_down, backend_state, intercepts};
 
 /// Webhooks that block this namespace: named by its content-failure condition as failing, or
@@ -90,6 +90,11 @@ fn webhook_cause(w: &Webhook, evidence: Vec<String>) -> Cause {
         ),
         risk: "The checks this webhook makes stop until its component is reinstalled (whose installer may re-create it): requests it would have rejected are admitted meanwhile.".into(),
         remedy: single(
+            RemedyId::RemoveWebhook {
+                mutating: w.mutating,
+                configuration: w.configuration.clone(),
+                webhook: w.name.clone(),
+            },
             what,
             Action::RemoveWebhook {
                 mutating: w.mutating,
@@ -171,6 +176,14 @@ mod tests {
         assert!(c.evidence[0].contains("Service default/gone:443 does not exist"), "{c:?}");
         assert!(c.evidence[1].contains("DELETE of 1 object(s) here: configmaps/kube-root-ca.crt"));
         assert!(matches!(&c.remedy.as_ref().unwrap().actions[0], Action::RemoveWebhook { only: true, .. }));
+        assert_eq!(
+            c.remedy.as_ref().unwrap().id,
+            RemedyId::RemoveWebhook {
+                mutating: false,
+                configuration: "deny-configmaps".into(),
+                webhook: "deny.example.com".into()
+            }
+        );
         assert!(unexplained_content_failure(&ns, &causes, &[]).is_none());
     }
 

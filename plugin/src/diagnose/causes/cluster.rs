@@ -4,7 +4,7 @@
 use super::{age, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, DISCOVERY_FAILURE, GV_PARSING_FAILURE};
 use crate::diagnose::evidence::{ApiServiceState, Evidence, NamespaceState};
-use crate::diagnose::remedy::Action;
+use crate::diagnose::remedy::{Action, RemedyId};
 
 /// How long the namespace controller may take before its silence is a sign: it writes the
 /// conditions on its first pass, normally within seconds of the deletion.
@@ -76,6 +76,7 @@ fn api_service_cause(s: &ApiServiceState, scan_failure: Option<&str>, in_conditi
             "Deleting the APIService removes {gv} from the cluster: clients and controllers that use it fail until its component is reinstalled; objects its backend stores are not deleted."
         ),
         remedy: single(
+            RemedyId::DeleteApiService { name: s.name.clone() },
             format!("delete APIService {}", s.name),
             Action::DeleteApiService {
                 name: s.name.clone(),

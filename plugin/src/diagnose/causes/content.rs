@@ -7,7 +7,7 @@ use super::{age, listing, Cause, CauseKind};
 use crate::diagnose::conditions::{self, CONTENT_FAILURE, FINALIZERS_REMAINING};
 use crate::diagnose::evidence::{Evidence, Leftover, NamespaceState};
 use crate::diagnose::finalizers::attribute;
-use crate::diagnose::remedy::{Action, Holder, Remedy};
+use crate::diagnose::remedy::{Action, Holder, Remedy, RemedyId};
 
 /// Before the controller's first pass, undeleted content is normal: it deletes it on that pass.
 const FIRST_PASS_SECONDS: i64 = 60;
@@ -51,6 +51,7 @@ pub fn undeleted(ns: &NamespaceState, ev: &Evidence, excluded: &[String]) -> Opt
         advice: "The namespace controller's DELETE of these failed or has not happened yet. Once the causes above are fixed it deletes them itself; deleting them now saves waiting for its next retry.".into(),
         risk: "None beyond the namespace deletion already asked for: these objects go with the namespace anyway.".into(),
         remedy: Some(Remedy::new(
+            RemedyId::DeleteContent { namespace: ns.name.clone() },
             format!("delete the {} object(s) left in {}", objects.len(), ns.name),
             actions,
         )),
@@ -86,7 +87,11 @@ pub fn terminating_pods(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> {
         evidence: vec![format!("pods: {}", listing(&names, 10))],
         advice: "Their node is probably gone or NotReady (kubectl get nodes). If it is really gone, force-delete them.".into(),
         risk: "Force deletion removes only the API object: if the node is alive the containers keep running, and a StatefulSet may start a second copy.".into(),
-        remedy: Some(Remedy::new(format!("force-delete {} pod(s)", pods.len()), actions)),
+        remedy: Some(Remedy::new(
+            RemedyId::ForceDeletePods { namespace: ns.name.clone() },
+            format!("force-delete {} pod(s)", pods.len()),
+            actions,
+        )),
     })
 }
 
@@ -102,7 +107,7 @@ pub fn pending_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
     by_finalizer
         .into_iter()
         .map(|(finalizer, objects)| {
-            let mut cause = finalizer_cause(finalizer, &objects, ev);
+            let mut cause = finalizer_cause(&ns.name, finalizer, &objects, ev);
             if let Some(c) = condition {
                 cause.evidence.push(format!("condition {FINALIZERS_REMAINING}: {}", c.message));
             }
@@ -111,7 +116,7 @@ pub fn pending_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
         .collect()
 }
 
-fn finalizer_cause(finalizer: &str, objects: &[&Leftover], ev: &Evidence) -> Cause {
+fn finalizer_cause(namespace: &str, finalizer: &str, objects: &[&Leftover], ev: &Evidence) -> Cause {
     let who = attribute(finalizer, &objects[0].resource.group, &ev.crds);
     let names: Vec<String> = objects
         .iter()
@@ -167,6 +172,7 @@ fn finalizer_cause(finalizer: &str, objects: &[&Leftover], ev: &Evidence) -> Cau
             "Whatever {finalizer} guards outside the cluster (cloud resources, external records) is not cleaned up and may be orphaned."
         ),
         remedy: Some(Remedy::new(
+            RemedyId::RemoveObjectFinalizer { namespace: namespace.to_string(), finalizer: finalizer.to_string() },
             format!("remove finalizer {finalizer} from {} object(s)", objects.len()),
             actions,
         )),
@@ -233,6 +239,13 @@ mod tests {
                 finalizer: "stable.example.com/cleanup".into(),
                 index: 1,
                 resource_version: "7".into(),
+            }
+        );
+        assert_eq!(
+            c.remedy.as_ref().unwrap().id,
+            RemedyId::RemoveObjectFinalizer {
+                namespace: "ns".into(),
+                finalizer: "stable.example.com/cleanup".into()
             }
         );
     }

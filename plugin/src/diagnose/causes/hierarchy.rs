@@ -14,7 +14,7 @@ use hns_api::keys::{ALLOW_CASCADING_DELETION, PARENT, SUBNAMESPACE_OF};
 use super::{listing, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, CONTENT_FAILURE};
 use crate::diagnose::evidence::{Evidence, NamespaceState};
-use crate::diagnose::remedy::Action;
+use crate::diagnose::remedy::{Action, RemedyId};
 
 /// The subnamespaces of `ns` whose deletion hns refuses, one cause each.
 pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
@@ -49,6 +49,7 @@ pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
                     listing(&subtree, 10)
                 ),
                 remedy: single(
+                    RemedyId::AllowCascadingDeletion { namespace: child.name.clone() },
                     format!("allow cascading deletion on {}", child.name),
                     Action::AllowCascadingDeletion {
                         namespace: child.name.clone(),

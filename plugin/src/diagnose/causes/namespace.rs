@@ -4,7 +4,7 @@ use super::{listing, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, DISCOVERY_FAILURE};
 use crate::diagnose::evidence::{Evidence, NamespaceState};
 use crate::diagnose::finalizers::attribute;
-use crate::diagnose::remedy::{Action, Holder};
+use crate::diagnose::remedy::{Action, Holder, RemedyId};
 
 /// The namespace controller's own entry in `spec.finalizers`.
 const KUBERNETES: &str = "kubernetes";
@@ -27,6 +27,7 @@ pub fn foreign_spec_finalizers(ns: &NamespaceState) -> Vec<Cause> {
                 ),
                 risk: format!("The system behind {f} does not run its cleanup for this namespace."),
                 remedy: single(
+                    RemedyId::DropSpecFinalizer { namespace: ns.name.clone(), finalizer: f.clone() },
                     format!("drop {f} from spec.finalizers of {}", ns.name),
                     Action::FinalizeNamespace {
                         namespace: ns.name.clone(),
@@ -70,6 +71,7 @@ pub fn metadata_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
                     who.controller
                 ),
                 remedy: single(
+                    RemedyId::RemoveNamespaceFinalizer { namespace: ns.name.clone(), finalizer: f.clone() },
                     format!("remove finalizer {f} from namespace {}", ns.name),
                     Action::RemoveFinalizer {
                         holder: Holder::Namespace {
@@ -94,6 +96,7 @@ pub fn last_resort(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> {
     let content = remaining_content(ns, ev);
     let to: Vec<String> = ns.spec_finalizers.iter().filter(|f| *f != KUBERNETES).cloned().collect();
     let mut remedy = single(
+        RemedyId::Finalize { namespace: ns.name.clone() },
         format!("finalize namespace {} (remove \"kubernetes\" from spec.finalizers)", ns.name),
         Action::FinalizeNamespace {
             namespace: ns.name.clone(),
