@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::call::{await_write, check_name, check_namespace, refused, Call, Reply};
 use super::def::{Handlers, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
+use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
@@ -138,40 +139,16 @@ fn is_pristine(node: &Node) -> bool {
     HierarchyState::of(node) == HierarchyState::default()
 }
 
-/// How often a write is retried when the namespace changed under it (e.g. the controller
-/// relabelled it) and the client did not ask for a resourceVersion precondition.
-const WRITE_ATTEMPTS: usize = 10;
-
-/// How often a write is tried when it could not finish its turn of the hierarchy lock in time
-/// (kube-apiserver slow to answer the ancestry check): the client asked once, and the next turn
-/// usually goes through.
-const LOCK_ATTEMPTS: usize = 3;
-
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match write_once(call).await {
-            // kube-apiserver retries unconditional updates on conflicts; so do we, from a
-            // fresh look at the namespace: read it, and wait for the cache to hold that version.
-            Err((e, false)) if e.code == 409 && attempt < WRITE_ATTEMPTS => {
-                if let Some(ns) = call.state.writer.get(&call.req.namespace).await? {
-                    call.state.cache.caught_up_with(&ns).await;
-                }
-            }
-            Err((e, false)) if e.code == 503 && attempt < LOCK_ATTEMPTS => {
-                tracing::info!(namespace = %call.req.namespace, reason = %e, "hierarchy write retried");
-            }
-            other => return other.map_err(|(e, _)| e),
-        }
-    }
+    write::retrying(call, Stored::Namespace(&call.req.namespace), || write_once(call)).await
 }
 
-/// One attempt; an error says whether the client's own resourceVersion precondition failed.
-async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
+/// One attempt of a write.
+async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let gr = DEF.group_resource();
     let ns = call.req.namespace.as_str();
-    let fail = |e: ApiError| (e, false);
+    // As kube-apiserver does, a conflict with the namespace as this attempt read it is retried.
+    let fail = Failure::from;
     let opts = WriteOptions::from_query(call.query).map_err(fail)?;
     let (current, current_state, pristine) = {
         let forest = call.state.cache.read();
@@ -185,7 +162,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     // Nothing in working out the desired object is worth retrying: an apply's conflicts are
     // with other managers, not with a concurrent write.
     let (mut desired, mut warnings) =
-        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &current).map_err(|e| (e, true))?;
+        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &current).map_err(Failure::Final)?;
     // The current resourceVersion that a patch carries over (or sets again, as kubectl's JSON
     // patch moving managedFields to server-side apply does) is no precondition of the client's.
     if desired.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
@@ -209,11 +186,12 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
     if call.req.verb == Verb::Create && !pristine {
         return Err(fail(ApiError::already_exists(gr, HIERARCHY_SINGLETON)));
     }
-    let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-    let client_rv = hc.metadata.resource_version.as_deref().filter(|rv| !rv.is_empty());
-    if client_rv.is_some_and(|rv| rv != current_rv) {
-        return Err((ApiError::stale(gr, HIERARCHY_SINGLETON), true));
-    }
+    let client_precondition = write::check_resource_version(
+        gr,
+        HIERARCHY_SINGLETON,
+        &current,
+        hc.metadata.resource_version.as_deref(),
+    )?;
     let desired = HierarchyState {
         parent: hc.spec.parent.clone().filter(|p| !p.is_empty()),
         allow_cascading_deletion: hc.spec.allow_cascading_deletion,
@@ -223,7 +201,10 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, (ApiError, bool)> {
         subnamespace_meta: current_state.subnamespace_meta.clone(),
     };
     authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
-    let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| (e, client_rv.is_some()))?;
+    let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| match e.code {
+        503 if !client_precondition => Failure::LockTurn(e),
+        _ => write::write_failed(e, client_precondition),
+    })?;
     let forest = call.state.cache.read();
     let obj = match written {
         Some(updated) => {

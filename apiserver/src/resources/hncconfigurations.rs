@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::call::{check_name, refused, Call, Reply};
 use super::def::{Handlers, ResourceDef};
 use super::managed::{self, METADATA};
+use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::rules::Refusal;
 use crate::http::body::{self, WriteOptions};
@@ -101,35 +102,52 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
 }
 
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
+    write::retrying(call, Stored::Config, || write_once(call)).await
+}
+
+/// One attempt of a write: only the final write's conflict is retried (the ConfigMap changed
+/// since the store read it); everything before it is the answer.
+async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let current = with_current_status(call);
-    let opts = WriteOptions::from_query(call.query)?;
-    let (desired, mut warnings) = managed::desired::<HNCConfiguration>(call, &opts, &SHAPE, &current)?;
-    let (obj, more): (HNCConfiguration, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
+    let opts = WriteOptions::from_query(call.query).map_err(Failure::Final)?;
+    let (desired, mut warnings) =
+        managed::desired::<HNCConfiguration>(call, &opts, &SHAPE, &current).map_err(Failure::Final)?;
+    let (obj, more): (HNCConfiguration, _) =
+        body::decode(desired, DEF.kind, opts.field_validation).map_err(Failure::Final)?;
     warnings.extend(more);
-    let name = check_name(&DEF, &call.req.name, obj.metadata.name.as_deref())?;
+    let name = check_name(&DEF, &call.req.name, obj.metadata.name.as_deref()).map_err(Failure::Final)?;
     if name != CONFIG_SINGLETON {
-        return Err(refused(
+        return Err(Failure::Final(refused(
             &DEF,
             &name,
             Refusal::Invalid(vec![(
                 "metadata.name".into(),
                 format!("Invalid value: \"{name}\": the HNCConfiguration must be named \"config\""),
             )]),
-        ));
+        )));
     }
-    let current_rv = current["metadata"]["resourceVersion"].as_str();
-    if obj.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty() && Some(rv) != current_rv) {
-        return Err(ApiError::stale(DEF.group_resource(), CONFIG_SINGLETON));
-    }
-    check_spec(&call.state.client, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
+    let client_precondition = write::check_resource_version(
+        DEF.group_resource(),
+        CONFIG_SINGLETON,
+        &current,
+        obj.metadata.resource_version.as_deref(),
+    )?;
+    check_spec(&call.state.client, &obj.spec)
+        .await
+        .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
+        .map_err(Failure::Final)?;
     let before: HNCConfigurationSpec = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
-    check_overwrites(call, &before, &obj.spec).await.map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))?;
+    check_overwrites(call, &before, &obj.spec)
+        .await
+        .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
+        .map_err(Failure::Final)?;
     let meta = ObjectLabels::of(&obj.metadata);
     let written = call
         .state
         .config
         .write(&call.state.client, &call.state.namespace, &obj.spec, &meta, opts.dry_run)
-        .await?;
+        .await
+        .map_err(|e| write::write_failed(e, client_precondition))?;
     let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
     Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
 }

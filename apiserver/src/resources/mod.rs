@@ -9,6 +9,7 @@ pub mod managed;
 pub mod render;
 pub mod subnamespaces;
 pub mod watch;
+pub mod write;
 
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};

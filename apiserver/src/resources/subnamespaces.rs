@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::call::{await_write, check_name, check_namespace, refused, Call, Reply};
 use super::def::{Handlers, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
+use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
@@ -262,32 +263,13 @@ fn already_there(call: &Call<'_>, name: &str, e: ApiError) -> ApiError {
     }
 }
 
-/// How often an update is retried when the namespace changed under it (the controller
-/// relabelled it) and the client asked for no resourceVersion precondition.
-const UPDATE_ATTEMPTS: usize = 10;
-
-/// Updates (or, by server-side apply, creates) a subnamespace. Like kube-apiserver, an update
-/// without the client's own resourceVersion is retried from a fresh read when the namespace
-/// changed between the read and the write.
+/// Updates (or, by server-side apply, creates) a subnamespace.
 async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let mut client_precondition = false;
-        match update_once(call, &mut client_precondition).await {
-            Err(e) if e.code == 409 && !client_precondition && attempt < UPDATE_ATTEMPTS => {
-                if let Some(ns) = call.state.writer.get(&call.req.name).await? {
-                    call.state.cache.caught_up_with(&ns).await;
-                }
-            }
-            other => return other,
-        }
-    }
+    write::retrying(call, Stored::Namespace(&call.req.name), || update_once(call)).await
 }
 
-/// One attempt; sets `client_precondition` when the client's object names a resourceVersion, so
-/// that a conflict is the client's to resolve, not retried.
-async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<Reply, ApiError> {
+/// One attempt of an update.
+async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let opts = WriteOptions::from_query(call.query)?;
     let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = call.def.group_resource();
@@ -299,20 +281,16 @@ async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<
     };
     let (current, current_state) = match found {
         Some(found) => found,
-        None if managed::is_apply(call) => return create_by_apply(call).await,
-        None => return Err(ApiError::not_found(gr, name)),
+        None if managed::is_apply(call) => return create_by_apply(call).await.map_err(Failure::Final),
+        None => return Err(Failure::Final(ApiError::not_found(gr, name))),
     };
     let (desired, mut warnings) = managed::desired::<Written>(call, &opts, &SHAPE, &current)?;
     let (obj, more): (Written, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
     check_name(call.def, name, obj.metadata.name.as_deref())?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
-    let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-    let client_rv = obj.metadata.resource_version.as_deref().filter(|rv| !rv.is_empty());
-    *client_precondition = client_rv.is_some();
-    if client_rv.is_some_and(|rv| rv != current_rv) {
-        return Err(ApiError::stale(gr, name));
-    }
+    let client_precondition =
+        write::check_resource_version(gr, name, &current, obj.metadata.resource_version.as_deref())?;
     let desired = HierarchyState {
         managed_labels: obj.spec.labels.clone(),
         managed_annotations: obj.spec.annotations.clone(),
@@ -331,7 +309,12 @@ async fn update_once(call: &Call<'_>, client_precondition: &mut bool) -> Result<
     };
     let mut node = None;
     if let Some(p) = patch {
-        let updated = call.state.writer.patch(name, &p, opts.dry_run).await?;
+        let updated = call
+            .state
+            .writer
+            .patch(name, &p, opts.dry_run)
+            .await
+            .map_err(|e| write::write_failed(e, client_precondition))?;
         if !opts.dry_run {
             await_write(call.state, &updated).await;
         }

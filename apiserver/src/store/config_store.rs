@@ -35,7 +35,12 @@ pub struct ConfigStore {
     synced: AtomicBool,
     /// The current spec, for the propagation syncers.
     pub spec: tokio::sync::watch::Sender<HNCConfigurationSpec>,
+    /// The ConfigMap's resourceVersion as the watch last brought it, for writers waiting on it.
+    reached: tokio::sync::watch::Sender<u64>,
 }
+
+/// How long a writer waits for the watch to bring the ConfigMap's version it read.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Default for ConfigStore {
     fn default() -> Self {
@@ -43,6 +48,7 @@ impl Default for ConfigStore {
             current: RwLock::default(),
             synced: AtomicBool::new(false),
             spec: tokio::sync::watch::channel(Default::default()).0,
+            reached: tokio::sync::watch::Sender::new(0),
         }
     }
 }
@@ -62,6 +68,14 @@ impl ConfigStore {
         to_object(self.get().as_ref())
     }
 
+    /// Waits until the store holds the ConfigMap at resourceVersion `rv` or later; false if the
+    /// watch did not get there in time.
+    pub async fn caught_up(&self, rv: u64) -> bool {
+        let mut reached = self.reached.subscribe();
+        let outcome = tokio::time::timeout(CATCH_UP, reached.wait_for(|at| *at >= rv)).await;
+        matches!(outcome, Ok(Ok(_)))
+    }
+
     fn set(&self, cm: Option<ConfigMap>, hub: &Hub) {
         let before = serde_json::to_value(self.object()).unwrap_or_default();
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = cm.clone();
@@ -76,6 +90,7 @@ impl ConfigStore {
         if before != after {
             hub.publish(vec![Event::new("MODIFIED", Family::Config, after, rv)]);
         }
+        self.reached.send_if_modified(|at| std::mem::replace(at, rv) != rv);
     }
 
     /// Writes `spec` and `meta` over the stored configuration, guarded by the stored
@@ -130,6 +145,13 @@ fn to_object(cm: Option<&ConfigMap>) -> HNCConfiguration {
     }
     obj.metadata.generation = Some(1);
     obj
+}
+
+/// The ConfigMap's resourceVersion as kube-apiserver has it now (0 when there is none).
+pub async fn stored_resource_version(client: &Client, namespace: &str) -> Result<u64, ApiError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = api.get_opt(CONFIGMAP).await.map_err(ApiError::from_kube)?;
+    Ok(cm.and_then(|c| c.metadata.resource_version).and_then(|rv| rv.parse().ok()).unwrap_or(0))
 }
 
 /// The configuration as JSON.

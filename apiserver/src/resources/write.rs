@@ -1,0 +1,140 @@
+//! The one skeleton every write follows, as kube-apiserver's update does: an attempt reads the
+//! object as the cache holds it, checks the client's resourceVersion, plans the change and
+//! writes it, then waits for the cache to bring the write back. When the object changed between
+//! the read and the write (a 409 the client did not ask for, e.g. the controller relabelled the
+//! namespace), the attempt is made again from a fresh read; a client that named the
+//! resourceVersion it wrote against gets its 409, as from kube-apiserver.
+
+use std::future::Future;
+
+use super::call::{Call, Reply};
+use crate::http::status::{ApiError, GroupResource};
+use crate::store::config_store;
+
+/// How often a write is tried when the object changed under it.
+const WRITE_ATTEMPTS: usize = 10;
+
+/// How often a write is tried when its turn of the parent lock ran out (kube-apiserver slow to
+/// answer the ancestry check): the client asked once, and the next turn usually goes through.
+const LOCK_ATTEMPTS: usize = 3;
+
+/// Why an attempt failed, which decides whether another one is made.
+#[derive(Debug)]
+pub enum Failure {
+    /// The answer to the client: its own precondition failed, or the request is wrong.
+    Final(ApiError),
+    /// The stored object changed under the attempt: read it again and retry.
+    Changed(ApiError),
+    /// The attempt's turn of the parent lock ran out: take another turn.
+    LockTurn(ApiError),
+}
+
+impl From<ApiError> for Failure {
+    /// A conflict from a write is a change under the attempt; anything else is final.
+    fn from(e: ApiError) -> Self {
+        if e.code == 409 {
+            Failure::Changed(e)
+        } else {
+            Failure::Final(e)
+        }
+    }
+}
+
+/// Where a resource's objects are stored, for the fresh read after a conflict.
+#[derive(Debug, Clone, Copy)]
+pub enum Stored<'a> {
+    /// On this Namespace object.
+    Namespace(&'a str),
+    /// In the HNC configuration's ConfigMap.
+    Config,
+}
+
+/// Makes `attempt` until it succeeds, fails for good, or runs out of tries.
+pub async fn retrying<F, Fut>(call: &Call<'_>, stored: Stored<'_>, mut attempt: F) -> Result<Reply, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Reply, Failure>>,
+{
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt().await {
+            Ok(reply) => return Ok(reply),
+            Err(Failure::Changed(_)) if tries < WRITE_ATTEMPTS => refresh(call, stored).await?,
+            Err(Failure::LockTurn(e)) if tries < LOCK_ATTEMPTS => {
+                tracing::info!(resource = call.def.plural, name = %call.req.name, reason = %e, "write retried");
+            }
+            Err(Failure::Final(e) | Failure::Changed(e) | Failure::LockTurn(e)) => return Err(e),
+        }
+    }
+}
+
+/// Brings the cache up to the stored object as kube-apiserver has it now.
+async fn refresh(call: &Call<'_>, stored: Stored<'_>) -> Result<(), ApiError> {
+    match stored {
+        Stored::Namespace(ns) => {
+            if let Some(ns) = call.state.writer.get(ns).await? {
+                call.state.cache.caught_up_with(&ns).await;
+            }
+        }
+        Stored::Config => {
+            let rv = config_store::stored_resource_version(&call.state.client, &call.state.namespace).await?;
+            call.state.config.caught_up(rv).await;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the resourceVersion the client's object names, if any, against the current one.
+/// Returns whether the client named one: a conflict of the write that follows is then the
+/// client's to resolve, not retried.
+pub fn check_resource_version(
+    gr: GroupResource<'_>,
+    name: &str,
+    current: &serde_json::Value,
+    client_rv: Option<&str>,
+) -> Result<bool, Failure> {
+    let client_rv = client_rv.filter(|rv| !rv.is_empty());
+    let current_rv = current["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+    if client_rv.is_some_and(|rv| rv != current_rv) {
+        return Err(Failure::Final(ApiError::stale(gr, name)));
+    }
+    Ok(client_rv.is_some())
+}
+
+/// A failed write: final when the client guarded it with its own resourceVersion.
+pub fn write_failed(e: ApiError, client_precondition: bool) -> Failure {
+    if client_precondition {
+        Failure::Final(e)
+    } else {
+        e.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const GR: GroupResource<'static> = GroupResource { group: "hnc.x-k8s.io", resource: "things" };
+
+    #[test]
+    fn the_clients_resource_version_is_a_precondition() {
+        let current = json!({"metadata": {"resourceVersion": "7"}});
+        assert!(!check_resource_version(GR, "x", &current, None).unwrap());
+        assert!(!check_resource_version(GR, "x", &current, Some("")).unwrap(), "empty is none");
+        assert!(check_resource_version(GR, "x", &current, Some("7")).unwrap());
+        assert!(matches!(
+            check_resource_version(GR, "x", &current, Some("6")),
+            Err(Failure::Final(e)) if e.code == 409
+        ));
+    }
+
+    #[test]
+    fn conflicts_are_retried_unless_the_client_guarded_the_write() {
+        let conflict = || ApiError::stale(GR, "x");
+        assert!(matches!(write_failed(conflict(), false), Failure::Changed(_)));
+        assert!(matches!(write_failed(conflict(), true), Failure::Final(_)));
+        assert!(matches!(write_failed(ApiError::bad_request("no"), false), Failure::Final(_)));
+    }
+}
