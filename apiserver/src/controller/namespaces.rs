@@ -15,19 +15,7 @@ use crate::hierarchy::policy::Policy;
 /// The labels hns wants on `ns`, and the keys it owns there (wanted or not).
 fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String, String> {
     let Some(node) = forest.get(ns) else { return BTreeMap::new() };
-    let member = node.parent.is_some() || forest.children(ns).next().is_some();
-    let mut labels = BTreeMap::new();
-    if member {
-        // In or below a cycle the ancestry has no root: only the namespace's own label is
-        // certain, and tree labels must never express a cycle.
-        let tangled = forest.ancestry_names(ns).iter().any(|a| forest.cycle_names(a).is_some());
-        labels = if tangled {
-            plan::tree_labels(forest, ns, None)
-        } else {
-            plan::tree_labels(forest, ns, node.parent.as_deref())
-        };
-        labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
-    }
+    let mut labels = plan::hierarchy_labels(forest, ns, node.parent.as_deref());
     for kv in inherited(forest, ns, |n| &n.managed_labels) {
         if policy.is_managed_label(&kv.0) {
             labels.insert(kv.0, kv.1);

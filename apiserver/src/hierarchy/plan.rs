@@ -97,9 +97,26 @@ pub fn revert_forgery(forest: &Forest, node: &Node) -> Map<String, Value> {
     sealed_changes(forest, node, &sealed_annotations(&HierarchyState::of(node), node.is_subnamespace))
 }
 
+/// The labels of hns that namespace `ns` should carry under `parent`, the one rule for API
+/// writes and the controller alike: while it is a member of a hierarchy (it has a parent or
+/// children), the membership label and its tree labels; none otherwise. In or below a cycle
+/// the ancestry has no root: only its own tree label is certain, and tree labels must never
+/// express a cycle.
+pub fn hierarchy_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
+    let member = parent.is_some() || forest.children(ns).next().is_some();
+    if !member {
+        return BTreeMap::new();
+    }
+    let tangled =
+        parent.is_some_and(|p| forest.ancestry_names(p).iter().any(|a| forest.cycle_names(a).is_some()));
+    let mut labels = tree_labels(forest, ns, if tangled { None } else { parent });
+    labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    labels
+}
+
 /// Tree labels of namespace `ns` under `parent`: one per existing ancestor with its distance,
 /// and `ns` itself at 0. A cycle or a missing ancestor ends the chain.
-pub fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
+fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([(keys::tree_label(ns), "0".to_string())]);
     if let Some(p) = parent {
         let ancestry = forest.ancestry_names(p);
@@ -114,8 +131,7 @@ pub fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<
 
 /// The Namespace object of a new subnamespace `name` of `parent`.
 pub fn new_subnamespace(forest: &Forest, parent: &str, name: &str, state: &HierarchyState) -> Namespace {
-    let mut labels = tree_labels(forest, name, Some(parent));
-    labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    let labels = hierarchy_labels(forest, name, Some(parent));
     let state = HierarchyState { parent: Some(parent.to_string()), ..state.clone() };
     let mut annotations = sealed_annotations(&state, true);
     if let Some(seal) = forest.sealer().seal(name, &annotations) {
@@ -155,17 +171,10 @@ pub fn hierarchy_patch(forest: &Forest, node: &Node, desired: &HierarchyState) -
     }))
 }
 
-/// Label changes for `node` under `parent`: its own tree labels and the membership label, set
-/// while it has a parent or children and removed otherwise.
+/// Label changes taking `node` to [`hierarchy_labels`] under `parent`.
 fn membership_labels(forest: &Forest, node: &Node, parent: Option<&str>) -> Map<String, Value> {
-    let name = node.name();
-    let member = parent.is_some() || forest.children(name).next().is_some();
     let current = node.object.metadata.labels.clone().unwrap_or_default();
-    let mut want: BTreeMap<String, String> =
-        if member { tree_labels(forest, name, parent) } else { BTreeMap::new() };
-    if member {
-        want.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
-    }
+    let want = hierarchy_labels(forest, node.name(), parent);
     let mut changes = Map::new();
     for (k, v) in &want {
         if current.get(k) != Some(v) {
