@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod options;
 pub mod propagation;
+pub mod resource_version;
 pub mod resources;
 pub mod server;
 pub mod ssa;

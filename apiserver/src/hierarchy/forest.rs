@@ -156,7 +156,7 @@ impl Node {
 
     /// The resourceVersion of the namespace object.
     pub fn resource_version(&self) -> u64 {
-        rv_number(&self.object)
+        crate::resource_version::number(&self.object.metadata)
     }
 
     /// The resourceVersion of the namespace's hierarchy configuration: it changes when the
@@ -248,7 +248,7 @@ impl Forest {
         self.observe_resource_version(ns.metadata.resource_version.as_deref());
         let name = ns.metadata.name.as_deref().unwrap_or_default();
         if let Some(parent) = self.nodes.get(name).and_then(|n| n.parent.clone()) {
-            self.touch_children(&parent, rv_number(ns));
+            self.touch_children(&parent, crate::resource_version::number(&ns.metadata));
         }
         self.unlink(name);
         self.nodes.remove(name);
@@ -460,11 +460,6 @@ impl Forest {
 /// Whether two nodes are versions of the same namespace, not two namespaces of the same name.
 fn same_namespace(a: &Node, b: &Node) -> bool {
     a.object.metadata.uid == b.object.metadata.uid
-}
-
-/// A namespace's resourceVersion as a number (namespaces' come from one etcd revision counter).
-pub fn rv_number(ns: &Namespace) -> u64 {
-    ns.metadata.resource_version.as_deref().and_then(|rv| rv.parse().ok()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
+use crate::resource_version;
 use crate::store::cache::Change;
 use hns_api::config::Mode;
 pub use plan::{Action, Objects};
@@ -136,16 +137,11 @@ fn key(o: &DynamicObject) -> (String, String) {
     (o.metadata.namespace.clone().unwrap_or_default(), o.metadata.name.clone().unwrap_or_default())
 }
 
-/// An object's resourceVersion as a number (kube-apiserver's are etcd revisions), 0 if absent.
-fn rv_number(o: &DynamicObject) -> u64 {
-    o.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0)
-}
-
 /// Puts `obj` in `objects` unless they hold that version of it or a newer one; whether it did.
 /// (An object without a resourceVersion always goes in.)
 fn insert_if_newer(objects: &mut Objects, obj: DynamicObject) -> bool {
-    let rv = rv_number(&obj);
-    if rv != 0 && objects.get(&key(&obj)).is_some_and(|held| rv_number(held) >= rv) {
+    let rv = resource_version::number(&obj.metadata);
+    if rv != 0 && objects.get(&key(&obj)).is_some_and(|held| resource_version::number(&held.metadata) >= rv) {
         return false;
     }
     objects.insert(key(&obj), Arc::new(strip(obj)));

@@ -120,7 +120,7 @@ impl Cache {
 
     /// Waits until the forest holds namespace `ns` at least as it was returned by kube-apiserver.
     pub async fn caught_up_with(&self, ns: &Namespace) -> bool {
-        self.caught_up(crate::hierarchy::forest::rv_number(ns)).await
+        self.caught_up(crate::resource_version::number(&ns.metadata)).await
     }
 
     /// Tells waiting writers how far the forest has got.

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::hierarchy::forest::ObjectLabels;
 use crate::http::status::ApiError;
+use crate::resource_version;
 use crate::store::hub::{Event, Family, Hub};
 
 /// Name of the ConfigMap.
@@ -86,7 +87,7 @@ impl ConfigStore {
             changed
         });
         let after = serde_json::to_value(obj).unwrap_or_default();
-        let rv = cm.and_then(|c| c.metadata.resource_version).and_then(|rv| rv.parse().ok()).unwrap_or(0);
+        let rv = cm.as_ref().map_or(0, |c| resource_version::number(&c.metadata));
         if before != after {
             hub.publish(vec![Event::new("MODIFIED", Family::Config, after, rv)]);
         }
@@ -151,7 +152,7 @@ fn to_object(cm: Option<&ConfigMap>) -> HNCConfiguration {
 pub async fn stored_resource_version(client: &Client, namespace: &str) -> Result<u64, ApiError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let cm = api.get_opt(CONFIGMAP).await.map_err(ApiError::from_kube)?;
-    Ok(cm.and_then(|c| c.metadata.resource_version).and_then(|rv| rv.parse().ok()).unwrap_or(0))
+    Ok(cm.map_or(0, |c| resource_version::number(&c.metadata)))
 }
 
 /// The configuration as JSON.
