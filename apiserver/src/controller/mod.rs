@@ -7,12 +7,12 @@
 //! other replicas keep their queues empty and take over from scratch if they become leader, so
 //! a restart or a leader change converges without any state carried across.
 
+pub mod error;
 pub mod events;
 pub mod namespaces;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::{broadcast, watch, Notify};
 
@@ -22,6 +22,7 @@ use crate::hierarchy::policy::Policy;
 use crate::propagation::{Action, Propagation, Syncer};
 use crate::store::cache::{Cache, Change};
 use crate::store::writer::Writer;
+use error::Error;
 
 /// Namespaces reconciled at once. A reconcile mostly waits on kube-apiserver, so many run
 /// together (HNC ran 20); a move or a new source touches a whole subtree.
@@ -154,13 +155,12 @@ impl Controller {
                 continue; // a follower drops work; it re-lists everything when it leads
             }
             self.metrics.reconciles.inc();
-            if let Err(code) = self.reconcile(&ns).await {
+            if let Err(error) = self.reconcile(&ns).await {
                 self.metrics.reconcile_errors.inc();
-                // A conflict means our copy was stale: the watch brings the new version and with
-                // it another pass. Anything else is retried after a pause.
-                let queue = self.queue.clone();
+                tracing::debug!(namespace = %ns, %error, "reconcile failed; retrying");
+                let (queue, after) = (self.queue.clone(), error.requeue_after());
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(if code == 409 { 100 } else { 2_000 })).await;
+                    tokio::time::sleep(after).await;
                     queue.push([ns]);
                 });
             }
@@ -171,19 +171,20 @@ impl Controller {
     /// below it at once ([`crate::hierarchy::forest::Forest::cascade`]) rather than one level per pass of
     /// the namespace controller. Each deletion is conditional on the uid the forest saw, so a
     /// namespace made again under the same name is left alone.
-    async fn cascade(&self, ns: &str) -> Result<(), u16> {
+    async fn cascade(&self, ns: &str) -> Result<(), Error> {
         use futures::StreamExt;
         let doomed = self.cache.read().cascade(ns);
-        let outcomes: Vec<Result<(), u16>> = futures::stream::iter(doomed)
+        let outcomes: Vec<Result<(), Error>> = futures::stream::iter(doomed)
             .map(|(name, uid)| async move {
                 tracing::info!(namespace = %name, terminating = %ns, "deleting a subnamespace with its terminating ancestor");
                 match self.writer.delete(&name, uid, false).await {
                     // Gone already, already terminating, or another namespace of that name now.
                     Ok(_) => Ok(()),
                     Err(e) if e.code == 404 || e.code == 409 => Ok(()),
-                    Err(e) => {
-                        tracing::warn!(namespace = %name, error = %e, "cascading deletion failed; retrying");
-                        Err(e.code)
+                    Err(source) => {
+                        let error = Error::Cascade { namespace: name, source };
+                        tracing::warn!(%error, "cascading deletion failed; retrying");
+                        Err(error)
                     }
                 }
             })
@@ -194,7 +195,7 @@ impl Controller {
     }
 
     /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.
-    async fn reconcile(&self, ns: &str) -> Result<(), u16> {
+    async fn reconcile(&self, ns: &str) -> Result<(), Error> {
         self.cascade(ns).await?;
         let (patch, new_conditions, uid) = {
             let forest = self.cache.read();
@@ -220,10 +221,7 @@ impl Controller {
                     }
                 }
                 Err(e) if e.code == 404 => return Ok(()),
-                Err(e) => {
-                    tracing::debug!(namespace = %ns, error = %e, "namespace update failed; retrying");
-                    return Err(e.code);
-                }
+                Err(source) => return Err(Error::Namespace { namespace: ns.to_string(), source }),
             }
         }
         let mut result = Ok(());
@@ -241,8 +239,8 @@ impl Controller {
                 )
             };
             for action in actions {
-                if let Err(code) = self.apply(syncer, ns, action).await {
-                    result = Err(code);
+                if let Err(error) = self.apply(syncer, ns, action).await {
+                    result = Err(error);
                 }
             }
         }
@@ -250,7 +248,7 @@ impl Controller {
     }
 
     /// Makes one propagation write.
-    async fn apply(&self, syncer: &Syncer, ns: &str, action: Action) -> Result<(), u16> {
+    async fn apply(&self, syncer: &Syncer, ns: &str, action: Action) -> Result<(), Error> {
         let api = syncer.api(&self.client, ns);
         let (name, source_namespace) = action.target();
         let (name, source_namespace) = (name.to_string(), source_namespace.to_string());
@@ -293,27 +291,25 @@ impl Controller {
                 return Ok(());
             }
         };
-        match outcome {
-            Ok(()) => Ok(()),
+        let source = match outcome {
+            Ok(()) => return Ok(()),
             // Gone already, or made already: the watch tells us what is there.
             Err(kube::Error::Api(s)) if s.code == 404 || (s.code == 409 && s.reason == "AlreadyExists") => {
-                Ok(())
+                return Ok(())
             }
-            Err(kube::Error::Api(s)) => {
-                tracing::warn!(kind = copy.kind, namespace = %ns, %name, code = s.code, message = %s.message,
-                    "propagation write failed");
-                // A conflict only means our copy of the object was stale, and the watch brings the
-                // new one; anything else (a quota, a webhook, a missing permission) people must see.
-                if s.code != 409 {
-                    self.events.write_failed(&copy, act, &s.message).await;
-                }
-                Err(s.code)
-            }
-            Err(e) => {
-                tracing::warn!(kind = copy.kind, namespace = %ns, %name, error = %e, "propagation write failed");
-                Err(500)
+            Err(source) => source,
+        };
+        // A conflict only means our copy of the object was stale, and the watch brings the new
+        // one; anything else (a quota, a webhook, a missing permission) people must see.
+        if let kube::Error::Api(s) = &source {
+            if s.code != 409 {
+                self.events.write_failed(&copy, act, &s.message).await;
             }
         }
+        let error =
+            Error::Propagation { kind: copy.kind.to_string(), name, namespace: ns.to_string(), source };
+        tracing::warn!(%error, "propagation write failed");
+        Err(error)
     }
 }
 
