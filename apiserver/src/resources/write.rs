@@ -50,19 +50,31 @@ pub enum Stored<'a> {
 }
 
 /// Makes `attempt` until it succeeds, fails for good, or runs out of tries.
-pub async fn retrying<F, Fut>(call: &Call<'_>, stored: Stored<'_>, mut attempt: F) -> Result<Reply, ApiError>
+pub async fn retrying<F, Fut>(call: &Call<'_>, stored: Stored<'_>, attempt: F) -> Result<Reply, ApiError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Reply, Failure>>,
+{
+    retry(attempt, || refresh(call, stored)).await
+}
+
+/// The retry policy, apart from what is retried: `refresh` runs before the attempt after a
+/// change under the last one.
+async fn retry<T, F, Fut, R, RFut>(mut attempt: F, mut refresh: R) -> Result<T, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+    R: FnMut() -> RFut,
+    RFut: Future<Output = Result<(), ApiError>>,
 {
     let mut tries = 0;
     loop {
         tries += 1;
         match attempt().await {
-            Ok(reply) => return Ok(reply),
-            Err(Failure::Changed(_)) if tries < WRITE_ATTEMPTS => refresh(call, stored).await?,
+            Ok(done) => return Ok(done),
+            Err(Failure::Changed(_)) if tries < WRITE_ATTEMPTS => refresh().await?,
             Err(Failure::LockTurn(e)) if tries < LOCK_ATTEMPTS => {
-                tracing::info!(resource = call.def.plural, name = %call.req.name, reason = %e, "write retried");
+                tracing::info!(reason = %e, "write retried for another turn of the parent lock");
             }
             Err(Failure::Final(e) | Failure::Changed(e) | Failure::LockTurn(e)) => return Err(e),
         }
@@ -128,6 +140,40 @@ mod tests {
             check_resource_version(GR, "x", &current, Some("6")),
             Err(Failure::Final(e)) if e.code == 409
         ));
+    }
+
+    /// Runs `retry` with attempts failing as `failures` says (then succeeding); returns the
+    /// outcome, the attempts made and the refreshes.
+    fn run(failures: Vec<fn() -> Failure>) -> (Result<usize, u16>, usize, usize) {
+        let (attempts, refreshes) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        let outcome = futures::executor::block_on(retry(
+            || {
+                let n = attempts.get();
+                attempts.set(n + 1);
+                let result = failures.get(n).map_or(Ok(n + 1), |f| Err(f()));
+                async move { result }
+            },
+            || {
+                refreshes.set(refreshes.get() + 1);
+                async { Ok(()) }
+            },
+        ));
+        (outcome.map_err(|e| e.code), attempts.get(), refreshes.get())
+    }
+
+    #[test]
+    fn changes_under_an_attempt_are_retried_from_a_fresh_read() {
+        let changed = || Failure::Changed(ApiError::stale(GR, "x"));
+        assert_eq!(run(vec![changed, changed]), (Ok(3), 3, 2));
+        assert_eq!(run(vec![changed; 20]), (Err(409), WRITE_ATTEMPTS, WRITE_ATTEMPTS - 1), "bounded");
+    }
+
+    #[test]
+    fn final_answers_are_not_retried_and_lock_turns_are_few() {
+        assert_eq!(run(vec![|| Failure::Final(ApiError::stale(GR, "x"))]), (Err(409), 1, 0));
+        let turn = || Failure::LockTurn(ApiError::service_unavailable("turn ran out"));
+        assert_eq!(run(vec![turn]), (Ok(2), 2, 0));
+        assert_eq!(run(vec![turn; 5]), (Err(503), LOCK_ATTEMPTS, 0));
     }
 
     #[test]
