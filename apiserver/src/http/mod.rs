@@ -8,3 +8,4 @@ pub mod patch;
 pub mod request_info;
 pub mod selector;
 pub mod status;
+pub mod table;

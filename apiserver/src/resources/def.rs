@@ -1,16 +1,18 @@
 //! What a resource is: its names, its Table columns, its schemas, and the handlers of the verbs
 //! it serves, as k8s.io/apiserver's storages implement `Getter`, `Lister`, `Creater`… A resource
 //! module fills in one [`ResourceDef`]; a field left out does not compile, and a verb without a
-//! handler is neither listed nor routed.
+//! handler is neither listed nor routed. A handler gets the [`Call`] and answers a [`Reply`].
+
+use std::collections::HashMap;
 
 use futures::future::LocalBoxFuture;
 use serde_json::Value;
 
-use super::call::{Call, Reply};
-use super::render::Column;
+use crate::auth::authn::Identity;
 use crate::hierarchy::forest::Forest;
-use crate::http::request_info::Verb;
+use crate::http::request_info::{ResourceRequest, Verb};
 use crate::http::status::{ApiError, GroupResource};
+use crate::http::table::{Column, RenderOptions};
 use crate::state::AppState;
 use crate::store::hub::Family;
 
@@ -112,5 +114,44 @@ impl ResourceDef {
     /// The verbs served, in discovery's order.
     pub fn verbs(&self) -> Vec<&'static str> {
         Verb::ALL.into_iter().filter(|v| self.supports(*v)).map(Verb::as_str).collect()
+    }
+}
+
+/// One API call, as the resource modules see it.
+pub struct Call<'a> {
+    /// Shared state.
+    pub state: &'a AppState,
+    /// The caller.
+    pub who: &'a Identity,
+    /// What is asked.
+    pub req: &'a ResourceRequest,
+    /// The resource asked for.
+    pub def: &'static ResourceDef,
+    /// Query parameters.
+    pub query: &'a HashMap<String, String>,
+    /// How to render objects.
+    pub render: &'a RenderOptions,
+    /// The request body (empty for reads).
+    pub body: &'a [u8],
+    /// Its `Content-Type`.
+    pub content_type: Option<&'a str>,
+    /// The client's `User-Agent`, which names the manager of writes without `fieldManager`.
+    pub user_agent: Option<&'a str>,
+}
+
+/// What a resource module answers.
+pub struct Reply {
+    /// HTTP status (200, 201).
+    pub code: u16,
+    /// The rendered body.
+    pub body: Value,
+    /// `Warning` headers (e.g. unknown fields).
+    pub warnings: Vec<String>,
+}
+
+impl Reply {
+    /// 200 with `body`.
+    pub fn ok(body: Value) -> Self {
+        Reply { code: 200, body, warnings: Vec::new() }
     }
 }

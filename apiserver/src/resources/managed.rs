@@ -6,7 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
-use super::call::{check_name, check_namespace, Call};
+use super::checks::{check_name, check_namespace};
+use super::def::Call;
 use crate::http::body::{self, WriteOptions, APPLY_PATCH};
 use crate::http::request_info::Verb;
 use crate::http::status::ApiError;

@@ -1,7 +1,7 @@
 //! The resources hns serves, described once: discovery, OpenAPI, routing and Table output all
 //! read these definitions, so a resource is never listed somewhere it is not served.
 
-pub mod call;
+pub mod checks;
 pub mod def;
 pub mod hierarchyconfigurations;
 pub mod hncconfigurations;
@@ -15,15 +15,15 @@ use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use futures::StreamExt;
 
-pub use call::{Call, Reply};
 pub use def::ResourceDef;
+pub use def::{Call, Reply};
 
 use crate::auth::authn::Identity;
 use crate::http::body::MAX_BODY_BYTES;
 use crate::http::negotiation::{negotiate, IncludeObject};
 use crate::http::request_info::{query_params, RequestInfo, Verb};
 use crate::http::status::ApiError;
-use crate::resources::render::RenderOptions;
+use crate::http::table::RenderOptions;
 use crate::state::AppState;
 
 /// Every resource served, in discovery order.
@@ -97,10 +97,10 @@ pub async fn dispatch(
     }
     let body = read_body(payload).await?;
     if r.verb.is_single_object() {
-        call::ensure_seen(&state, &r.namespace).await?;
+        checks::ensure_seen(&state, &r.namespace).await?;
         // A subnamespace is its own namespace: a replica may not have seen it yet.
         if def.name_is_namespace && r.verb != Verb::Create {
-            call::ensure_seen(&state, &r.name).await?;
+            checks::ensure_seen(&state, &r.name).await?;
         }
     }
     let call = Call {

@@ -3,53 +3,10 @@
 
 use serde_json::{json, Map, Value};
 
+use super::def::ResourceDef;
 use crate::http::list::Page;
 use crate::http::negotiation::{IncludeObject, Representation};
-use crate::resources::ResourceDef;
-
-/// A Table column (`metav1.TableColumnDefinition`).
-#[derive(Debug, Clone, Copy)]
-pub struct Column {
-    /// Header, e.g. `Parent`; kubectl prints it upper-case.
-    pub name: &'static str,
-    /// OpenAPI type of the cells: `string`, `integer`, …
-    pub kind: &'static str,
-    /// `name` for the object name column, otherwise empty.
-    pub format: &'static str,
-    /// What the column shows.
-    pub description: &'static str,
-    /// 0: always shown; higher: only with `-o wide`.
-    pub priority: i32,
-}
-
-/// The standard first column.
-pub const NAME_COLUMN: Column = Column {
-    name: "Name",
-    kind: "string",
-    format: "name",
-    description: "Name must be unique within a namespace.",
-    priority: 0,
-};
-
-/// The standard last column.
-pub const AGE_COLUMN: Column = Column {
-    name: "Age",
-    kind: "string",
-    format: "",
-    description: "Time since the object was created.",
-    priority: 0,
-};
-
-/// Everything a render needs besides the data.
-#[derive(Debug, Clone, Copy)]
-pub struct RenderOptions {
-    /// The negotiated representation.
-    pub representation: Representation,
-    /// What Table rows carry.
-    pub include: IncludeObject,
-    /// The time ages are computed from.
-    pub now: jiff::Timestamp,
-}
+use crate::http::table::RenderOptions;
 
 fn partial_metadata(obj: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
@@ -113,15 +70,5 @@ pub fn list(def: &ResourceDef, page: Page, resource_version: &str, opts: &Render
             "items": page.items.iter().map(partial_metadata).collect::<Vec<_>>(),
         }),
         Representation::Table => table(def, &page.items, meta, opts),
-    }
-}
-
-/// The age of an object, as kubectl prints it.
-pub fn age(obj: &Value, now: jiff::Timestamp) -> Value {
-    let created =
-        obj["metadata"]["creationTimestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    match created {
-        Some(t) => hns_api::duration::human_duration(now.as_second() - t.as_second()).into(),
-        None => "<unknown>".into(),
     }
 }

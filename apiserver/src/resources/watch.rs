@@ -16,8 +16,9 @@ use crate::http::list::ListOptions;
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
 use crate::http::status::ApiError;
+use crate::http::table::RenderOptions;
 use crate::resources::def::{CurrentObjects, ResourceDef};
-use crate::resources::render::{self, RenderOptions};
+use crate::resources::render;
 use crate::state::AppState;
 use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
 

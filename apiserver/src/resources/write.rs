@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use super::call::{Call, Reply};
+use super::def::{Call, Reply};
 use crate::http::status::{ApiError, GroupResource};
 use crate::store::config_store;
 

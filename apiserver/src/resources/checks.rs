@@ -1,59 +1,13 @@
-//! One API call as a resource module sees it, what it answers, and the checks every resource
-//! shares: names and namespaces in bodies, refusals as `Status`es, and reading the caller's own
-//! writes back from the cache.
-
-use std::collections::HashMap;
+//! The checks every resource shares: names and namespaces in bodies, refusals as `Status`es,
+//! and reading the caller's own writes back from the cache.
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
-use serde_json::Value;
 
 use super::def::ResourceDef;
-use super::render::RenderOptions;
-use crate::auth::authn::Identity;
 use crate::hierarchy::rules::Refusal;
-use crate::http::request_info::ResourceRequest;
 use crate::http::status::{ApiError, GroupResource};
 use crate::state::AppState;
-
-/// One API call, as the resource modules see it.
-pub struct Call<'a> {
-    /// Shared state.
-    pub state: &'a AppState,
-    /// The caller.
-    pub who: &'a Identity,
-    /// What is asked.
-    pub req: &'a ResourceRequest,
-    /// The resource asked for.
-    pub def: &'static ResourceDef,
-    /// Query parameters.
-    pub query: &'a HashMap<String, String>,
-    /// How to render objects.
-    pub render: &'a RenderOptions,
-    /// The request body (empty for reads).
-    pub body: &'a [u8],
-    /// Its `Content-Type`.
-    pub content_type: Option<&'a str>,
-    /// The client's `User-Agent`, which names the manager of writes without `fieldManager`.
-    pub user_agent: Option<&'a str>,
-}
-
-/// What a resource module answers.
-pub struct Reply {
-    /// HTTP status (200, 201).
-    pub code: u16,
-    /// The rendered body.
-    pub body: Value,
-    /// `Warning` headers (e.g. unknown fields).
-    pub warnings: Vec<String>,
-}
-
-impl Reply {
-    /// 200 with `body`.
-    pub fn ok(body: Value) -> Self {
-        Reply { code: 200, body, warnings: Vec::new() }
-    }
-}
 
 /// Makes sure the cache has seen namespace `ns` if it exists: a namespace created a moment ago
 /// (perhaps through another replica) may not have reached this replica's watch yet, and a
