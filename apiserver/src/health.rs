@@ -28,6 +28,9 @@ fn report(endpoint: &str, checks: &[Check], req: &HttpRequest) -> HttpResponse {
     resp.content_type("text/plain; charset=utf-8").body(body)
 }
 
+/// What a replica needs before it can answer correctly: the HNC configuration, its serving
+/// certificate, the cluster's authentication configuration (the front proxy's and clients' CAs),
+/// and the namespace cache, each read in full at least once.
 fn readiness(state: &AppState) -> [Check; 5] {
     [
         ("ping", true),
@@ -43,8 +46,8 @@ pub async fn livez(req: HttpRequest) -> HttpResponse {
     report("livez", &[("ping", true)], &req)
 }
 
-/// `/readyz`: ready only once the authentication configuration and the namespace cache are
-/// loaded, so no replica answers before it can answer correctly.
+/// `/readyz`: ready only once every readiness check passes, so no replica answers before it
+/// can answer correctly.
 pub async fn readyz(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     report("readyz", &readiness(&state), &req)
 }

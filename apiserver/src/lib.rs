@@ -8,7 +8,25 @@
 //!                                                           (forest)
 //! ```
 //!
-//! The binary is a thin wrapper over [`app::run`].
+//! The binary is a thin wrapper over [`app::run`], the composition root. Imports point one way,
+//! from the top of this list down (none back up, none in a loop):
+//!
+//! | layer | what |
+//! |---|---|
+//! | [`app`], [`options`] | flags; building the state, starting the tasks |
+//! | [`server`] | routes, the authentication and authorization filter |
+//! | [`discovery`], [`openapi`], [`health`], [`admission`] | what an aggregated API server serves besides resources; the webhooks |
+//! | [`resources`], [`controller`] | the API resources, one file each, and the table of them; the controller |
+//! | [`state`], [`metrics`] | what handlers share; the metrics |
+//! | [`propagation`] | copying objects down the tree |
+//! | [`store`], [`auth`] | caches of cluster state and hns's writes; TLS, authentication, authorization |
+//! | [`hierarchy`], [`http`] | the hierarchy as pure logic; Kubernetes API conventions |
+//! | [`ssa`], [`resource_version`] | server-side apply's field sets; resourceVersions as numbers |
+//!
+//! A new resource is one file in `resources/` that fills in a [`resources::ResourceDef`]
+//! (names, columns, schemas and a handler per verb it serves) and one line in
+//! [`resources::ALL`]; if it is derived from namespaces, its objects go in
+//! [`hierarchy::objects`] and its family of watch events in [`store::hub::Family`].
 
 pub mod admission;
 pub mod app;

@@ -47,7 +47,7 @@ pub struct Args {
     pub cert_secret_name: String,
 
     /// Extra DNS names or IP addresses for the self-managed serving certificate (repeatable);
-    /// hns-apiserver.<namespace>.svc is always included.
+    /// `hns-apiserver.<namespace>.svc` is always included.
     #[arg(long = "cert-dns-name", value_name = "NAME")]
     pub cert_names: Vec<String>,
 

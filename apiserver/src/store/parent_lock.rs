@@ -19,7 +19,7 @@
 //! cycle is refused. A new subnamespace needs no turn: nothing can name it as a parent before
 //! it exists (a parent change to a missing namespace is refused, and a name that a namespace
 //! whose parent was deleted still points at is refused by [`crate::hierarchy::rules`]), so its only edge
-//! cannot close a cycle. A holder that dies keeps the Lease until it expires ([`LEASE_SECONDS`]);
+//! cannot close a cycle. A holder that dies keeps the Lease until it expires (`LEASE_SECONDS`);
 //! a holder that has held it for half of that does not start its write (it fails with 503 and
 //! the client retries), so no write lands after its Lease could have passed to someone else.
 
