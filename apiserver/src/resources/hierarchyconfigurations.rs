@@ -148,8 +148,8 @@ async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
 async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let gr = DEF.group_resource();
     let ns = call.req.namespace.as_str();
-    // As kube-apiserver does, a conflict with the namespace as this attempt read it is retried.
-    let fail = Failure::from;
+    // Everything before the write is the answer: only the write's own conflicts are retried.
+    let fail = Failure::Final;
     let opts = WriteOptions::from_query(call.query).map_err(fail)?;
     let (current, current_state, pristine) = {
         let forest = call.state.cache.read();
@@ -163,7 +163,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     // Nothing in working out the desired object is worth retrying: an apply's conflicts are
     // with other managers, not with a concurrent write.
     let (mut desired, mut warnings) =
-        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &current).map_err(Failure::Final)?;
+        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &current).map_err(fail)?;
     // The current resourceVersion that a patch carries over (or sets again, as kubectl's JSON
     // patch moving managedFields to server-side apply does) is no precondition of the client's.
     if desired.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
@@ -372,6 +372,56 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
 mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::forest;
+    use crate::resources::testing::{send, state};
+    use serde_json::json;
+
+    /// A configuration of `ns` as a client would write it.
+    fn written(ns: &str, name: &str, rv: Option<&str>, parent: &str) -> Value {
+        json!({
+            "apiVersion": hns_api::API_VERSION, "kind": "HierarchyConfiguration",
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": rv},
+            "spec": {"parent": parent},
+        })
+    }
+
+    // Each of these is decided from the cache: the state's client reaches nothing, so a retry's
+    // fresh read or a write would answer with a connection error instead.
+
+    #[tokio::test]
+    async fn a_stale_resource_version_is_the_clients_conflict_and_not_retried() {
+        let state = state("acme team-a:acme dev");
+        let stale = written("dev", "hierarchy", Some("999"), "team-a");
+        let e = send(&state, &DEF, Verb::Update, ("dev", "hierarchy"), &stale).await.err().unwrap();
+        assert_eq!((e.code, e.reason), (409, "Conflict"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn a_post_onto_a_configured_namespace_already_exists() {
+        let state = state("acme team-a:acme");
+        let again = written("team-a", "hierarchy", None, "acme");
+        let e = send(&state, &DEF, Verb::Create, ("team-a", ""), &again).await.err().unwrap();
+        assert_eq!((e.code, e.reason), (409, "AlreadyExists"), "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn only_hierarchy_and_the_urls_namespace_are_accepted() {
+        let state = state("acme dev");
+        let misnamed = written("dev", "config", None, "acme");
+        let e = send(&state, &DEF, Verb::Create, ("dev", ""), &misnamed).await.err().unwrap();
+        assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+        let elsewhere = written("acme", "hierarchy", None, "acme");
+        let e = send(&state, &DEF, Verb::Update, ("dev", "hierarchy"), &elsewhere).await.err().unwrap();
+        assert_eq!(e.code, 400, "{}", e.message);
+    }
+
+    #[tokio::test]
+    async fn a_cycle_is_refused_before_anything_is_asked_of_kube_apiserver() {
+        let state = state("acme team-a:acme dev:team-a");
+        let cycle = written("acme", "hierarchy", None, "dev");
+        let e = send(&state, &DEF, Verb::Update, ("acme", "hierarchy"), &cycle).await.err().unwrap();
+        assert!(e.code == 409 || e.code == 422 || e.code == 403, "{} {}", e.code, e.message);
+        assert!(e.message.contains("dev"), "{}", e.message);
+    }
 
     #[test]
     fn derived_from_the_namespace() {

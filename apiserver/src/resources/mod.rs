@@ -8,6 +8,8 @@ pub mod hncconfigurations;
 pub mod managed;
 pub mod render;
 pub mod subnamespaces;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod watch;
 pub mod write;
 

@@ -454,6 +454,47 @@ mod tests {
     use crate::hierarchy::forest::testing::forest;
     use crate::hierarchy::policy::testing::policy;
     use crate::http::body::FieldValidation;
+    use crate::http::request_info::Verb;
+    use crate::resources::testing::{send, state};
+    use serde_json::json;
+
+    fn written(parent: &str, name: &str, rv: Option<&str>) -> Value {
+        json!({
+            "apiVersion": hns_api::API_VERSION, "kind": "Subnamespace",
+            "metadata": {"name": name, "namespace": parent, "resourceVersion": rv},
+        })
+    }
+
+    // Decided from the cache alone: the state's client reaches nothing.
+
+    #[tokio::test]
+    async fn subnamespaces_of_excluded_or_missing_parents_or_of_taken_names_are_refused() {
+        let state = state("team-a other");
+        let refused = |parent: &'static str, name: &'static str| {
+            let state = &state;
+            async move {
+                let e = send(state, &SUBNAMESPACES, Verb::Create, (parent, ""), &written(parent, name, None))
+                    .await
+                    .err()
+                    .unwrap();
+                (e.code, e.reason)
+            }
+        };
+        assert_eq!(refused("kube-system", "dev").await, (403, "Forbidden"));
+        assert_eq!(refused("gone", "dev").await, (404, "NotFound"));
+        assert_eq!(refused("team-a", "other").await, (409, "Conflict"));
+        assert_eq!(refused("team-a", "Not_A_Name").await, (422, "Invalid"));
+    }
+
+    #[tokio::test]
+    async fn a_stale_update_is_the_clients_conflict_and_a_missing_one_is_not_found() {
+        let state = state("team-a dev:~team-a");
+        let stale = written("team-a", "dev", Some("999"));
+        let e = send(&state, &SUBNAMESPACES, Verb::Update, ("team-a", "dev"), &stale).await.err().unwrap();
+        assert_eq!((e.code, e.reason), (409, "Conflict"), "{}", e.message);
+        let e = send(&state, &SUBNAMESPACES, Verb::Get, ("team-a", "nope"), &json!({})).await.err().unwrap();
+        assert_eq!(e.code, 404);
+    }
 
     #[test]
     fn a_subnamespace_lives_in_its_parent() {

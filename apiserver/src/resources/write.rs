@@ -30,13 +30,10 @@ pub enum Failure {
 }
 
 impl From<ApiError> for Failure {
-    /// A conflict from a write is a change under the attempt; anything else is final.
+    /// Errors before the write are the answer, conflicts included (an apply's conflicts with
+    /// other managers, a name already taken): only [`write_failed`] says otherwise.
     fn from(e: ApiError) -> Self {
-        if e.code == 409 {
-            Failure::Changed(e)
-        } else {
-            Failure::Final(e)
-        }
+        Failure::Final(e)
     }
 }
 
@@ -114,12 +111,13 @@ pub fn check_resource_version(
     Ok(client_rv.is_some())
 }
 
-/// A failed write: final when the client guarded it with its own resourceVersion.
+/// A failed write: a conflict means the object changed since the attempt read it, which is
+/// retried unless the client guarded the write with its own resourceVersion.
 pub fn write_failed(e: ApiError, client_precondition: bool) -> Failure {
-    if client_precondition {
-        Failure::Final(e)
+    if e.code == 409 && !client_precondition {
+        Failure::Changed(e)
     } else {
-        e.into()
+        Failure::Final(e)
     }
 }
 

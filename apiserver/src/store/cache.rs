@@ -192,6 +192,28 @@ pub async fn run(client: Client, cache: Arc<Cache>) {
 }
 
 #[cfg(test)]
+pub(crate) mod testing {
+    //! A cache as a replica holds it after its first list, for handlers' unit tests.
+    use super::*;
+
+    /// A synced cache of the namespaces of `spec` (as in the forest's `testing::forest`).
+    pub fn cache(spec: &str) -> Cache {
+        let cache = Cache::new(
+            crate::hierarchy::policy::testing::policy(),
+            crate::hierarchy::seal::testing::sealer(),
+        );
+        let forest = crate::hierarchy::forest::testing::forest(spec);
+        let mut buf = Vec::new();
+        cache.apply(Event::Init, &mut buf);
+        for node in forest.iter() {
+            cache.apply(Event::InitApply((*node.object).clone()), &mut buf);
+        }
+        cache.apply(Event::InitDone, &mut buf);
+        cache
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::namespace;
