@@ -10,9 +10,9 @@ use kube::api::{
 use kube::{Api, Client};
 use serde_json::Value;
 
+use super::error::{is_conflict, is_not_found, is_unprocessable, Error, Result};
 use super::evidence::ApiServiceState;
 use super::remedy::{webhook_resource, Action, Holder};
-use super::{is_conflict, is_not_found, is_unprocessable, Error, Result};
 
 /// What applying an action achieved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

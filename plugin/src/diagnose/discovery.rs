@@ -5,8 +5,8 @@ use futures::{stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroup, APIResourceList};
 use kube::Client;
 
+use super::error::{error_text, Error, Result};
 use super::evidence::{DiscoveryFailure, ResourceType};
-use super::{error_text, Error, Result};
 
 /// How many discovery requests run at once.
 const CONCURRENCY: usize = 16;

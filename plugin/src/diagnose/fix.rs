@@ -17,10 +17,10 @@ use serde::Serialize;
 use super::access::check_remedy;
 use super::apply::Applied;
 use super::causes::{diagnose, Cause, Diagnosis};
+use super::error::{Error, Result};
 use super::plan::{self, History, Next, Outcome};
 use super::remedy::Action;
 use super::scan::{scan, Progress, Target};
-use super::{Error, Result};
 
 /// At most this many remedies in one run, so a controller that keeps undoing them cannot keep
 /// the fix going forever.

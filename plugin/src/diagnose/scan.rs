@@ -16,11 +16,11 @@ use kube::{Api, Client};
 use serde::Deserialize;
 
 use super::discovery::discover;
+use super::error::{error_text, is_not_found, Error, Result};
 use super::evidence::{
     ApiServiceState, Condition, Evidence, Leftover, ListFailure, NamespaceState, Requirement, ResourceType,
     Rule, Selector, ServiceHealth, ServiceRef, Unreadable, Webhook, WebhookClient,
 };
-use super::{error_text, is_not_found, Error, Result};
 
 /// How many lists run at once: enough to scan a namespace in about the time of its slowest
 /// type, few enough not to load the API server.

@@ -1,0 +1,67 @@
+//! What can go wrong while diagnosing or fixing, and how kube-apiserver's answers are read.
+
+/// What can go wrong while diagnosing or fixing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A read the diagnosis cannot do without (listing namespaces, for one) failed.
+    #[error("{what}: {source}")]
+    Read {
+        /// What was being read.
+        what: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A write of a remedy was rejected or could not be sent.
+    #[error("{action}: {source}")]
+    Write {
+        /// The API call, as the report prints it.
+        action: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The object changed since it was diagnosed, so the remedy was not applied.
+    #[error("{action}: the object changed since it was diagnosed")]
+    Changed {
+        /// The API call, as the report prints it.
+        action: String,
+    },
+    /// An object could not be encoded for a write.
+    #[error("encoding {what}: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: String,
+        /// The serialization error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Results of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A kube error in a few words: the API server's message and code rather than the debug form.
+pub(crate) fn error_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => format!("{} ({})", s.message, s.code),
+        e => e.to_string(),
+    }
+}
+
+/// Whether a kube error is the API server's 404.
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Whether a kube error is a conflicting write or a failed precondition (409).
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Whether a kube error is a 422. For the remedies' JSON patches, which are well-formed by
+/// construction, that is a `test` operation that no longer holds: kube-apiserver 1.20 words it
+/// only "the server rejected our request due to an error in our request".
+pub(crate) fn is_unprocessable(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
+}
