@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -191,6 +192,19 @@ pub fn parse_json(bytes: &[u8], content_type: Option<&str>) -> Result<Value, Api
     require_json(content_type)?;
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("the body of the request is not valid JSON: {e}")))
+}
+
+/// Reads the body up to [`MAX_BODY_BYTES`], answering 413 beyond.
+pub async fn read(mut payload: actix_web::web::Payload) -> Result<Vec<u8>, ApiError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(ApiError::too_large(MAX_BODY_BYTES));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[cfg(test)]

@@ -15,13 +15,10 @@ pub mod write;
 
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
-use futures::StreamExt;
 
-pub use def::ResourceDef;
-pub use def::{Call, Reply};
+pub use def::{Call, Reply, ResourceDef};
 
 use crate::auth::authn::Identity;
-use crate::http::body::MAX_BODY_BYTES;
 use crate::http::negotiation::{negotiate, IncludeObject};
 use crate::http::request_info::{query_params, RequestInfo, Verb};
 use crate::http::status::ApiError;
@@ -39,19 +36,6 @@ pub const ALL: &[&ResourceDef] = &[
 /// The definition of the resource with plural name `plural`.
 pub fn find(plural: &str) -> Option<&'static ResourceDef> {
     ALL.iter().copied().find(|d| d.plural == plural)
-}
-
-/// Reads the body up to [`MAX_BODY_BYTES`], answering 413 beyond.
-async fn read_body(mut payload: web::Payload) -> Result<Vec<u8>, ApiError> {
-    let mut body = Vec::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?;
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(ApiError::too_large(MAX_BODY_BYTES));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
 }
 
 /// Where a request goes: a watch stream or a verb's handler.
@@ -97,7 +81,7 @@ pub async fn dispatch(
     if r.verb == Verb::Patch {
         crate::http::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
     }
-    let body = read_body(payload).await?;
+    let body = crate::http::body::read(payload).await?;
     if r.verb.is_single_object() {
         checks::ensure_seen(&state, &r.namespace).await?;
         // A subnamespace is its own namespace: a replica may not have seen it yet.
