@@ -60,6 +60,7 @@ release:
 	echo "$(RELEASE_DIR)/$$archive: sha256 $$sum, written to deploy/krew/hns.yaml"
 
 lint: verify-manifests audit
+	hack/check-layers.sh
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 

@@ -9,11 +9,12 @@
 //! ```
 //!
 //! The binary is a thin wrapper over [`app::run`], the composition root. Imports point one way,
-//! from the top of this list down (none back up, none in a loop):
+//! from the top of this list down (none back up, none in a loop; `make lint` checks it with
+//! `hack/check-layers.sh`, which holds the same list):
 //!
 //! | layer | what |
 //! |---|---|
-//! | [`app`], [`options`] | flags; building the state, starting the tasks |
+//! | [`app`], [`options`] | building the state and starting the tasks; the flags they come from |
 //! | [`server`] | routes, the authentication and authorization filter |
 //! | [`discovery`], [`openapi`], [`health`], [`admission`] | what an aggregated API server serves besides resources; the webhooks |
 //! | [`resources`], [`controller`] | the API resources, one file each, and the table of them; the controller |
