@@ -46,15 +46,33 @@ pub fn desired<T: DeserializeOwned>(
         Verb::Patch => crate::http::patch::apply_patch(current, call.body, call.content_type)?,
         _ => body::parse_json(call.body, call.content_type)?,
     };
-    Ok((track_update(call, opts, shape, current, new), Vec::new()))
+    Ok((track_update(call, opts, shape, current, new)?, Vec::new()))
 }
 
 /// Records an ordinary write (create, update, merge or JSON patch) taking `old` (`{}` for a
 /// create) to `new` in `new`'s managedFields, as kube-apiserver does: managedFields the client
 /// sent are the starting point when they read (clients may edit them), an empty list clears
-/// them, and otherwise `old`'s are.
-pub fn track_update(call: &Call<'_>, opts: &WriteOptions, shape: &Shape, old: &Value, new: Value) -> Value {
-    record_update(shape, old, new, &opts.update_manager(call.user_agent), &now())
+/// them, and otherwise `old`'s are. managedFields that are not even of managedFields' types are
+/// refused (400), as kube-apiserver's decoding of the body refuses them, not silently replaced.
+pub fn track_update(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    shape: &Shape,
+    old: &Value,
+    new: Value,
+) -> Result<Value, ApiError> {
+    check_sent_managed_fields(&new)?;
+    Ok(record_update(shape, old, new, &opts.update_manager(call.user_agent), &now()))
+}
+
+/// The managedFields in a written object, if any, decode as managedFields.
+fn check_sent_managed_fields(new: &Value) -> Result<(), ApiError> {
+    match new.pointer("/metadata/managedFields") {
+        None | Some(Value::Null) => Ok(()),
+        Some(sent) => serde_json::from_value::<Vec<ManagedFieldsEntry>>(sent.clone())
+            .map(drop)
+            .map_err(|e| ApiError::bad_request(format!("metadata.managedFields: {e}"))),
+    }
 }
 
 fn record_update(shape: &Shape, old: &Value, mut new: Value, manager: &str, now: &str) -> Value {

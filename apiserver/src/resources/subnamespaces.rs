@@ -179,7 +179,7 @@ struct Written {
 async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
     let value = body::parse_json(call.body, call.content_type)?;
-    let value = managed::track_update(call, &opts, &SHAPE, &serde_json::json!({}), value);
+    let value = managed::track_update(call, &opts, &SHAPE, &serde_json::json!({}), value)?;
     create_object(call, &opts, value, Vec::new()).await
 }
 
@@ -484,6 +484,18 @@ mod tests {
         assert_eq!(refused("gone", "dev").await, (404, "NotFound"));
         assert_eq!(refused("team-a", "other").await, (409, "Conflict"));
         assert_eq!(refused("team-a", "Not_A_Name").await, (422, "Invalid"));
+    }
+
+    #[tokio::test]
+    async fn managed_fields_of_the_wrong_types_are_refused_not_replaced() {
+        let state = state("team-a dev:~team-a");
+        let mut body = written("team-a", "dev", None);
+        body["metadata"]["managedFields"] = json!([{"manager": "x", "fieldsType": {}}]);
+        let e = send(&state, &SUBNAMESPACES, Verb::Update, ("team-a", "dev"), &body).await.err().unwrap();
+        assert_eq!(e.code, 400, "{}", e.message);
+        assert!(e.message.contains("metadata.managedFields"), "{}", e.message);
+        let e = send(&state, &SUBNAMESPACES, Verb::Create, ("team-a", ""), &body).await.err().unwrap();
+        assert_eq!(e.code, 400, "a create too: {}", e.message);
     }
 
     #[tokio::test]
