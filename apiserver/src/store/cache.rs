@@ -23,6 +23,7 @@ use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::policy::Policy;
 use crate::store::changes;
 use crate::store::hub::Hub;
+use crate::store::reached::Reached;
 
 /// Which namespaces changed, for the controller.
 #[derive(Debug, Clone)]
@@ -62,7 +63,7 @@ pub struct Cache {
     /// seconds and are not renewed by every change, e.g. not by a deletion.)
     pub watch_lag: prometheus_client::metrics::histogram::Histogram,
     /// The resourceVersion the forest has reached, for writers waiting on their own writes.
-    reached: tokio::sync::watch::Sender<u64>,
+    reached: Reached,
 }
 
 /// How long a writer waits for the watch to bring its own write. The watch normally takes
@@ -83,7 +84,7 @@ impl Cache {
             watch_lag: prometheus_client::metrics::histogram::Histogram::new(
                 prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 15),
             ),
-            reached: tokio::sync::watch::Sender::new(0),
+            reached: Reached::default(),
         }
     }
 
@@ -113,9 +114,7 @@ impl Cache {
 
     /// Waits up to `within` for the forest to reach resourceVersion `rv`.
     pub async fn reaches(&self, rv: u64, within: Duration) -> bool {
-        let mut reached = self.reached.subscribe();
-        let outcome = tokio::time::timeout(within, reached.wait_for(|at| *at >= rv)).await;
-        matches!(outcome, Ok(Ok(_)))
+        self.reached.wait(rv, within).await
     }
 
     /// Waits until the forest holds namespace `ns` at least as it was returned by kube-apiserver.
@@ -125,8 +124,7 @@ impl Cache {
 
     /// Tells waiting writers how far the forest has got.
     fn reached(&self, forest: &Forest) {
-        let rv = forest.resource_version_number();
-        self.reached.send_if_modified(|at| std::mem::replace(at, rv) != rv);
+        self.reached.set(forest.resource_version_number());
     }
 
     /// Applies a change of one namespace and publishes the events of the derived objects it

@@ -21,6 +21,7 @@ use crate::hierarchy::forest::ObjectLabels;
 use crate::http::status::ApiError;
 use crate::resource_version;
 use crate::store::hub::{Event, Family, Hub};
+use crate::store::reached::Reached;
 
 /// Name of the ConfigMap.
 pub const CONFIGMAP: &str = "hns-config";
@@ -37,7 +38,7 @@ pub struct ConfigStore {
     /// The current spec, for the propagation syncers.
     pub spec: tokio::sync::watch::Sender<HNCConfigurationSpec>,
     /// The ConfigMap's resourceVersion as the watch last brought it, for writers waiting on it.
-    reached: tokio::sync::watch::Sender<u64>,
+    reached: Reached,
 }
 
 /// How long a writer waits for the watch to bring the ConfigMap's version it read.
@@ -49,7 +50,7 @@ impl Default for ConfigStore {
             current: RwLock::default(),
             synced: AtomicBool::new(false),
             spec: tokio::sync::watch::channel(Default::default()).0,
-            reached: tokio::sync::watch::Sender::new(0),
+            reached: Reached::default(),
         }
     }
 }
@@ -72,9 +73,7 @@ impl ConfigStore {
     /// Waits until the store holds the ConfigMap at resourceVersion `rv` or later; false if the
     /// watch did not get there in time.
     pub async fn caught_up(&self, rv: u64) -> bool {
-        let mut reached = self.reached.subscribe();
-        let outcome = tokio::time::timeout(CATCH_UP, reached.wait_for(|at| *at >= rv)).await;
-        matches!(outcome, Ok(Ok(_)))
+        self.reached.wait(rv, CATCH_UP).await
     }
 
     fn set(&self, cm: Option<ConfigMap>, hub: &Hub) {
@@ -91,7 +90,7 @@ impl ConfigStore {
         if before != after {
             hub.publish(vec![Event::new("MODIFIED", Family::Config, after, rv)]);
         }
-        self.reached.send_if_modified(|at| std::mem::replace(at, rv) != rv);
+        self.reached.set(rv);
     }
 
     /// Writes `spec` and `meta` over the stored configuration, guarded by the stored

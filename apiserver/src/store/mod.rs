@@ -7,5 +7,6 @@ pub mod changes;
 pub mod config_store;
 pub mod hub;
 pub mod parent_lock;
+pub mod reached;
 pub mod seal_key;
 pub mod writer;

@@ -145,7 +145,6 @@ mod tests {
     use kube::core::Status;
 
     use super::*;
-    use crate::diagnose::evidence::ResourceType;
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Status::failure("m", "r").with_code(code).boxed())
@@ -157,22 +156,6 @@ mod tests {
             finalizer: "example.com/hold".into(),
             index: 0,
             resource_version: "4".into(),
-        }
-    }
-
-    fn delete_object() -> Action {
-        Action::DeleteObject {
-            resource: ResourceType {
-                group: String::new(),
-                version: "v1".into(),
-                plural: "pods".into(),
-                kind: "Pod".into(),
-            },
-            namespace: "ns".into(),
-            name: "p".into(),
-            uid: "u".into(),
-            resource_version: "9".into(),
-            force: false,
         }
     }
 
@@ -199,7 +182,7 @@ mod tests {
 
     #[test]
     fn answers_mean_done_gone_changed_or_failed() {
-        let (patch, delete) = (remove_finalizer(), delete_object());
+        let (patch, delete) = (remove_finalizer(), crate::diagnose::remedy::testing::delete_pod(false));
         assert_eq!(delete.outcome(Ok(())).unwrap(), Applied::Done);
         assert_eq!(delete.outcome(Err(api_error(404))).unwrap(), Applied::AlreadyGone);
         assert!(matches!(delete.outcome(Err(api_error(409))), Err(Error::Changed { .. })));

@@ -393,6 +393,29 @@ pub(super) fn webhook_resource(mutating: bool) -> &'static str {
     }
 }
 
+/// Actions for the unit tests of what describes and applies them.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A deletion of Pod `ns/p` (uid `u`, resourceVersion 9).
+    pub fn delete_pod(force: bool) -> Action {
+        Action::DeleteObject {
+            resource: ResourceType {
+                group: String::new(),
+                version: "v1".into(),
+                plural: "pods".into(),
+                kind: "Pod".into(),
+            },
+            namespace: "ns".into(),
+            name: "p".into(),
+            uid: "u".into(),
+            resource_version: "9".into(),
+            force,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,19 +441,7 @@ mod tests {
             "DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com with preconditions uid=u1, resourceVersion=7"
         );
         assert_eq!(a.right().to_string(), "delete apiservices.apiregistration.k8s.io");
-        let pod = Action::DeleteObject {
-            resource: ResourceType {
-                group: String::new(),
-                version: "v1".into(),
-                plural: "pods".into(),
-                kind: "Pod".into(),
-            },
-            namespace: "ns".into(),
-            name: "p".into(),
-            uid: "u".into(),
-            resource_version: "9".into(),
-            force: true,
-        };
+        let pod = testing::delete_pod(true);
         assert_eq!(
             pod.describe(),
             "DELETE /api/v1/namespaces/ns/pods/p with preconditions uid=u, resourceVersion=9, gracePeriodSeconds=0"
