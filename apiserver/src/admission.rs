@@ -9,14 +9,21 @@
 //! Two webhook entries point here (see `config/base/webhook.yaml`): a fail-closed one for
 //! namespaces labelled as hierarchy members, and a fail-open one for all others. Both run the
 //! same checks; only what happens when hns is down differs.
+//!
+//! Two more cover other namespaced objects: `/validate-objects` keeps propagated copies hns's
+//! own, and `/validate-exceptions` refuses exception annotations
+//! (`propagate.hnc.x-k8s.io/…`) that do not parse, as judged by
+//! [`crate::propagation::exceptions`].
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use hns_api::config::Mode;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
 use crate::auth::authn::ClusterPeer;
 use crate::hierarchy::rules::{self, Refusal};
+use crate::propagation::exceptions;
 use crate::propagation::rules::INHERITED_FROM;
 use crate::state::AppState;
 
@@ -48,8 +55,8 @@ pub async fn validate_namespaces(
 }
 
 /// `POST /validate-objects`: propagated copies belong to hns. Users may not change or delete
-/// copies (edit the source instead), nor label their objects as copies; the namespace
-/// controller may delete copies when their namespace goes.
+/// copies (edit the source instead), nor create objects labelled as copies or add the label to
+/// theirs; the namespace controller may delete copies when their namespace goes.
 pub async fn validate_objects(
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<DynamicObject>>,
@@ -70,6 +77,62 @@ pub async fn validate_objects(
     HttpResponse::Ok().json(response.into_review())
 }
 
+/// `POST /validate-exceptions`: a source's exception annotations must parse, as HNC requires.
+/// kube-apiserver sends only objects carrying an annotation under HNC's prefixes, and fails
+/// closed: a typo in `none` would otherwise copy the object (a Secret, say) into every
+/// descendant. Answered 400 with what is wrong and what is accepted, as HNC answers.
+pub async fn validate_exceptions(
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<DynamicObject>>,
+) -> HttpResponse {
+    let request: AdmissionRequest<DynamicObject> = match review.into_inner().try_into() {
+        Ok(r) => r,
+        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
+    };
+    let response = match decide_exceptions(&state, &request) {
+        Ok(()) => AdmissionResponse::from(&request),
+        Err(error) => {
+            tracing::info!(namespace = ?request.namespace, name = %request.name, user = ?request.user_info.username, %error, "denied");
+            let mut denied = AdmissionResponse::from(&request).deny(error.to_string());
+            denied.result.code = 400;
+            denied.result.reason = "BadRequest".into();
+            denied
+        }
+    };
+    HttpResponse::Ok().json(response.into_review())
+}
+
+/// Judges sources of propagated kinds in namespaces that take part, as HNC does: copies are the
+/// objects webhook's, and elsewhere the annotations decide nothing (the controller reports them
+/// if the kind starts propagating later).
+fn decide_exceptions(
+    state: &AppState,
+    req: &AdmissionRequest<DynamicObject>,
+) -> Result<(), exceptions::Error> {
+    let Some(new) = req.object.as_ref() else { return Ok(()) };
+    let hns = req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
+    let copy = source_of(Some(new)).is_some() || source_of(req.old_object.as_ref()).is_some();
+    let ns = req.namespace.as_deref().unwrap_or_default();
+    if hns
+        || copy
+        || state.policy.is_excluded(ns)
+        || !propagates(state, &req.resource.group, &req.resource.resource)
+    {
+        return Ok(());
+    }
+    let old = req.old_object.as_ref().and_then(|o| o.metadata.annotations.as_ref());
+    exceptions::check_change(old, new.metadata.annotations.as_ref())
+}
+
+/// Whether objects of `resource` in `group` propagate (in `Propagate` or `AllowPropagate` mode).
+fn propagates(state: &AppState, group: &str, resource: &str) -> bool {
+    state.propagation.syncers().iter().any(|s| {
+        s.resource.group == group
+            && s.resource.plural == resource
+            && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
+    })
+}
+
 fn source_of(obj: Option<&DynamicObject>) -> Option<String> {
     obj.and_then(|o| o.metadata.labels.as_ref()).and_then(|l| l.get(INHERITED_FROM)).cloned()
 }
@@ -85,6 +148,9 @@ fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Opt
             "cannot modify object propagated from namespace \"{from}\"; change the source object in {from} instead"
         )),
         (Operation::Update, None, Some(_)) => Some(format!("cannot add the label \"{INHERITED_FROM}\"; it marks copies made by hns")),
+        (Operation::Create, _, Some(_)) => Some(format!(
+            "cannot create objects with the label \"{INHERITED_FROM}\"; it marks copies made by hns: create the object without it (in an ancestor, hns copies it here)"
+        )),
         (Operation::Delete, Some(from), _) => {
             let ns = req.namespace.clone().unwrap_or_default();
             let terminating = state.cache.read().is_terminating(&ns);

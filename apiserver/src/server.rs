@@ -24,7 +24,15 @@ use crate::{discovery, health, openapi, resources};
 /// [`crate::admission`]). Everything else, `/metrics` included, needs authentication and a
 /// SubjectAccessReview, as on Kubernetes' own components.
 fn always_allowed(path: &str) -> bool {
-    matches!(path, "/healthz" | "/livez" | "/readyz" | "/validate-namespaces" | "/validate-objects")
+    matches!(
+        path,
+        "/healthz"
+            | "/livez"
+            | "/readyz"
+            | "/validate-namespaces"
+            | "/validate-objects"
+            | "/validate-exceptions"
+    )
 }
 
 /// Authenticates and authorizes every request except health checks. The parsed
@@ -173,6 +181,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(crate::admission::validate_namespaces)),
         )
         .service(web::resource("/validate-objects").route(web::post().to(crate::admission::validate_objects)))
+        .service(
+            web::resource("/validate-exceptions")
+                .route(web::post().to(crate::admission::validate_exceptions)),
+        )
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))
         .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hns_e2e::*;
 use k8s_openapi::api::core::v1::{ResourceQuota, Secret};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -102,6 +102,30 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
     }
     delete_tree(&client, &org).await;
     delete_namespaces(&client, &[&other]).await;
+}
+
+/// An object labelled as a copy is refused at creation, as HNC refuses it, rather than accepted
+/// and then deleted by the controller for want of a source.
+#[tokio::test]
+async fn objects_labelled_as_copies_cannot_be_created() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let ns = create_namespace(&client, &unique("forged-copy"), &[]).await;
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "forged", "labels": {INHERITED_FROM: "elsewhere"}},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
+    let status = api_status(roles.create(&PostParams::default(), &role).await.unwrap_err());
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(
+        status.message.contains(&format!("cannot create objects with the label \"{INHERITED_FROM}\"")),
+        "{}",
+        status.message
+    );
+    assert!(roles.get_opt("forged").await.unwrap().is_none(), "nothing is created");
+    delete_namespaces(&client, &[&ns]).await;
 }
 
 /// Everything that changes the cluster-wide configuration, in one test so nothing else races it.

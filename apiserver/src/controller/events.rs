@@ -1,5 +1,6 @@
 //! Kubernetes Events for what people should notice: a namespace gaining a condition, a source
-//! that cannot be propagated, a copy that cannot be written. Published by the leader only, best
+//! that cannot be propagated or whose exception annotations do not parse, a copy that cannot be
+//! written. Published by the leader only, best
 //! effort: an Event that cannot be written is logged, never retried at the expense of reconciling.
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -59,6 +60,28 @@ impl Events {
             copy.destination, copy.kind, copy.name
         );
         self.publish("CannotPropagateObject", note, copy.source()).await;
+    }
+
+    /// Source `source` (of the kind `api_version`/`kind`) has exception annotations that do not
+    /// parse (`error`), so it is propagated nowhere. HNC's `CannotParseSelector`, on the source,
+    /// with the message admission would have refused it with.
+    pub async fn cannot_parse_selector(
+        &self,
+        api_version: &str,
+        kind: &str,
+        source: &kube::api::ObjectMeta,
+        error: &str,
+    ) {
+        let regarding = ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            name: source.name.clone(),
+            namespace: source.namespace.clone(),
+            uid: source.uid.clone(),
+            ..Default::default()
+        };
+        let note = format!("{error}. The object is propagated to no namespace until this is fixed");
+        self.publish("CannotParseSelector", note, regarding).await;
     }
 
     /// Writing (`act` is "write") or removing (`act` is "remove") a copy failed with `error`.

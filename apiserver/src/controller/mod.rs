@@ -226,18 +226,27 @@ impl Controller {
         }
         let mut result = Ok(());
         for syncer in self.propagation.syncers().iter().filter(|s| s.is_synced()) {
-            let actions = {
+            let (actions, unreadable) = {
                 let forest = self.cache.read();
                 let objects = syncer.objects();
-                crate::propagation::plan::actions(
+                let actions = crate::propagation::plan::actions(
                     &forest,
                     &self.policy,
                     &objects,
                     &syncer.resource.kind,
                     syncer.mode(),
                     ns,
-                )
+                );
+                (actions, crate::propagation::plan::unreadable(&self.policy, &objects, syncer.mode(), ns))
             };
+            for (source, error) in unreadable {
+                tracing::warn!(kind = %syncer.resource.kind, namespace = %ns, name = ?source.metadata.name, %error,
+                    "CannotParseSelector: not propagated");
+                let (api_version, kind) = (&syncer.resource.api_version, &syncer.resource.kind);
+                self.events
+                    .cannot_parse_selector(api_version, kind, &source.metadata, &error.to_string())
+                    .await;
+            }
             for action in actions {
                 if let Err(error) = self.apply(syncer, ns, action).await {
                     result = Err(error);

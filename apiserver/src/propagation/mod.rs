@@ -6,6 +6,7 @@
 //! namespaces to look at when objects change. A kind whose first list has not finished is never
 //! acted on, so a restart never deletes copies for want of having seen their sources.
 
+pub mod exceptions;
 pub mod plan;
 pub mod rules;
 

@@ -12,6 +12,7 @@ use kube::api::DynamicObject;
 
 use hns_api::config::Mode;
 
+use super::exceptions::{self, Exceptions};
 use super::rules;
 use crate::hierarchy::conditions;
 use crate::hierarchy::forest::Forest;
@@ -53,6 +54,31 @@ fn in_namespace<'a>(objects: &'a Objects, ns: &'a str) -> impl Iterator<Item = &
     objects.range((ns.to_string(), String::new())..).take_while(move |((n, _), _)| n == ns).map(|(_, o)| o)
 }
 
+/// Whether `source` goes to namespace `target` (with `labels`). Exception annotations that do
+/// not parse send it nowhere: reading a typo as "no exception" could leak a Secret into every
+/// descendant ([`unreadable`] names such sources, for the controller to report).
+fn goes_to(source: &DynamicObject, mode: Mode, target: &str, labels: &BTreeMap<String, String>) -> bool {
+    Exceptions::parse(source.metadata.annotations.as_ref()).is_ok_and(|e| e.selects(mode, target, labels))
+}
+
+/// The sources in `ns` whose exception annotations do not parse, with why, where that matters:
+/// the kind propagates (`mode`) and `ns` takes part in propagation. Such a source propagates
+/// nowhere (see [`goes_to`]); its owner should hear why.
+pub fn unreadable(
+    policy: &Policy,
+    objects: &Objects,
+    mode: Mode,
+    ns: &str,
+) -> Vec<(Arc<DynamicObject>, exceptions::Error)> {
+    if !matches!(mode, Mode::Propagate | Mode::AllowPropagate) || policy.is_excluded(ns) {
+        return Vec::new();
+    }
+    in_namespace(objects, ns)
+        .filter(|o| !rules::is_copy(o))
+        .filter_map(|o| Exceptions::parse(o.metadata.annotations.as_ref()).err().map(|e| (o.clone(), e)))
+        .collect()
+}
+
 /// The actions for kind `kind` (in `mode`) in namespace `ns`.
 pub fn actions(
     forest: &Forest,
@@ -82,7 +108,7 @@ pub fn actions(
                 let name = source.metadata.name.clone().unwrap_or_default();
                 if wanted.contains_key(&name)
                     || rules::never_propagates(source, kind).is_some()
-                    || !rules::selects(source, mode, ns, &labels)
+                    || !goes_to(source, mode, ns, &labels)
                 {
                     continue;
                 }
@@ -218,6 +244,26 @@ mod tests {
             summary(&actions(&f, &policy(), &objs, "Role", Mode::AllowPropagate, "team-a")),
             ["delete readers"]
         );
+    }
+
+    #[test]
+    fn unreadable_exceptions_send_a_source_nowhere_and_remove_its_copies() {
+        use crate::propagation::exceptions::{NONE, SELECT};
+        let f = forest("acme team-a:acme");
+        let mut bad = role("acme", "readers");
+        bad.metadata.annotations = Some([(NONE.to_string(), "maybe".to_string())].into());
+        let mut good = role("acme", "writers");
+        good.metadata.annotations = Some([(SELECT.to_string(), "!other".to_string())].into());
+        let objs = objects(vec![bad, good, copy("team-a", "readers", "acme")]);
+        assert_eq!(
+            summary(&actions(&f, &policy(), &objs, "Role", Mode::Propagate, "team-a")),
+            ["create writers", "delete readers"]
+        );
+        let found = unreadable(&policy(), &objs, Mode::Propagate, "acme");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0.metadata.name.as_deref(), Some("readers"));
+        assert!(unreadable(&policy(), &objs, Mode::Propagate, "team-a").is_empty(), "copies are not judged");
+        assert!(unreadable(&policy(), &objs, Mode::Remove, "acme").is_empty(), "nothing propagates anyway");
     }
 
     #[test]

@@ -2,29 +2,17 @@
 //!
 //! An object is a *source* unless it carries `hnc.x-k8s.io/inherited-from`, the label every
 //! copy gets. A source propagates to every descendant of its namespace unless a rule says
-//! otherwise: the kind's mode, the object's exception annotations, or HNC's never-propagate list
-//! (service-account tokens, `kube-root-ca.crt`, objects with finalizers, …).
+//! otherwise: the kind's mode, the object's exception annotations (read in
+//! [`super::exceptions`]), or HNC's never-propagate list (service-account tokens,
+//! `kube-root-ca.crt`, objects with finalizers, …).
 
 use std::collections::BTreeMap;
 
-use hns_api::config::Mode;
-use hns_api::keys;
 use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 
-use crate::http::selector;
-
 /// Label on every copy: the namespace of its source (HNC's key).
 pub const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
-/// Annotation: propagate only to namespaces whose labels match this selector.
-pub const SELECT: &str = "propagate.hnc.x-k8s.io/select";
-/// Annotation: propagate only to these subtrees: `child` or `!a, !b` (HNC's tree selector).
-pub const TREE_SELECT: &str = "propagate.hnc.x-k8s.io/treeSelect";
-/// Annotation: `true` stops propagation of this object.
-pub const NONE: &str = "propagate.hnc.x-k8s.io/none";
-/// Annotation: `true` propagates this object in `AllowPropagate` mode.
-pub const ALL: &str = "propagate.hnc.x-k8s.io/all";
-
 /// Whether `obj` is a copy made by hns.
 pub fn is_copy(obj: &DynamicObject) -> bool {
     source_namespace(obj).is_some()
@@ -71,47 +59,6 @@ pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str>
         return Some("Rancher-managed objects are never propagated");
     }
     None
-}
-
-/// Whether source `obj` goes to namespace `target` (with `target_labels`) in `mode`.
-pub fn selects(
-    obj: &DynamicObject,
-    mode: Mode,
-    target: &str,
-    target_labels: &BTreeMap<String, String>,
-) -> bool {
-    if annotation(obj, NONE) == Some("true") {
-        return false;
-    }
-    let select = annotation(obj, SELECT);
-    let tree = annotation(obj, TREE_SELECT);
-    let all = annotation(obj, ALL) == Some("true");
-    match mode {
-        Mode::Propagate => {}
-        Mode::AllowPropagate if all || select.is_some() || tree.is_some() => {}
-        _ => return false,
-    }
-    if let Some(s) = select {
-        match selector::parse_label_selector(s) {
-            Ok(sel) if selector::matches(&sel, Some(target_labels)) => {}
-            _ => return false,
-        }
-    }
-    if let Some(t) = tree {
-        if !tree_selects(t, target, target_labels) {
-            return false;
-        }
-    }
-    true
-}
-
-/// HNC's tree selector: `child` selects the subtree of `child`; `!a, !b` excludes subtrees.
-fn tree_selects(spec: &str, target: &str, labels: &BTreeMap<String, String>) -> bool {
-    let in_subtree = |root: &str| root == target || labels.contains_key(&keys::tree_label(root));
-    spec.split(',').map(str::trim).filter(|t| !t.is_empty()).all(|term| match term.strip_prefix('!') {
-        Some(excluded) => !in_subtree(excluded.trim()),
-        None => in_subtree(term),
-    })
 }
 
 /// The copy of `source` (in namespace `from`) for namespace `to`: the source's content, its
@@ -226,10 +173,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
     #[test]
     fn never_propagated() {
         let token = obj("a", "t", &[], &[], json!({"type": "kubernetes.io/service-account-token"}));
@@ -241,33 +184,6 @@ mod tests {
         assert!(never_propagates(&obj("a", "x", &[("cattle.io/creator", "norman")], &[], json!({})), "Role")
             .is_some());
         assert!(never_propagates(&obj("a", "ok", &[], &[], json!({"type": "Opaque"})), "Secret").is_none());
-    }
-
-    #[test]
-    fn modes_and_exceptions() {
-        let target = labels(&[("a.tree.hnc.x-k8s.io/depth", "1"), ("env", "prod")]);
-        let plain = obj("a", "x", &[], &[], json!({}));
-        assert!(selects(&plain, Mode::Propagate, "b", &target));
-        assert!(!selects(&plain, Mode::AllowPropagate, "b", &target));
-        assert!(!selects(&plain, Mode::Remove, "b", &target));
-        let opted_in = obj("a", "x", &[], &[(ALL, "true")], json!({}));
-        assert!(selects(&opted_in, Mode::AllowPropagate, "b", &target));
-        let none = obj("a", "x", &[], &[(NONE, "true")], json!({}));
-        assert!(!selects(&none, Mode::Propagate, "b", &target));
-        let select = obj("a", "x", &[], &[(SELECT, "env=dev")], json!({}));
-        assert!(!selects(&select, Mode::Propagate, "b", &target));
-        let select = obj("a", "x", &[], &[(SELECT, "env in (prod)")], json!({}));
-        assert!(selects(&select, Mode::AllowPropagate, "b", &target));
-    }
-
-    #[test]
-    fn tree_select() {
-        let under_t1 = labels(&[("org.tree.hnc.x-k8s.io/depth", "2"), ("t1.tree.hnc.x-k8s.io/depth", "1")]);
-        assert!(tree_selects("t1", "x", &under_t1));
-        assert!(tree_selects("t1", "t1", &BTreeMap::new()), "a subtree includes its root");
-        assert!(!tree_selects("t2", "x", &under_t1));
-        assert!(!tree_selects("!t1", "x", &under_t1));
-        assert!(tree_selects("!t2, !t3", "x", &under_t1));
     }
 
     #[test]
