@@ -61,7 +61,8 @@ async fn bad_exception_annotations_on_a_propagated_secret_are_refused() {
     let (a, b) = (format!("{root}-a"), format!("{root}-b"));
     create_subns(&client, &root, &a).await.unwrap();
     create_subns(&client, &root, &b).await.unwrap();
-    ok(env.kubectl(&["label", "ns", &a, "env=prod"]));
+    // (Not `env`: the local control plane runs hns with `--managed-namespace-label env`.)
+    ok(env.kubectl(&["label", "ns", &a, "stage=prod"]));
     set_resources(&client, json!([{"resource": "secrets", "mode": "Propagate"}])).await;
     let (in_root, in_a, in_b): (Api<Secret>, Api<Secret>, Api<Secret>) = (
         Api::namespaced(client.clone(), &root),
@@ -112,7 +113,10 @@ async fn bad_exception_annotations_on_a_propagated_secret_are_refused() {
     wait_copy(&in_b, "control", false).await;
 
     // Valid selectors still choose the targets.
-    in_root.create(&PostParams::default(), &secret("prod-only", json!({SELECT: "env=prod"}))).await.unwrap();
+    in_root
+        .create(&PostParams::default(), &secret("prod-only", json!({SELECT: "stage=prod"})))
+        .await
+        .unwrap();
     in_root
         .create(&PostParams::default(), &secret("not-a", json!({TREE_SELECT: format!("!{a}")})))
         .await
@@ -122,7 +126,7 @@ async fn bad_exception_annotations_on_a_propagated_secret_are_refused() {
     wait_copy(&in_b, "not-a", true).await;
     wait_copy(&in_a, "last", true).await;
     wait_copy(&in_b, "last", true).await;
-    assert!(!has_copy(&in_b, "prod-only").await, "select env=prod reached a namespace without the label");
+    assert!(!has_copy(&in_b, "prod-only").await, "select stage=prod reached a namespace without the label");
     assert!(!has_copy(&in_a, "not-a").await, "treeSelect !{a} reached {a}");
 
     set_resources(&client, json!([])).await;
