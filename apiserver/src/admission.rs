@@ -25,6 +25,7 @@ use crate::auth::authn::ClusterPeer;
 use crate::hierarchy::rules::{self, Refusal};
 use crate::propagation::exceptions;
 use crate::propagation::rules::INHERITED_FROM;
+use crate::propagation::ENFORCED;
 use crate::state::AppState;
 
 /// `POST /validate-namespaces`.
@@ -125,12 +126,14 @@ fn decide_exceptions(
 }
 
 /// Whether objects of `resource` in `group` propagate (in `Propagate` or `AllowPropagate` mode).
+/// Roles and RoleBindings always do, also before the configuration is first read.
 fn propagates(state: &AppState, group: &str, resource: &str) -> bool {
-    state.propagation.syncers().iter().any(|s| {
-        s.resource.group == group
-            && s.resource.plural == resource
-            && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
-    })
+    ENFORCED.contains(&(group, resource))
+        || state.propagation.syncers().iter().any(|s| {
+            s.resource.group == group
+                && s.resource.plural == resource
+                && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
+        })
 }
 
 fn source_of(obj: Option<&DynamicObject>) -> Option<String> {
@@ -138,7 +141,10 @@ fn source_of(obj: Option<&DynamicObject>) -> Option<String> {
 }
 
 fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Option<String> {
-    if req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str()) {
+    // hns makes no copies in excluded namespaces, so a label there marks nothing (HNC skips
+    // them too).
+    let excluded = state.policy.is_excluded(req.namespace.as_deref().unwrap_or_default());
+    if excluded || req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str()) {
         return None;
     }
     let old = source_of(req.old_object.as_ref());
@@ -149,7 +155,7 @@ fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Opt
         )),
         (Operation::Update, None, Some(_)) => Some(format!("cannot add the label \"{INHERITED_FROM}\"; it marks copies made by hns")),
         (Operation::Create, _, Some(_)) => Some(format!(
-            "cannot create objects with the label \"{INHERITED_FROM}\"; it marks copies made by hns: create the object without it (in an ancestor, hns copies it here)"
+            "cannot create objects with the label \"{INHERITED_FROM}\"; it marks copies made by hns: create the object without it, or create it in an ancestor namespace for hns to copy here"
         )),
         (Operation::Delete, Some(from), _) => {
             let ns = req.namespace.clone().unwrap_or_default();

@@ -83,6 +83,7 @@ async fn bad_exception_annotations_on_a_propagated_secret_are_refused() {
             format!("cannot have more than one selector at the same time, but got multiple: {TREE_SELECT}, {NONE}"),
         ),
         (json!({"propagate.hnc.x-k8s.io/nnone": "true"}), "invalid HNC exceptions annotation".into()),
+        (json!({"propagat.hnc.x-k8s.io/none": "true"}), "invalid HNC exceptions annotation".into()),
     ];
     for (i, (annotations, expected)) in cases.into_iter().enumerate() {
         let name = format!("bad-{i}");
