@@ -1,7 +1,7 @@
 //! Kubernetes Events for what people should notice: a namespace gaining a condition, a source
 //! that cannot be propagated or whose exception annotations do not parse, a copy that cannot be
-//! written. Published by the leader only, best
-//! effort: an Event that cannot be written is logged, never retried at the expense of reconciling.
+//! written. Published by the leader only, best effort: an Event that cannot be written is
+//! logged, never retried at the expense of reconciling.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
