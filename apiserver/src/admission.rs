@@ -102,7 +102,7 @@ fn decide(state: &AppState, req: &AdmissionRequest<Namespace>, cluster_peer: boo
     }
     match req.operation {
         Operation::Create | Operation::Update => match &req.object {
-            Some(new) => rules::check_namespace_edit(&req.name, req.old_object.as_ref(), new),
+            Some(new) => rules::check_namespace_edit(&state.policy, &req.name, req.old_object.as_ref(), new),
             None => Ok(()),
         },
         Operation::Delete => rules::check_namespace_delete(&state.cache.read(), &req.name, cluster_peer),
