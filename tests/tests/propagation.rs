@@ -146,8 +146,19 @@ async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
     let refused = api_status(set_parent(&client, &child, Some(&org)).await.unwrap_err());
     assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"), "{}", refused.message);
     assert!(refused.message.contains(&expected), "{}", refused.message);
-    let hc: hns_api::HierarchyConfiguration =
-        Api::namespaced(client.clone(), &child).get("hierarchy").await.unwrap();
+    // Every way of writing the parent: a PUT and a server-side apply too.
+    let hcs: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), &child);
+    let mut hc = hcs.get("hierarchy").await.unwrap();
+    hc.spec.parent = Some(org.clone());
+    let put = api_status(hcs.replace("hierarchy", &PostParams::default(), &hc).await.unwrap_err());
+    assert_eq!(put.code, 409, "{}", put.message);
+    let applied = json!({
+        "apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
+        "metadata": {"name": "hierarchy", "namespace": child}, "spec": {"parent": org},
+    });
+    let apply = hcs.patch("hierarchy", &PatchParams::apply("gitops"), &Patch::Apply(applied)).await;
+    assert!(api_status(apply.unwrap_err()).message.contains("Cannot update hierarchy"));
+    let hc = hcs.get("hierarchy").await.unwrap();
     assert_eq!(hc.spec.parent, None, "the parent is unchanged");
 
     let rbs = |ns: &str| Api::<RoleBinding>::namespaced(client.clone(), ns);

@@ -240,17 +240,21 @@ fn membership_labels(
 
 /// A patch marking `node` as a hierarchy member before it gains a child, or `None` if it is one.
 /// Marking first means a crash leaves at worst a member without children, which is harmless.
+/// It carries the labels every managed namespace has too, so the parent is complete at once
+/// (a parent is never excluded).
 pub fn mark_member(node: &Node) -> Option<Value> {
-    let labels = node.object.metadata.labels.as_ref();
-    let marked = labels.is_some_and(|l| l.contains_key(keys::HIERARCHY_MEMBER));
-    let has_self_label = labels.is_some_and(|l| l.contains_key(&keys::tree_label(node.name())));
-    if marked && has_self_label {
+    let labels = node.object.metadata.labels.clone().unwrap_or_default();
+    let own = keys::tree_label(node.name());
+    let want = [
+        (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
+        (keys::INCLUDED_NAMESPACE.to_string(), "true".to_string()),
+        (own.clone(), labels.get(&own).cloned().unwrap_or_else(|| "0".into())),
+    ];
+    if want.iter().all(|(k, v)| labels.get(k) == Some(v)) {
         return None;
     }
-    Some(json!({"metadata": {"labels": {
-        keys::HIERARCHY_MEMBER: "true",
-        keys::tree_label(node.name()): labels.and_then(|l| l.get(&keys::tree_label(node.name()))).cloned().unwrap_or_else(|| "0".into()),
-    }}}))
+    let changes: Map<String, Value> = want.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+    Some(json!({"metadata": {"labels": changes}}))
 }
 
 #[cfg(test)]
@@ -368,6 +372,7 @@ mod tests {
         let p = mark_member(f.get("acme").unwrap()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], "true");
         assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "0");
+        assert_eq!(p["metadata"]["labels"][keys::INCLUDED_NAMESPACE], "true");
     }
 
     #[test]

@@ -47,9 +47,9 @@ pub fn find<'a>(
 
 /// The objects in the subtree of `ns` that a move would newly have overwritten: those in the
 /// way of a source once the forest is `after` (see [`crate::hierarchy::plan::moved`]) and not
-/// already in the way of one before. A conflict the subtree has now is no reason to refuse a
-/// move; an object that would not propagate there (its mode, its exception annotations, a
-/// nearer source of the same name) is no conflict.
+/// already in the way of that same source before. A conflict the subtree has now with an
+/// ancestor it keeps is no reason to refuse a move; an object that would not propagate there
+/// (its mode, its exception annotations, a nearer source of the same name) is no conflict.
 pub fn after_move(
     before: &Forest,
     after: &Forest,
@@ -61,14 +61,9 @@ pub fn after_move(
 ) -> Vec<Overwrite> {
     let subtree: Vec<String> = std::iter::once(ns.to_string()).chain(before.descendant_names(ns)).collect();
     let names = || subtree.iter().map(String::as_str);
-    let already: BTreeSet<(String, String)> = find(before, policy, objects, kind, mode, names())
-        .into_iter()
-        .map(|o| (o.namespace, o.name))
-        .collect();
-    find(after, policy, objects, kind, mode, names())
-        .into_iter()
-        .filter(|o| !already.contains(&(o.namespace.clone(), o.name.clone())))
-        .collect()
+    let already: BTreeSet<Overwrite> =
+        find(before, policy, objects, kind, mode, names()).into_iter().collect();
+    find(after, policy, objects, kind, mode, names()).into_iter().filter(|o| !already.contains(o)).collect()
 }
 
 /// How many objects a refusal names before it counts the rest.
@@ -187,6 +182,10 @@ mod tests {
         let f2 = forest("a b:a c:a");
         let objs = objects(vec![rb("a", "r", &[]), rb("c", "r", &[])]);
         assert!(moving(&f2, &objs, Mode::Propagate, "c", "b").is_empty());
+        // In the way of one ancestor's r now, of a new ancestor's after: that one is new.
+        let f4 = forest("a b c:a");
+        let objs = objects(vec![rb("a", "r", &[]), rb("b", "r", &[]), rb("c", "r", &[])]);
+        assert_eq!(moving(&f4, &objs, Mode::Propagate, "c", "b"), one("c", "r", "b"));
         // Under c, its own r wins the name for c's subtree: only c itself is in the way.
         let f3 = forest("a c d:c");
         let objs = objects(vec![rb("a", "r", &[]), rb("c", "r", &[]), rb("d", "r", &[])]);
