@@ -24,6 +24,10 @@ pub const ALLOW_CASCADING_DELETION: &str = "hnc.x-k8s.io/allow-cascading-deletio
 /// outage never blocks namespaces outside hierarchies.
 pub const HIERARCHY_MEMBER: &str = "hnc.x-k8s.io/hierarchy-member";
 
+/// Label on every namespace hns manages (every one not excluded), hierarchy or not: `"true"`
+/// (HNC's key). Webhooks and policies written for HNC select managed namespaces by it.
+pub const INCLUDED_NAMESPACE: &str = "hnc.x-k8s.io/included-namespace";
+
 /// Annotation holding `spec.labels` (managed labels) as a JSON list of `{key, value}`.
 pub const MANAGED_LABELS: &str = "hnc.x-k8s.io/managed-labels";
 
@@ -59,9 +63,10 @@ pub const HNS_ANNOTATIONS: &[&str] = &[
     SEAL,
 ];
 
-/// Whether only hns may write the label `key`.
+/// Whether hns maintains the label `key`: it sets and removes it, and users may not change it
+/// (`included-namespace` may also be written as `"true"` by users, as HNC allows).
 pub fn is_hns_label(key: &str) -> bool {
-    key == HIERARCHY_MEMBER || tree_label_ancestor(key).is_some()
+    key == HIERARCHY_MEMBER || key == INCLUDED_NAMESPACE || tree_label_ancestor(key).is_some()
 }
 
 /// The tree label of `ancestor`, e.g. `acme-org.tree.hnc.x-k8s.io/depth`.
@@ -90,6 +95,7 @@ mod tests {
     fn hns_labels() {
         assert!(is_hns_label("a.tree.hnc.x-k8s.io/depth"));
         assert!(is_hns_label(HIERARCHY_MEMBER));
+        assert!(is_hns_label(INCLUDED_NAMESPACE));
         assert!(!is_hns_label("team"));
     }
 }

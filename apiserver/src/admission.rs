@@ -1,7 +1,8 @@
 //! The validating admission webhook for Namespace objects.
 //!
 //! Hierarchy state lives on namespaces, so direct edits must not corrupt it: only hns may
-//! write tree labels, the membership label and hns's annotations; a subnamespace is deleted
+//! write tree labels, the membership label and hns's annotations, and `included-namespace` may
+//! only say `"true"` on a managed namespace (HNC's rule); a subnamespace is deleted
 //! through its parent; a namespace with subnamespaces is deleted only where cascading deletion
 //! is allowed. Decisions come from the forest and [`crate::hierarchy::rules`]; this module only decodes
 //! and answers.
@@ -174,7 +175,7 @@ fn decide(state: &AppState, req: &AdmissionRequest<Namespace>, cluster_peer: boo
     }
     match req.operation {
         Operation::Create | Operation::Update => match &req.object {
-            Some(new) => rules::check_namespace_edit(&req.name, req.old_object.as_ref(), new),
+            Some(new) => rules::check_namespace_edit(&state.policy, &req.name, req.old_object.as_ref(), new),
             None => Ok(()),
         },
         Operation::Delete => rules::check_namespace_delete(&state.cache.read(), &req.name, cluster_peer),

@@ -338,13 +338,21 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Creates a namespace with `labels`, and returns its name.
+/// Creates a namespace with `labels`, waits until hns has labelled it as a namespace it
+/// manages (its own tree label and `included-namespace`), and returns its name: a test reading
+/// the namespace later sees no change hns makes on its own.
 pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) -> String {
     let api: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();
     ns.metadata.name = Some(name.to_string());
     ns.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     api.create(&PostParams::default(), &ns).await.unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    let own = hns_api::keys::tree_label(name);
+    eventually(&format!("hns to label namespace {name}"), Duration::from_secs(30), || async {
+        let labels = api.get(name).await.ok()?.metadata.labels?;
+        (labels.contains_key(&own) && labels.contains_key(hns_api::keys::INCLUDED_NAMESPACE)).then_some(())
+    })
+    .await;
     name.to_string()
 }
 

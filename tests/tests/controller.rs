@@ -48,10 +48,14 @@ async fn tree_labels_follow_a_moved_subtree() {
     })
     .await;
     assert_eq!(l[&keys::tree_label(&mid)], "1");
-    eventually("a, childless now, leaves the hierarchy", WAIT, || async {
-        (!labels(&client, &a).await.contains_key(keys::HIERARCHY_MEMBER)).then_some(())
+    let l = eventually("a, childless now, leaves the hierarchy", WAIT, || async {
+        let l = labels(&client, &a).await;
+        (!l.contains_key(keys::HIERARCHY_MEMBER)).then_some(l)
     })
     .await;
+    // Out of every hierarchy, it is still a namespace hns manages.
+    assert_eq!(l[&keys::tree_label(&a)], "0", "{l:?}");
+    assert_eq!(l[keys::INCLUDED_NAMESPACE], "true", "{l:?}");
     for n in [&leaf, &mid, &a, &b] {
         set_parent(&client, n, None).await.unwrap();
         delete_namespaces(&client, &[n]).await;

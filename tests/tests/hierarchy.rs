@@ -154,8 +154,10 @@ async fn moves_need_rights_on_the_trees_they_touch() {
         set_parent(&client, child, Some(parent)).await.unwrap();
     }
     let carol = unique("carol");
-    // Admin of x and t1, but not of their common ancestor org.
-    for ns in [&x, &t1, &t2] {
+    // Admin of x and t1, but not of their common ancestor org. x's rights are the copy of t1's
+    // binding: a binding of the same name of x's own would be in the way of t2's after the move,
+    // and the move refused for it (a_move_that_would_overwrite_… in propagation.rs).
+    for ns in [&t1, &t2] {
         grant(&env, &carol, "admin", ns);
     }
     let move_x = |to: &str| {
@@ -481,4 +483,71 @@ async fn watch_resumes_expires_and_lists() {
         .collect();
     assert_eq!(names, std::slice::from_ref(&second), "{out}");
     delete_tree(&client, &parent).await;
+}
+
+async fn labels_of(client: &Client, ns: &str) -> std::collections::BTreeMap<String, String> {
+    Api::<Namespace>::all(client.clone()).get(ns).await.unwrap().metadata.labels.unwrap_or_default()
+}
+
+/// As under HNC, every namespace hns manages carries its own depth-0 tree label and
+/// `included-namespace: "true"`, in a hierarchy or not, so policies selecting
+/// `<ns>.tree.hnc.x-k8s.io/depth` match a namespace without children too; excluded namespaces
+/// carry none. A lone namespace gets no membership label: that label selects the fail-closed
+/// webhook, and an hns outage must not block namespaces outside hierarchies. Users can neither
+/// remove these labels nor forge them.
+#[tokio::test]
+async fn every_managed_namespace_carries_its_tree_label_and_included_namespace() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let lone = create_namespace(&client, &unique("lone"), &[]).await;
+    let own = keys::tree_label(&lone);
+    let labels = eventually("the lone namespace labelled by hns", WAIT, || async {
+        let l = labels_of(&client, &lone).await;
+        (l.get(&own).map(String::as_str) == Some("0")
+            && l.get(keys::INCLUDED_NAMESPACE).map(String::as_str) == Some("true"))
+        .then_some(l)
+    })
+    .await;
+    assert!(
+        !labels.contains_key(keys::HIERARCHY_MEMBER),
+        "no parent, no children, no membership: {labels:?}"
+    );
+    let selected = ok(env.kubectl(&["get", "ns", "-l", &own, "-o", "name"]));
+    assert_eq!(selected.trim(), format!("namespace/{lone}"));
+    for excluded in ["kube-system", "kube-public"] {
+        let l = labels_of(&client, excluded).await;
+        assert!(
+            !l.keys().any(|k| keys::is_hns_label(k)),
+            "{excluded} is excluded and carries none of hns's labels: {l:?}"
+        );
+    }
+
+    let denied = |out| {
+        let err = fails(out);
+        assert!(err.contains("denied the request"), "{err}");
+        err
+    };
+    let included = keys::INCLUDED_NAMESPACE;
+    let err = denied(env.kubectl(&["label", "ns", &lone, &format!("{included}-")]));
+    assert!(err.contains("It has to be set as true on all managed namespaces"), "{err}");
+    denied(env.kubectl(&["label", "ns", &lone, &format!("{included}=false"), "--overwrite"]));
+    let err = denied(env.kubectl(&["label", "ns", &lone, &format!("{own}-")]));
+    assert!(err.contains(&format!("cannot remove tree label \"{own}\"")), "{err}");
+    denied(env.kubectl(&["label", "ns", &lone, &format!("{}=1", keys::tree_label("elsewhere"))]));
+    let err = denied(env.kubectl(&["label", "ns", "kube-system", &format!("{included}=true")]));
+    assert!(err.contains("unmanaged namespace"), "{err}");
+    ok(env.kubectl(&["label", "ns", &lone, "team=x"]));
+    assert_eq!(labels_of(&client, &lone).await[&own], "0", "refusals changed nothing");
+
+    // A manifest exported from HNC carries included-namespace: "true", which HNC accepts on
+    // create; tree labels it refuses.
+    let exported = create_namespace(&client, &unique("exported"), &[(included, "true")]).await;
+    let forged = unique("forged");
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(forged.clone());
+    ns.metadata.labels = Some([(keys::tree_label(&lone), "1".to_string())].into());
+    let refused =
+        Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap_err();
+    assert_eq!(api_status(refused).code, 403);
+    delete_namespaces(&client, &[&lone, &exported]).await;
 }

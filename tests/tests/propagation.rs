@@ -70,11 +70,12 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
     let err = fails(env.kubectl(&["label", "rolebinding", "acme-admins", "-n", &team, "x=y"]));
     assert!(err.contains("cannot modify object propagated"), "{err}");
 
-    // A namespace's own object of the same name is never overwritten.
+    // A namespace's own object of the same name is never overwritten: a move that would put it
+    // in the way of the new ancestor's is refused (see a_move_that_would_overwrite_…).
     let own = create_namespace(&client, &unique("own"), &[]).await;
     rolebinding(&client, &own, "acme-admins", "locals").await;
-    set_parent(&client, &own, Some(&org)).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let refused = api_status(set_parent(&client, &own, Some(&org)).await.unwrap_err());
+    assert_eq!(refused.code, 409, "{}", refused.message);
     let mine = Api::<RoleBinding>::namespaced(client.clone(), &own).get("acme-admins").await.unwrap();
     assert_eq!(mine.subjects.unwrap()[0].name, "locals", "not overwritten");
 
@@ -126,6 +127,84 @@ async fn objects_labelled_as_copies_cannot_be_created() {
     );
     assert!(roles.get_opt("forged").await.unwrap().is_none(), "nothing is created");
     delete_namespaces(&client, &[&ns]).await;
+}
+
+/// HNC's rule: a move that would make a new ancestor's object propagate onto a namespace's own
+/// object of the same name (not a copy) anywhere in the moved subtree is refused with a
+/// conflict naming the objects, and changes nothing. Objects that would not propagate there
+/// (exceptions) are no conflict. Once the objects are gone, the move succeeds and the
+/// ancestor's policy arrives.
+#[tokio::test]
+async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let org = create_namespace(&client, &unique("ow-org"), &[]).await;
+    let child = create_namespace(&client, &unique("ow-child"), &[]).await;
+    let below = format!("{child}-below");
+    create_subns(&client, &child, &below).await.unwrap();
+    rolebinding(&client, &org, "org-sres", "sres").await;
+    rolebinding(&client, &org, "org-viewers", "viewers").await;
+    let private = RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            annotations: Some([("propagate.hnc.x-k8s.io/none".to_string(), "true".to_string())].into()),
+            ..view_binding("org-private", "org-only").metadata
+        },
+        ..view_binding("org-private", "org-only")
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), &org)
+        .create(&PostParams::default(), &private)
+        .await
+        .unwrap();
+    rolebinding(&client, &child, "org-sres", "someone-else").await;
+    rolebinding(&client, &child, "org-private", "child-only").await;
+    rolebinding(&client, &below, "org-viewers", "below-only").await;
+    // hns must have seen the objects for the question to be asked at all.
+    wait_copy::<RoleBinding>(&client, &below, "org-sres", Some(&child)).await;
+
+    let err = fails(hns(&env, &["set", &child, "--parent", &org]));
+    let expected = format!(
+        "Cannot update hierarchy because it would overwrite the following object(s):\n  * Namespace \"{child}\": org-sres (rbac.authorization.k8s.io/v1, Kind=RoleBinding)\n  * Namespace \"{below}\": org-viewers (rbac.authorization.k8s.io/v1, Kind=RoleBinding)\nTo fix this, please rename or remove the conflicting objects first."
+    );
+    assert!(err.contains(&expected), "{err}");
+    assert!(!err.contains("org-private"), "an object that would not propagate is no conflict: {err}");
+    let refused = api_status(set_parent(&client, &child, Some(&org)).await.unwrap_err());
+    assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"), "{}", refused.message);
+    assert!(refused.message.contains(&expected), "{}", refused.message);
+    // Every way of writing the parent: a PUT and a server-side apply too.
+    let hcs: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), &child);
+    let mut hc = hcs.get("hierarchy").await.unwrap();
+    hc.spec.parent = Some(org.clone());
+    let put = api_status(hcs.replace("hierarchy", &PostParams::default(), &hc).await.unwrap_err());
+    assert_eq!(put.code, 409, "{}", put.message);
+    let applied = json!({
+        "apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
+        "metadata": {"name": "hierarchy", "namespace": child}, "spec": {"parent": org},
+    });
+    let apply = hcs.patch("hierarchy", &PatchParams::apply("gitops"), &Patch::Apply(applied)).await;
+    assert!(api_status(apply.unwrap_err()).message.contains("Cannot update hierarchy"));
+    let hc = hcs.get("hierarchy").await.unwrap();
+    assert_eq!(hc.spec.parent, None, "the parent is unchanged");
+
+    let rbs = |ns: &str| Api::<RoleBinding>::namespaced(client.clone(), ns);
+    rbs(&child).delete("org-sres", &DeleteParams::default()).await.unwrap();
+    rbs(&below).delete("org-viewers", &DeleteParams::default()).await.unwrap();
+    // hns's watch of RoleBindings brings the deletions a moment later.
+    eventually("the move to succeed", Duration::from_secs(15), || async {
+        set_parent(&client, &child, Some(&org)).await.ok().map(|_| ())
+    })
+    .await;
+    for ns in [&child, &below] {
+        wait_copy::<RoleBinding>(&client, ns, "org-sres", Some(&org)).await;
+        wait_copy::<RoleBinding>(&client, ns, "org-viewers", Some(&org)).await;
+    }
+    let arrived = rbs(&child).get("org-sres").await.unwrap();
+    assert_eq!(arrived.subjects.unwrap()[0].name, "sres", "the parent's binding, not the child's");
+    let kept = rbs(&child).get("org-private").await.unwrap();
+    assert_eq!(kept.subjects.unwrap()[0].name, "child-only");
+
+    set_parent(&client, &child, None).await.unwrap();
+    delete_tree(&client, &child).await;
+    delete_tree(&client, &org).await;
 }
 
 /// Everything that changes the cluster-wide configuration, in one test so nothing else races it.

@@ -1,7 +1,8 @@
 //! Crash safety: hns-apiserver killed with SIGKILL in the middle of propagating to 500
 //! namespaces, with sources changed while it is down, then restarted: every copy ends up exactly
 //! right. Its own test binary, so no other test runs while hns is down (cargo runs test binaries
-//! one after another).
+//! one after another). While hns is down, a namespace outside every hierarchy stays editable
+//! although hns labels it (its tree label and `included-namespace`), and a member does not.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,6 +79,15 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     })
     .await;
 
+    // A namespace outside every hierarchy, labelled by hns as every managed namespace is.
+    let lone = create_namespace(&client, &unique("crash-lone"), &[]).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    eventually("the lone namespace labelled", Duration::from_secs(30), || async {
+        let labels = namespaces.get(&lone).await.ok()?.metadata.labels?;
+        labels.contains_key(hns_api::keys::INCLUDED_NAMESPACE).then_some(())
+    })
+    .await;
+
     // A new source, and hns killed while it propagates.
     rbs.create(&PostParams::default(), &view_binding("fresh", "during")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -101,6 +111,11 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     .await
     .unwrap();
     rbs.delete("gone", &DeleteParams::default()).await.unwrap();
+    // The outage blocks members (fail-closed webhook) but not the lone namespace (fail-open).
+    let label = |value: &str| Patch::Merge(json!({"metadata": {"labels": {"team": value}}}));
+    namespaces.patch(&lone, &PatchParams::default(), &label("during-outage")).await.unwrap();
+    let blocked = namespaces.patch(&root, &PatchParams::default(), &label("during-outage")).await;
+    assert!(blocked.is_err(), "a member's edit waits for hns");
 
     let restarted =
         std::process::Command::new(repo().join("hack/hns-up.sh")).arg("up").arg(&local.dir).status().unwrap();
@@ -113,4 +128,5 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     println!("converged {CHILDREN} namespaces {:.1} s after the restart", started.elapsed().as_secs_f64());
 
     delete_tree(&client, &root).await;
+    delete_namespaces(&client, &[&lone]).await;
 }

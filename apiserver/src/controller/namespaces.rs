@@ -15,7 +15,7 @@ use crate::hierarchy::policy::Policy;
 /// The labels hns wants on `ns`, and the keys it owns there (wanted or not).
 fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String, String> {
     let Some(node) = forest.get(ns) else { return BTreeMap::new() };
-    let mut labels = plan::hierarchy_labels(forest, ns, node.parent.as_deref());
+    let mut labels = plan::hierarchy_labels(forest, policy, ns, node.parent.as_deref());
     for kv in inherited(forest, ns, |n| &n.managed_labels) {
         if policy.is_managed_label(&kv.0) {
             labels.insert(kv.0, kv.1);
@@ -202,6 +202,35 @@ mod tests {
         f.upsert(ns);
         let p = patch(&f, &policy(), "alone", now()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], Value::Null);
+        assert!(
+            p["metadata"]["labels"].get("alone.tree.hnc.x-k8s.io/depth").is_none(),
+            "its own label stays"
+        );
+    }
+
+    #[test]
+    fn lone_namespaces_are_labelled_but_excluded_ones_are_not() {
+        let mut f = forest("alone kube-system");
+        let p = patch(&f, &policy(), "alone", now()).expect("a lone namespace needs its labels");
+        let labels = p["metadata"]["labels"].as_object().unwrap();
+        assert_eq!(labels["alone.tree.hnc.x-k8s.io/depth"], "0");
+        assert_eq!(labels[keys::INCLUDED_NAMESPACE], "true");
+        assert!(!labels.contains_key(keys::HIERARCHY_MEMBER), "the fail-open webhook must keep covering it");
+        apply(&mut f, "alone", &p);
+        assert!(patch(&f, &policy(), "alone", now()).is_none(), "converged");
+        assert!(patch(&f, &policy(), "kube-system", now()).is_none(), "excluded: nothing to write");
+        let mut forged = namespace("kube-system", None, false);
+        forged.metadata.labels = Some(
+            [
+                (keys::INCLUDED_NAMESPACE.to_string(), "true".to_string()),
+                ("kube-system.tree.hnc.x-k8s.io/depth".into(), "0".into()),
+            ]
+            .into(),
+        );
+        f.upsert(forged);
+        let p = patch(&f, &policy(), "kube-system", now()).unwrap();
+        assert_eq!(p["metadata"]["labels"][keys::INCLUDED_NAMESPACE], Value::Null);
+        assert_eq!(p["metadata"]["labels"]["kube-system.tree.hnc.x-k8s.io/depth"], Value::Null);
     }
 
     #[test]

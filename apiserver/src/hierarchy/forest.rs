@@ -167,7 +167,7 @@ impl Node {
 }
 
 /// The hierarchy of every namespace in the cluster.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Forest {
     nodes: BTreeMap<String, Node>,
     /// parent → children. A parent may be listed here before (or after) it exists.

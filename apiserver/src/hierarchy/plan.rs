@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::policy::Policy;
 use crate::hierarchy::seal;
 
 /// The hierarchy facts hns keeps on one namespace.
@@ -98,19 +99,30 @@ pub fn revert_forgery(forest: &Forest, node: &Node) -> Map<String, Value> {
 }
 
 /// The labels of hns that namespace `ns` should carry under `parent`, the one rule for API
-/// writes and the controller alike: while it is a member of a hierarchy (it has a parent or
-/// children), the membership label and its tree labels; none otherwise. In or below a cycle
-/// the ancestry has no root: only its own tree label is certain, and tree labels must never
-/// express a cycle.
-pub fn hierarchy_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
-    let member = parent.is_some() || forest.children(ns).next().is_some();
-    if !member {
+/// writes and the controller alike. Every namespace hns manages (every one not excluded) carries
+/// its own depth-0 tree label and `included-namespace`, as under HNC: policies written for HNC
+/// select a namespace by them whether or not it has children. Only a member of a hierarchy (it
+/// has a parent or children) carries its ancestors' tree labels and the membership label, which
+/// selects the fail-closed webhook: an hns outage must never block namespaces outside
+/// hierarchies. In or below a cycle the ancestry has no root: only its own tree label is
+/// certain, and tree labels must never express a cycle.
+pub fn hierarchy_labels(
+    forest: &Forest,
+    policy: &Policy,
+    ns: &str,
+    parent: Option<&str>,
+) -> BTreeMap<String, String> {
+    if policy.is_excluded(ns) {
         return BTreeMap::new();
     }
+    let member = parent.is_some() || forest.children(ns).next().is_some();
     let tangled =
         parent.is_some_and(|p| forest.ancestry_names(p).iter().any(|a| forest.cycle_names(a).is_some()));
     let mut labels = tree_labels(forest, ns, if tangled { None } else { parent });
-    labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    labels.insert(keys::INCLUDED_NAMESPACE.to_string(), "true".to_string());
+    if member {
+        labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
+    }
     labels
 }
 
@@ -130,8 +142,14 @@ fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<Stri
 }
 
 /// The Namespace object of a new subnamespace `name` of `parent`.
-pub fn new_subnamespace(forest: &Forest, parent: &str, name: &str, state: &HierarchyState) -> Namespace {
-    let labels = hierarchy_labels(forest, name, Some(parent));
+pub fn new_subnamespace(
+    forest: &Forest,
+    policy: &Policy,
+    parent: &str,
+    name: &str,
+    state: &HierarchyState,
+) -> Namespace {
+    let labels = hierarchy_labels(forest, policy, name, Some(parent));
     let state = HierarchyState { parent: Some(parent.to_string()), ..state.clone() };
     let mut annotations = sealed_annotations(&state, true);
     if let Some(seal) = forest.sealer().seal(name, &annotations) {
@@ -151,14 +169,19 @@ pub fn new_subnamespace(forest: &Forest, parent: &str, name: &str, state: &Hiera
 /// A merge patch taking `node` to `desired`, or `None` when nothing changes. It carries the
 /// namespace's resourceVersion, so it fails with a conflict if the namespace changed meanwhile.
 /// A subnamespace's parent stays what it is: it is fixed at creation.
-pub fn hierarchy_patch(forest: &Forest, node: &Node, desired: &HierarchyState) -> Option<Value> {
+pub fn hierarchy_patch(
+    forest: &Forest,
+    policy: &Policy,
+    node: &Node,
+    desired: &HierarchyState,
+) -> Option<Value> {
     let mut desired = desired.clone();
     if node.is_subnamespace {
         desired.parent = node.parent.clone();
     }
     let want = sealed_annotations(&desired, node.is_subnamespace);
     let annotations = sealed_changes(forest, node, &want);
-    let labels = membership_labels(forest, node, desired.parent.as_deref());
+    let labels = membership_labels(forest, policy, node, desired.parent.as_deref());
     if annotations.is_empty() && labels.is_empty() {
         return None;
     }
@@ -171,10 +194,38 @@ pub fn hierarchy_patch(forest: &Forest, node: &Node, desired: &HierarchyState) -
     }))
 }
 
+/// The forest as it would be once `ns` has moved under `parent` and the controller has
+/// relabelled its subtree: what propagation would do after a move can be planned on it before
+/// the move is made. Costs a copy of the forest (its nodes share their Namespace objects).
+pub fn moved(forest: &Forest, policy: &Policy, ns: &str, parent: Option<&str>) -> Forest {
+    let mut after = forest.clone();
+    // Tree labels follow parents, not labels, so once `ns` names its new parent every
+    // descendant's labels can be worked out in any order.
+    for name in std::iter::once(ns.to_string()).chain(forest.descendant_names(ns)) {
+        let Some(node) = after.get(&name) else { continue };
+        let mut state = HierarchyState::of(node);
+        if name == ns {
+            state.parent = parent.map(str::to_string);
+        }
+        let Some(patch) = hierarchy_patch(&after, policy, node, &state) else { continue };
+        let mut value = serde_json::to_value(&*node.object).unwrap_or_default();
+        json_patch::merge(&mut value, &patch);
+        if let Ok(written) = serde_json::from_value::<Namespace>(value) {
+            after.upsert(written);
+        }
+    }
+    after
+}
+
 /// Label changes taking `node` to [`hierarchy_labels`] under `parent`.
-fn membership_labels(forest: &Forest, node: &Node, parent: Option<&str>) -> Map<String, Value> {
+fn membership_labels(
+    forest: &Forest,
+    policy: &Policy,
+    node: &Node,
+    parent: Option<&str>,
+) -> Map<String, Value> {
     let current = node.object.metadata.labels.clone().unwrap_or_default();
-    let want = hierarchy_labels(forest, node.name(), parent);
+    let want = hierarchy_labels(forest, policy, node.name(), parent);
     let mut changes = Map::new();
     for (k, v) in &want {
         if current.get(k) != Some(v) {
@@ -189,23 +240,28 @@ fn membership_labels(forest: &Forest, node: &Node, parent: Option<&str>) -> Map<
 
 /// A patch marking `node` as a hierarchy member before it gains a child, or `None` if it is one.
 /// Marking first means a crash leaves at worst a member without children, which is harmless.
+/// It carries the labels every managed namespace has too, so the parent is complete at once
+/// (a parent is never excluded).
 pub fn mark_member(node: &Node) -> Option<Value> {
-    let labels = node.object.metadata.labels.as_ref();
-    let marked = labels.is_some_and(|l| l.contains_key(keys::HIERARCHY_MEMBER));
-    let has_self_label = labels.is_some_and(|l| l.contains_key(&keys::tree_label(node.name())));
-    if marked && has_self_label {
+    let labels = node.object.metadata.labels.clone().unwrap_or_default();
+    let own = keys::tree_label(node.name());
+    let want = [
+        (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
+        (keys::INCLUDED_NAMESPACE.to_string(), "true".to_string()),
+        (own.clone(), labels.get(&own).cloned().unwrap_or_else(|| "0".into())),
+    ];
+    if want.iter().all(|(k, v)| labels.get(k) == Some(v)) {
         return None;
     }
-    Some(json!({"metadata": {"labels": {
-        keys::HIERARCHY_MEMBER: "true",
-        keys::tree_label(node.name()): labels.and_then(|l| l.get(&keys::tree_label(node.name()))).cloned().unwrap_or_else(|| "0".into()),
-    }}}))
+    let changes: Map<String, Value> = want.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+    Some(json!({"metadata": {"labels": changes}}))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::forest;
+    use crate::hierarchy::policy::testing::policy;
 
     #[test]
     fn tree_labels_count_distance_to_each_ancestor() {
@@ -229,7 +285,7 @@ mod tests {
     #[test]
     fn a_new_subnamespace_is_complete_in_one_object() {
         let f = forest("acme team-a:acme");
-        let ns = new_subnamespace(&f, "team-a", "dev", &HierarchyState::default());
+        let ns = new_subnamespace(&f, &policy(), "team-a", "dev", &HierarchyState::default());
         let labels = ns.metadata.labels.unwrap();
         assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], "2");
         assert_eq!(labels[keys::HIERARCHY_MEMBER], "true");
@@ -241,11 +297,44 @@ mod tests {
         let f = forest("acme team-a");
         let node = f.get("team-a").unwrap();
         let desired = HierarchyState { parent: Some("acme".into()), ..HierarchyState::of(node) };
-        let p = hierarchy_patch(&f, node, &desired).unwrap();
+        let p = hierarchy_patch(&f, &policy(), node, &desired).unwrap();
         assert_eq!(p["metadata"]["annotations"][keys::PARENT], "acme");
         assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "1");
         assert_eq!(p["metadata"]["labels"]["team-a.tree.hnc.x-k8s.io/depth"], "0");
-        assert!(hierarchy_patch(&f, node, &HierarchyState::of(node)).is_none(), "no change, no write");
+        let unchanged = hierarchy_patch(&f, &policy(), node, &HierarchyState::of(node)).unwrap();
+        assert_eq!(unchanged["metadata"]["annotations"], json!({}), "only the labels of a managed namespace");
+        let mut labelled = (*node.object).clone();
+        labelled.metadata.labels = Some(hierarchy_labels(&f, &policy(), "team-a", None));
+        let node = Node::from_namespace(labelled, f.sealer());
+        assert!(
+            hierarchy_patch(&f, &policy(), &node, &HierarchyState::of(&node)).is_none(),
+            "no change, no write"
+        );
+    }
+
+    #[test]
+    fn every_managed_namespace_has_its_own_labels_but_only_members_the_membership() {
+        let f = forest("alone acme team-a:acme kube-system");
+        let p = policy();
+        let alone = hierarchy_labels(&f, &p, "alone", None);
+        assert_eq!(alone.len(), 2, "{alone:?}");
+        assert_eq!(alone["alone.tree.hnc.x-k8s.io/depth"], "0");
+        assert_eq!(alone[keys::INCLUDED_NAMESPACE], "true");
+        let root = hierarchy_labels(&f, &p, "acme", None);
+        assert_eq!(root[keys::HIERARCHY_MEMBER], "true", "a parent is a member");
+        assert_eq!(root[keys::INCLUDED_NAMESPACE], "true");
+        assert!(hierarchy_labels(&f, &p, "kube-system", None).is_empty(), "excluded: none at all");
+    }
+
+    #[test]
+    fn moved_relabels_the_whole_subtree() {
+        let f = forest("org t1:org t2:org x:t1 y:x");
+        let after = moved(&f, &policy(), "x", Some("t2"));
+        assert_eq!(after.get("x").unwrap().parent.as_deref(), Some("t2"));
+        let labels = after.get("y").unwrap().object.metadata.labels.clone().unwrap();
+        assert_eq!(labels["t2.tree.hnc.x-k8s.io/depth"], "2");
+        assert!(!labels.contains_key("t1.tree.hnc.x-k8s.io/depth"), "{labels:?}");
+        assert_eq!(f.get("x").unwrap().parent.as_deref(), Some("t1"), "the forest itself is unchanged");
     }
 
     #[test]
@@ -262,13 +351,19 @@ mod tests {
         );
         f.upsert(ns);
         let node = f.get("team-a").unwrap();
-        let p =
-            hierarchy_patch(&f, node, &HierarchyState { parent: None, ..HierarchyState::of(node) }).unwrap();
+        let p = hierarchy_patch(
+            &f,
+            &policy(),
+            node,
+            &HierarchyState { parent: None, ..HierarchyState::of(node) },
+        )
+        .unwrap();
         assert_eq!(p["metadata"]["annotations"][keys::PARENT], Value::Null);
         let labels = &p["metadata"]["labels"];
         assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], Value::Null);
-        assert_eq!(labels["team-a.tree.hnc.x-k8s.io/depth"], Value::Null, "no longer in a hierarchy");
-        assert_eq!(labels[keys::HIERARCHY_MEMBER], Value::Null);
+        assert!(labels.get("team-a.tree.hnc.x-k8s.io/depth").is_none(), "its own label stays");
+        assert_eq!(labels[keys::INCLUDED_NAMESPACE], "true");
+        assert_eq!(labels[keys::HIERARCHY_MEMBER], Value::Null, "no longer in a hierarchy");
     }
 
     #[test]
@@ -277,19 +372,20 @@ mod tests {
         let p = mark_member(f.get("acme").unwrap()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], "true");
         assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "0");
+        assert_eq!(p["metadata"]["labels"][keys::INCLUDED_NAMESPACE], "true");
     }
 
     #[test]
     fn hns_writes_are_sealed() {
         let f = forest("acme team-a");
-        let ns = new_subnamespace(&f, "acme", "dev", &HierarchyState::default());
+        let ns = new_subnamespace(&f, &policy(), "acme", "dev", &HierarchyState::default());
         let node = Node::from_namespace(ns, f.sealer());
         assert_eq!(node.forgery, None);
         assert_eq!(node.parent.as_deref(), Some("acme"));
 
         let team = f.get("team-a").unwrap();
         let desired = HierarchyState { parent: Some("acme".into()), ..HierarchyState::of(team) };
-        let p = hierarchy_patch(&f, team, &desired).unwrap();
+        let p = hierarchy_patch(&f, &policy(), team, &desired).unwrap();
         let mut value = serde_json::to_value(&*team.object).unwrap();
         json_patch::merge(&mut value, &p);
         let written: Namespace = serde_json::from_value(value).unwrap();

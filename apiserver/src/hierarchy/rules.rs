@@ -260,8 +260,10 @@ fn is_label_value(v: &str) -> bool {
 }
 
 /// Checks a direct edit of a namespace's labels and annotations by someone other than hns:
-/// tree labels, the membership label and hns's annotations are hns's alone.
+/// tree labels, the membership label and hns's annotations are hns's alone, and
+/// `included-namespace` may only say `"true"`, on a namespace hns manages.
 pub fn check_namespace_edit(
+    policy: &Policy,
     ns: &str,
     old: Option<&k8s_openapi::api::core::v1::Namespace>,
     new: &k8s_openapi::api::core::v1::Namespace,
@@ -271,11 +273,14 @@ pub fn check_namespace_edit(
             .unwrap_or_default()
     };
     let (old_l, new_l) = (pick(old, true), pick(Some(new), true));
-    for key in old_l.keys().chain(new_l.keys()).filter(|k| keys::is_hns_label(k)) {
+    check_included_label(policy, ns, old.map(|_| &old_l), &new_l)?;
+    let maintained = |k: &&String| keys::is_hns_label(k) && k.as_str() != keys::INCLUDED_NAMESPACE;
+    for key in old_l.keys().chain(new_l.keys()).filter(maintained) {
         if old_l.get(key) != new_l.get(key) {
             let what = if keys::tree_label_ancestor(key).is_some() { "tree label" } else { "label" };
+            let how = if new_l.contains_key(key) { "set or modify" } else { "remove" };
             return Err(Refusal::Forbidden(format!(
-                "cannot set or modify {what} \"{key}\" in namespace \"{ns}\"; these can only be managed by hns"
+                "cannot {how} {what} \"{key}\" in namespace \"{ns}\"; these can only be managed by hns"
             )));
         }
     }
@@ -288,6 +293,37 @@ pub fn check_namespace_edit(
         }
     }
     Ok(())
+}
+
+/// HNC's rule for `included-namespace` (`old` is `None` on create): an excluded namespace may
+/// not carry it (webhooks selecting managed namespaces by it would then apply to it), and a
+/// managed one may carry only `"true"`. HNC's mutating webhook adds the label on create; hns's
+/// controller does, so a new namespace may come without it, but it may not be removed.
+fn check_included_label(
+    policy: &Policy,
+    ns: &str,
+    old: Option<&std::collections::BTreeMap<String, String>>,
+    new: &std::collections::BTreeMap<String, String>,
+) -> Result<(), Refusal> {
+    let key = keys::INCLUDED_NAMESPACE;
+    let value = new.get(key);
+    if old.map(|o| o.get(key)) == Some(value) {
+        return Ok(());
+    }
+    if policy.is_excluded(ns) {
+        return match value {
+            None => Ok(()),
+            Some(_) => Err(Refusal::Forbidden(format!(
+                "you cannot enforce webhook rules on this unmanaged namespace using the \"{key}\" label: namespace \"{ns}\" is excluded from hierarchies by the hns administrator; leave the label out"
+            ))),
+        };
+    }
+    match (old, value.map(String::as_str)) {
+        (_, Some("true")) | (None, None) => Ok(()),
+        _ => Err(Refusal::Forbidden(format!(
+            "you cannot change the value of the \"{key}\" label. It has to be set as true on all managed namespaces; hns maintains it, so leave it as it is"
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -450,19 +486,53 @@ mod tests {
         let old = namespace("a", Some("p"), false);
         let mut new = old.clone();
         new.metadata.labels = Some([("a.tree.hnc.x-k8s.io/depth".to_string(), "0".to_string())].into());
-        assert!(message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("tree label"));
+        assert!(message(check_namespace_edit(&policy(), "a", Some(&old), &new).unwrap_err())
+            .contains("tree label"));
         let mut new = old.clone();
         new.metadata.annotations.as_mut().unwrap().insert(keys::PARENT.into(), "q".into());
-        assert!(
-            message(check_namespace_edit("a", Some(&old), &new).unwrap_err()).contains("hnc.x-k8s.io/parent")
-        );
+        assert!(message(check_namespace_edit(&policy(), "a", Some(&old), &new).unwrap_err())
+            .contains("hnc.x-k8s.io/parent"));
         let mut new = old.clone();
         new.metadata.labels = Some([("team".to_string(), "x".to_string())].into());
-        assert!(check_namespace_edit("a", Some(&old), &new).is_ok(), "other labels are the user's");
         assert!(
-            check_namespace_edit("a", None, &namespace("n", Some("p"), true)).is_err(),
+            check_namespace_edit(&policy(), "a", Some(&old), &new).is_ok(),
+            "other labels are the user's"
+        );
+        assert!(
+            check_namespace_edit(&policy(), "a", None, &namespace("n", Some("p"), true)).is_err(),
             "create with hns keys"
         );
+    }
+
+    #[test]
+    fn included_namespace_may_only_say_true_on_managed_namespaces() {
+        let p = policy();
+        let with = |name: &str, labels: &[(&str, &str)]| {
+            let mut n = namespace(name, None, false);
+            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            n
+        };
+        let inc = keys::INCLUDED_NAMESPACE;
+        let labelled = with("a", &[(inc, "true"), ("a.tree.hnc.x-k8s.io/depth", "0")]);
+        assert!(check_namespace_edit(&p, "a", None, &with("a", &[])).is_ok(), "created without it");
+        assert!(check_namespace_edit(&p, "a", None, &with("a", &[(inc, "true")])).is_ok(), "or with it");
+        let m = message(check_namespace_edit(&p, "a", None, &with("a", &[(inc, "false")])).unwrap_err());
+        assert!(m.contains("has to be set as true"), "{m}");
+        let removed = with("a", &[("a.tree.hnc.x-k8s.io/depth", "0")]);
+        let m = message(check_namespace_edit(&p, "a", Some(&labelled), &removed).unwrap_err());
+        assert!(m.contains("has to be set as true"), "{m}");
+        let m = message(
+            check_namespace_edit(&p, "a", Some(&labelled), &with("a", &[(inc, "true")])).unwrap_err(),
+        );
+        assert!(m.starts_with("cannot remove tree label"), "{m}");
+        let m = message(
+            check_namespace_edit(&p, "kube-system", None, &with("kube-system", &[(inc, "true")]))
+                .unwrap_err(),
+        );
+        assert!(m.contains("unmanaged namespace"), "{m}");
+        let mut team = labelled.clone();
+        team.metadata.labels.as_mut().unwrap().insert("team".into(), "x".into());
+        assert!(check_namespace_edit(&p, "a", Some(&labelled), &team).is_ok(), "other labels are the user's");
     }
 
     #[test]

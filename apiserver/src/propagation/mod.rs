@@ -7,6 +7,7 @@
 //! acted on, so a restart never deletes copies for want of having seen their sources.
 
 pub mod exceptions;
+pub mod overwrites;
 pub mod plan;
 pub mod rules;
 
@@ -23,6 +24,9 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 
+use crate::hierarchy::forest::Forest;
+use crate::hierarchy::policy::Policy;
+use crate::hierarchy::rules::Refusal;
 use crate::resource_version;
 use crate::store::cache::Change;
 use hns_api::config::Mode;
@@ -322,6 +326,39 @@ impl Propagation {
             }
             tracing::info!(kind = %s.resource.kind, "{why}");
         }
+    }
+
+    /// What making `parent` the parent of `ns` would have propagation overwrite, of every kind
+    /// that propagates, with the kind as HNC names it; `before` is the forest now and `after` the
+    /// forest after the move. Refused as not synced while a kind that may propagate has not been
+    /// listed yet: nothing would be found in it.
+    pub fn overwrites_of_move(
+        &self,
+        before: &Forest,
+        after: &Forest,
+        policy: &Policy,
+        ns: &str,
+    ) -> Result<Vec<(String, overwrites::Overwrite)>, Refusal> {
+        let mut found = Vec::new();
+        for syncer in self.syncers() {
+            let mode = syncer.mode();
+            if !matches!(mode, Mode::Propagate | Mode::AllowPropagate) {
+                continue;
+            }
+            if !syncer.is_synced() {
+                return Err(Refusal::NotSynced(format!(
+                    "hns has not listed the {} objects yet, so it cannot tell whether this change would overwrite any - please try again in a few moments.",
+                    syncer.resource.kind
+                )));
+            }
+            let kind = format!("{}, Kind={}", syncer.resource.api_version, syncer.resource.kind);
+            let objects = syncer.objects();
+            for o in overwrites::after_move(before, after, policy, &objects, &syncer.resource.kind, mode, ns)
+            {
+                found.push((kind.clone(), o));
+            }
+        }
+        Ok(found)
     }
 
     /// Records a problem with `kind`, keeping the time it first appeared.

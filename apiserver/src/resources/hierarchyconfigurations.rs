@@ -17,12 +17,13 @@ use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
-use crate::hierarchy::rules::{self, AuthzCheck};
+use crate::hierarchy::rules::{self, AuthzCheck, Refusal};
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
 use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
+use crate::propagation::overwrites;
 use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
@@ -261,7 +262,28 @@ async fn authorize_and_validate(
             ));
         }
     }
-    Ok(())
+    // Named only to callers allowed to make the move: the objects' names are in the subtree
+    // and the new ancestry.
+    check_overwrites(call, current, desired).map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))
+}
+
+/// HNC's rule: a move may not put a namespace's own object (not a copy) in the way of a source
+/// of the same name in a new ancestor, which would silently win over the ancestor's policy.
+/// Becoming a root adds no ancestor, and a new subnamespace has no objects yet.
+fn check_overwrites(
+    call: &Call<'_>,
+    current: &HierarchyState,
+    desired: &HierarchyState,
+) -> Result<(), Refusal> {
+    let Some(parent) = desired.parent.as_deref().filter(|p| current.parent.as_deref() != Some(*p)) else {
+        return Ok(());
+    };
+    let ns = call.req.namespace.as_str();
+    let (state, policy) = (call.state, &call.state.policy);
+    let before = state.cache.read();
+    let after = plan::moved(&before, policy, ns, Some(parent));
+    let found = state.propagation.overwrites_of_move(&before, &after, policy, ns)?;
+    overwrites::move_refusal(&found).map_or(Ok(()), Err)
 }
 
 /// Writes the new state: first marks the new parent as a hierarchy member, then patches the
@@ -283,7 +305,7 @@ async fn apply(
             .and_then(|p| forest.get(p))
             .and_then(|p| plan::mark_member(p).map(|m| (p.name().to_string(), m)));
         let moves = desired.parent.clone().filter(|p| node.parent.as_ref() != Some(p));
-        (mark, plan::hierarchy_patch(&forest, node, desired), moves)
+        (mark, plan::hierarchy_patch(&forest, &call.state.policy, node, desired), moves)
     };
     let Some(patch) = patch else {
         return Ok(None);
@@ -317,7 +339,7 @@ async fn apply(
                 .ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
             let patch = {
                 let forest = call.state.cache.read();
-                plan::hierarchy_patch(&forest, &forest.node_of(fresh), desired)
+                plan::hierarchy_patch(&forest, &call.state.policy, &forest.node_of(fresh), desired)
             };
             let Some(patch) = patch else { return Ok(None) };
             held.confirm()?;

@@ -18,7 +18,7 @@ use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
-use crate::propagation::ENFORCED;
+use crate::propagation::{overwrites, ENFORCED};
 use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
@@ -252,14 +252,12 @@ async fn check_overwrites(
         }
         let clashes = overwrites(call, &r.group, &r.resource, now).await?;
         if !clashes.is_empty() {
-            let shown: Vec<&str> = clashes.iter().take(10).map(String::as_str).collect();
-            let more =
-                if clashes.len() > 10 { format!(" and {} more", clashes.len() - 10) } else { String::new() };
+            let listed = overwrites::listed(&clashes, ", ");
             causes.push((
                 format!("spec.resources[{i}].mode"),
                 format!(
-                    "Cannot update configuration because it would overwrite the following object(s): {}{more}; rename or delete them first",
-                    shown.join(", ")
+                    "Cannot update configuration because it would overwrite the following object(s):{}; rename or delete them first",
+                    listed.strip_prefix(',').unwrap_or(&listed)
                 ),
             ));
         }
@@ -300,22 +298,11 @@ async fn overwrites(
         })
         .collect();
     let forest = call.state.cache.read();
-    let mut clashes = Vec::new();
-    for node in forest.iter() {
-        for action in crate::propagation::plan::actions(
-            &forest,
-            &call.state.policy,
-            &objects,
-            &ar.kind,
-            mode,
-            node.name(),
-        ) {
-            if let crate::propagation::Action::Conflict { name, source_namespace } = action {
-                clashes.push(format!("{}/{name} (from {source_namespace})", node.name()));
-            }
-        }
-    }
-    Ok(clashes)
+    let everywhere = forest.iter().map(|n| n.name());
+    Ok(overwrites::find(&forest, &call.state.policy, &objects, &ar.kind, mode, everywhere)
+        .into_iter()
+        .map(|o| format!("{}/{} (from {})", o.namespace, o.name, o.source_namespace))
+        .collect())
 }
 
 /// The checks that need no cluster.

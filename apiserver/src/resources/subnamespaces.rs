@@ -228,7 +228,7 @@ async fn create_object(
         rules::check_managed(policy, &state.managed_labels, &state.managed_annotations)
             .map_err(|r| refused(call.def, &name, r))?;
         let mark = forest.get(parent).and_then(plan::mark_member);
-        (plan::new_subnamespace(&forest, parent, &name, &state), mark)
+        (plan::new_subnamespace(&forest, policy, parent, &name, &state), mark)
     };
     if let (Some(m), false) = (mark, opts.dry_run) {
         call.state.writer.patch(parent, &m, false).await?;
@@ -306,7 +306,7 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     }
     let patch = {
         let forest = call.state.cache.read();
-        forest.get(name).and_then(|node| plan::hierarchy_patch(&forest, node, &desired))
+        forest.get(name).and_then(|node| plan::hierarchy_patch(&forest, &call.state.policy, node, &desired))
     };
     let mut node = None;
     if let Some(p) = patch {

@@ -1,6 +1,7 @@
 //! The hierarchy's invariants, checked from the cluster's own objects by an oracle written
 //! independently of hns's forest: no orphan or half-labelled namespace, tree labels exactly
-//! those of the ancestor chain, no cycle, and every propagated Role and RoleBinding an exact copy
+//! those of the ancestor chain (a lone namespace's own at 0, with `included-namespace`, and no
+//! membership label), no cycle, and every propagated Role and RoleBinding an exact copy
 //! of its source in exactly the namespaces below it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -124,8 +125,17 @@ impl Snapshot {
                 ));
             }
             let member = ns.labels.contains_key(keys::HIERARCHY_MEMBER);
-            if (ns.parent.is_some() || has_children.contains(name.as_str())) && !member {
+            let in_hierarchy = ns.parent.is_some() || has_children.contains(name.as_str());
+            if in_hierarchy && !member {
                 out.push(format!("{name}: in a hierarchy but not labelled {}", keys::HIERARCHY_MEMBER));
+            }
+            // The membership label selects the fail-closed webhook: on a lone namespace an hns
+            // outage would block it.
+            if !in_hierarchy && member {
+                out.push(format!("{name}: outside every hierarchy but labelled {}", keys::HIERARCHY_MEMBER));
+            }
+            if ns.labels.get(keys::INCLUDED_NAMESPACE).map(String::as_str) != Some("true") {
+                out.push(format!("{name}: not labelled {}=true", keys::INCLUDED_NAMESPACE));
             }
             match self.ancestors(name) {
                 Err(cycle) => out.push(cycle),
@@ -147,10 +157,6 @@ impl Snapshot {
             .filter(|(k, _)| keys::tree_label_ancestor(k).is_some())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        // A namespace outside every hierarchy may lack its own depth-0 label until hns sees it.
-        if have.is_empty() && chain.is_empty() {
-            return vec![];
-        }
         if have == want {
             vec![]
         } else {
@@ -254,16 +260,23 @@ mod tests {
     }
 
     fn valid() -> Snapshot {
-        let m = keys::HIERARCHY_MEMBER;
+        let (m, i) = (keys::HIERARCHY_MEMBER, keys::INCLUDED_NAMESPACE);
         let mut s = Snapshot::default();
-        s.namespaces.insert("r".into(), ns(None, &[(m, "true"), ("r.tree.hnc.x-k8s.io/depth", "0")]));
+        s.namespaces
+            .insert("r".into(), ns(None, &[(m, "true"), (i, "true"), ("r.tree.hnc.x-k8s.io/depth", "0")]));
         s.namespaces.insert(
             "c".into(),
             ns(
                 Some("r"),
-                &[(m, "true"), ("c.tree.hnc.x-k8s.io/depth", "0"), ("r.tree.hnc.x-k8s.io/depth", "1")],
+                &[
+                    (m, "true"),
+                    (i, "true"),
+                    ("c.tree.hnc.x-k8s.io/depth", "0"),
+                    ("r.tree.hnc.x-k8s.io/depth", "1"),
+                ],
             ),
         );
+        s.namespaces.insert("l".into(), ns(None, &[(i, "true"), ("l.tree.hnc.x-k8s.io/depth", "0")]));
         s.objects = vec![rb("r", None, "g"), rb("c", Some("r"), "g")];
         s
     }
@@ -283,6 +296,17 @@ mod tests {
         assert!(v.contains("c: tree labels"), "{v}");
         assert!(v.contains("r: in a hierarchy but not labelled"), "{v}");
         assert!(v.contains("o: orphan subnamespace"), "{v}");
+    }
+
+    #[test]
+    fn lone_namespaces_need_their_own_labels_and_no_membership() {
+        let mut s = valid();
+        s.namespaces.get_mut("l").unwrap().labels.insert(keys::HIERARCHY_MEMBER.into(), "true".into());
+        s.namespaces.insert("bare".into(), ns(None, &[]));
+        let v = s.violations().join("\n");
+        assert!(v.contains("l: outside every hierarchy but labelled"), "{v}");
+        assert!(v.contains("bare: not labelled hnc.x-k8s.io/included-namespace=true"), "{v}");
+        assert!(v.contains("bare: tree labels {}"), "{v}");
     }
 
     #[test]
