@@ -106,7 +106,9 @@ async fn get_returns_the_derived_object_and_404_otherwise() {
     assert_eq!(child_hc.spec.parent.as_deref(), Some(root.as_str()));
 
     let ns: k8s_openapi::api::core::v1::Namespace = Api::all(client.clone()).get(&child).await.unwrap();
-    assert_eq!(child_hc.metadata.uid, ns.metadata.uid, "identity follows the namespace");
+    assert!(child_hc.metadata.uid.is_some(), "a HierarchyConfiguration has a uid");
+    assert_ne!(child_hc.metadata.uid, ns.metadata.uid, "a uid of its own, not the namespace's");
+    assert_eq!(child_hc.metadata.creation_timestamp, ns.metadata.creation_timestamp, "made with it");
 
     for (namespace, name) in [(root.as_str(), "other"), ("no-such-namespace", "hierarchy")] {
         let err =
