@@ -64,8 +64,8 @@ pub struct SubnamespaceAnchorSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceStatus")]
 pub struct SubnamespaceStatus {
-    /// The state: Ok, Missing, Conflict, Forbidden or Terminating. The JSON key really is
-    /// `status`, as in HNC.
+    /// The state: Ok, Missing, Conflict, Forbidden or Terminating.
+    /// The JSON key really is `status`, as in HNC.
     #[serde(rename = "status", default, skip_serializing_if = "Option::is_none")]
     pub state: Option<SubnamespaceState>,
 }

@@ -192,7 +192,7 @@ async fn openapi_is_merged_so_explain_works() {
     assert!(out.contains("parent"), "{out}");
     let out = eventually("the new OpenAPI merged", Duration::from_secs(180), || async {
         let out = ok(env.kubectl(&["explain", "subnamespaces.status"]));
-        out.contains("Ok, Missing, Conflict or Forbidden").then_some(out)
+        out.contains("Ok, Missing, Conflict, Forbidden or Terminating").then_some(out)
     })
     .await;
     assert!(out.contains("status"), "{out}");
