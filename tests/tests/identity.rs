@@ -82,6 +82,16 @@ async fn derived_objects_have_uids_of_their_own_that_survive_a_restart() {
 
     hns_up(local, "up");
     assert_eq!(uids(&client, &parent, &child).await, before, "the same uids after a restart");
+
+    // A delete guarded by a uid (as the garbage collector's) names the Subnamespace's own.
+    let subs: Api<Subnamespace> = Api::namespaced(client.clone(), &parent);
+    let guarded = |uid: Option<String>| DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid, resource_version: None }),
+        ..Default::default()
+    };
+    let e = subs.delete(&child, &guarded(ns.metadata.uid.clone())).await.unwrap_err();
+    assert_eq!(api_status(e).code, 409, "the Namespace's uid is not the Subnamespace's");
+    subs.delete(&child, &guarded(Some(before.0.clone()))).await.unwrap();
     delete_tree(&client, &parent).await;
 }
 
