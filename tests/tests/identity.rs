@@ -51,6 +51,39 @@ async fn uids(client: &Client, parent: &str, child: &str) -> (String, String, St
     )
 }
 
+/// uid and resourceVersion of the object at `path` (under the group's version) as each replica
+/// serves it, asked directly as kube-apiserver asks.
+async fn on_every_replica(local: &Local, path: &str) -> Vec<(String, String)> {
+    let client = local.direct_client(Some(local.front_proxy_identity()));
+    let mut seen = Vec::new();
+    for port in &local.hns_ports {
+        let url = format!("https://{}:{port}/apis/hnc.x-k8s.io/v1alpha2/{path}", local.hns_host);
+        let resp = client
+            .get(&url)
+            .header("X-Remote-User", "admin")
+            .header("X-Remote-Group", "system:masters")
+            .send()
+            .await
+            .unwrap();
+        let v: serde_json::Value = resp.json().await.unwrap();
+        let field = |f: &str| {
+            v["metadata"][f].as_str().unwrap_or_else(|| panic!("no {f} from :{port}: {v}")).to_string()
+        };
+        seen.push((field("uid"), field("resourceVersion")));
+    }
+    seen
+}
+
+/// Every replica serves the object at `path` with uid `uid` (and one resourceVersion).
+async fn replicas_agree(local: &Local, path: &str, uid: &str) {
+    let seen = eventually(&format!("every replica to serve {path} alike"), WAIT, || async {
+        let seen = on_every_replica(local, path).await;
+        seen.windows(2).all(|w| w[0] == w[1]).then_some(seen)
+    })
+    .await;
+    assert_eq!(seen[0].0, uid, "{path}");
+}
+
 #[tokio::test]
 async fn derived_objects_have_uids_of_their_own_that_survive_a_restart() {
     let _serial = SERIAL.lock().await;
@@ -79,6 +112,9 @@ async fn derived_objects_have_uids_of_their_own_that_survive_a_restart() {
     ])))
     .unwrap();
     assert_eq!(anchor["metadata"]["uid"], before.0.as_str(), "one object under both resources");
+    replicas_agree(local, &format!("namespaces/{parent}/subnamespaces/{child}"), &before.0).await;
+    replicas_agree(local, &format!("namespaces/{child}/hierarchyconfigurations/hierarchy"), &before.1).await;
+    replicas_agree(local, "hncconfigurations/config", &before.2).await;
 
     hns_up(local, "up");
     assert_eq!(uids(&client, &parent, &child).await, before, "the same uids after a restart");
@@ -134,6 +170,7 @@ async fn the_hnc_configuration_has_an_identity_before_its_first_write() {
     let Some(WatchEvent::Added(watched)) = first else { panic!("a watch starts with the object: {first:?}") };
     assert_eq!(watched.metadata.uid.as_deref(), got["metadata"]["uid"].as_str());
     assert_eq!(watched.metadata.resource_version.as_deref(), got["metadata"]["resourceVersion"].as_str());
+    replicas_agree(local, "hncconfigurations/config", got["metadata"]["uid"].as_str().unwrap()).await;
 
     // Deleted while hns runs: made again, with a new identity (a new object), at once.
     configmaps.delete("hns-config", &DeleteParams::default()).await.unwrap();
