@@ -170,6 +170,9 @@ async fn the_hnc_configuration_has_an_identity_before_its_first_write() {
     let Some(WatchEvent::Added(watched)) = first else { panic!("a watch starts with the object: {first:?}") };
     assert_eq!(watched.metadata.uid.as_deref(), got["metadata"]["uid"].as_str());
     assert_eq!(watched.metadata.resource_version.as_deref(), got["metadata"]["resourceVersion"].as_str());
+    // Re-read: a restart may move the replicas to other ports.
+    let restarted = Env::get();
+    let local = restarted.local.as_ref().expect("the local control plane");
     replicas_agree(local, "hncconfigurations/config", got["metadata"]["uid"].as_str().unwrap()).await;
 
     // Deleted while hns runs: made again, with a new identity (a new object), at once.
