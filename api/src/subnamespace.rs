@@ -64,7 +64,8 @@ pub struct SubnamespaceAnchorSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceStatus")]
 pub struct SubnamespaceStatus {
-    /// The state: Ok, Missing, Conflict or Forbidden. The JSON key really is `status`, as in HNC.
+    /// The state: Ok, Missing, Conflict, Forbidden or Terminating.
+    /// The JSON key really is `status`, as in HNC.
     #[serde(rename = "status", default, skip_serializing_if = "Option::is_none")]
     pub state: Option<SubnamespaceState>,
 }
@@ -72,7 +73,8 @@ pub struct SubnamespaceStatus {
 /// States of a subnamespace (HNC's anchor states): `Ok`, the namespace exists and is this
 /// object's subnamespace; `Missing`, it does not exist (yet); `Conflict`, a namespace of that name
 /// exists but is not this object's subnamespace; `Forbidden`, the parent may not have
-/// subnamespaces (it is excluded from hierarchies).
+/// subnamespaces (it is excluded from hierarchies); `Terminating`, the namespace is being deleted
+/// (hns's addition: HNC went on saying `Ok` until the namespace was gone).
 // No doc comments on the variants: schemars would describe each in a `oneOf`, which OpenAPI v2
 // (and so kube-apiserver's merged document) cannot hold; a plain string enum is what it needs.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -83,6 +85,7 @@ pub enum SubnamespaceState {
     Missing,
     Conflict,
     Forbidden,
+    Terminating,
 }
 
 #[cfg(test)]
@@ -108,5 +111,7 @@ mod tests {
     fn state_key_is_status() {
         let s = SubnamespaceStatus { state: Some(SubnamespaceState::Forbidden) };
         assert_eq!(serde_json::to_value(s).unwrap(), json!({"status": "Forbidden"}));
+        let s = SubnamespaceStatus { state: Some(SubnamespaceState::Terminating) };
+        assert_eq!(serde_json::to_value(s).unwrap(), json!({"status": "Terminating"}));
     }
 }

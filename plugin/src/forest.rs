@@ -28,6 +28,9 @@ pub struct Node {
     pub allow_cascading_deletion: bool,
     /// Problems with its place in the hierarchy.
     pub conditions: Vec<Condition>,
+    /// Whether it is being deleted (its configuration, like the namespace, has a
+    /// deletionTimestamp).
+    pub terminating: bool,
 }
 
 /// The namespaces read, by name.
@@ -46,6 +49,7 @@ impl Forest {
             .into_iter()
             .filter_map(|hc| {
                 let name = hc.metadata.namespace?;
+                let terminating = hc.metadata.deletion_timestamp.is_some();
                 let status = hc.status.unwrap_or_default();
                 let mut children = status.children;
                 children.sort();
@@ -56,6 +60,7 @@ impl Forest {
                     children,
                     allow_cascading_deletion: hc.spec.allow_cascading_deletion,
                     conditions: status.conditions,
+                    terminating,
                 };
                 Some((name, node))
             })
@@ -243,6 +248,15 @@ pub(crate) mod tests {
         hc
     }
 
+    impl Forest {
+        /// Marks `name` as being deleted.
+        pub(crate) fn mark_terminating(&mut self, name: &str) {
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.terminating = true;
+            }
+        }
+    }
+
     /// acme-org with a full child team-a (with a subnamespace svc-1) and a subnamespace team-b;
     /// orphan, whose parent is gone; the cycle cyc-a <-> cyc-b with a subnamespace below it;
     /// and a plain root, solo.
@@ -273,6 +287,17 @@ pub(crate) mod tests {
             ],
             &["svc-1", "team-b", "cyc-b-kid"].iter().map(|s| s.to_string()).collect(),
         )
+    }
+
+    #[test]
+    fn a_configuration_with_a_deletion_timestamp_is_terminating() {
+        let mut gone = hc("gone", None, &[], &[]);
+        gone.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        let f = Forest::new([gone, hc("here", None, &[], &[])], &BTreeSet::new());
+        assert!(f.get("gone").unwrap().terminating);
+        assert!(!f.get("here").unwrap().terminating);
     }
 
     #[test]

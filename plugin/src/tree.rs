@@ -1,5 +1,6 @@
-//! Drawing the forest: HNC's box-drawing tree, with `[s] ` before subnamespaces and numbered
-//! footnotes for conditions; and the same trees as data for `-o json|yaml`.
+//! Drawing the forest: HNC's box-drawing tree, with `[s] ` before subnamespaces, ` (terminating)`
+//! after namespaces being deleted (hns's addition: HNC showed them as if nothing happened) and
+//! numbered footnotes for conditions; and the same trees as data for `-o json|yaml`.
 //!
 //! A cycle is drawn from its first member down to where it closes, marked `↻`, so every
 //! namespace shows and the drawing ends.
@@ -16,6 +17,8 @@ use crate::paint::Paint;
 const SUBNAMESPACE: &str = "[s] ";
 /// Marks the namespace that closes a cycle.
 const CYCLE: &str = "↻ ";
+/// Marks a namespace being deleted.
+const TERMINATING: &str = " (terminating)";
 
 /// The trees under `tops`, as text.
 pub fn text(forest: &Forest, tops: &[&str], paint: &Paint) -> String {
@@ -83,7 +86,7 @@ impl<'a> Drawing<'a> {
         }
     }
 
-    /// `[s] name (1, 2)`, or `↻ name` where a cycle closes.
+    /// `[s] name (terminating) (1, 2)`, or `↻ name` where a cycle closes.
     fn label(&mut self, name: &str, closes_cycle: bool) -> String {
         let node = self.forest.get(name);
         let mut label = String::new();
@@ -98,6 +101,9 @@ impl<'a> Drawing<'a> {
         label.push_str(name);
         if closes_cycle {
             return label;
+        }
+        if node.is_some_and(|n| n.terminating) {
+            label.push_str(&self.paint.warn(TERMINATING));
         }
         let notes: Vec<String> = node
             .into_iter()
@@ -132,6 +138,9 @@ pub struct TreeNode {
     /// True where a cycle closes: the namespace is already above, and its children are there.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cycle: bool,
+    /// Whether it is being deleted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub terminating: bool,
     /// Its conditions.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<ConditionView>,
@@ -159,6 +168,7 @@ fn node<'a>(forest: &'a Forest, name: &'a str, path: &mut Vec<&'a str>) -> TreeN
         name: name.to_string(),
         subnamespace: n.is_some_and(|n| n.subnamespace),
         cycle,
+        terminating: n.is_some_and(|n| n.terminating) && !cycle,
         conditions: Vec::new(),
         children: Vec::new(),
     };
@@ -227,6 +237,20 @@ Conditions:
             &BTreeSet::new(),
         );
         assert!(text(&f, &["x"], &Paint::new(false)).starts_with("x (1, 2)\n"));
+    }
+
+    #[test]
+    fn terminating_namespaces_are_marked_before_their_notes() {
+        let mut f = sample();
+        for name in ["team-b", "orphan"] {
+            f.mark_terminating(name);
+        }
+        let text = text(&f, &f.tops(), &Paint::new(false));
+        assert!(text.contains("└── [s] team-b (terminating)\n"), "{text}");
+        assert!(text.contains("\norphan (terminating) (1)\n"), "{text}");
+        let v = serde_json::to_value(data(&f, &["acme-org"])).unwrap();
+        assert_eq!(v["trees"][0]["children"][1]["terminating"], true);
+        assert!(v["trees"][0].get("terminating").is_none(), "only where true");
     }
 
     #[test]

@@ -106,7 +106,9 @@ async fn get_returns_the_derived_object_and_404_otherwise() {
     assert_eq!(child_hc.spec.parent.as_deref(), Some(root.as_str()));
 
     let ns: k8s_openapi::api::core::v1::Namespace = Api::all(client.clone()).get(&child).await.unwrap();
-    assert_eq!(child_hc.metadata.uid, ns.metadata.uid, "identity follows the namespace");
+    assert!(child_hc.metadata.uid.is_some(), "a HierarchyConfiguration has a uid");
+    assert_ne!(child_hc.metadata.uid, ns.metadata.uid, "a uid of its own, not the namespace's");
+    assert_eq!(child_hc.metadata.creation_timestamp, ns.metadata.creation_timestamp, "made with it");
 
     for (namespace, name) in [(root.as_str(), "other"), ("no-such-namespace", "hierarchy")] {
         let err =
@@ -190,7 +192,7 @@ async fn openapi_is_merged_so_explain_works() {
     assert!(out.contains("parent"), "{out}");
     let out = eventually("the new OpenAPI merged", Duration::from_secs(180), || async {
         let out = ok(env.kubectl(&["explain", "subnamespaces.status"]));
-        out.contains("Ok, Missing, Conflict or Forbidden").then_some(out)
+        out.contains("Ok, Missing, Conflict, Forbidden or Terminating").then_some(out)
     })
     .await;
     assert!(out.contains("status"), "{out}");

@@ -534,3 +534,96 @@ async fn config_describe_set_resource_delete_type() {
     );
     delete_tree(&client, &root).await;
 }
+
+/// A finalizer on a ConfigMap that keeps its namespace terminating until the guard goes, even
+/// when the test fails half-way (a namespace left terminating would never go).
+struct Hold {
+    kubeconfig: PathBuf,
+    namespaces: Vec<String>,
+}
+
+const HOLD_FINALIZER: &str = "e2e.hns.example.com/hold";
+
+impl Hold {
+    /// Puts a held ConfigMap in each of `namespaces`.
+    async fn new(env: &Env, client: &Client, namespaces: &[&str]) -> Hold {
+        for ns in namespaces {
+            let cm: k8s_openapi::api::core::v1::ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": "held", "finalizers": [HOLD_FINALIZER]}}))
+                    .unwrap();
+            Api::namespaced(client.clone(), ns).create(&PostParams::default(), &cm).await.unwrap();
+        }
+        Hold {
+            kubeconfig: env.kubeconfig.clone(),
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        for ns in &self.namespaces {
+            let patch = r#"{"metadata":{"finalizers":null}}"#;
+            let _ = kubectl_with(
+                &self.kubeconfig,
+                &["patch", "configmap", "held", "-n", ns, "--type=merge", "-p", patch],
+            );
+        }
+    }
+}
+
+/// While a subnamespace's namespace terminates, `kubectl get subns`, the configuration's row,
+/// `tree` and `describe` say so (HNC showed `Ok` until the namespace was gone); a full child
+/// terminating is marked in its parent's description too.
+#[tokio::test]
+async fn terminating_namespaces_say_so_in_get_tree_and_describe() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("pl-term"), &[]).await;
+    let (sub, full) = (format!("{root}-sub"), format!("{root}-full"));
+    create_subns(&client, &root, &sub).await.unwrap();
+    create_namespace(&client, &full, &[]).await;
+    set_parent(&client, &full, Some(&root)).await.unwrap();
+    let hold = Hold::new(&env, &client, &[&sub, &full]).await;
+
+    ok(hns(&env, &["delete", &sub, "-n", &root]));
+    ok(env.kubectl(&["delete", "namespace", &full, "--wait=false"]));
+    let row = eventually("the Subnamespace Terminating", WAIT, || async {
+        let row = ok(env.kubectl(&["get", "subns", "-n", &root, &sub, "--no-headers"]));
+        row.split_whitespace().nth(1).is_some_and(|s| s == "Terminating").then_some(row)
+    })
+    .await;
+    assert!(row.starts_with(&sub), "{row}");
+    let status = ok(env.kubectl(&["get", "subns", "-n", &root, &sub, "-o", "jsonpath={.status.status}"]));
+    assert_eq!(status, "Terminating");
+    let hc_row = ok(env.kubectl(&["get", "hierarchyconfigurations", "-n", &sub, "--no-headers"]));
+    assert!(hc_row.contains(" Terminating "), "{hc_row}");
+
+    let tree = ok(hns(&env, &["tree", &root]));
+    assert!(tree.contains(&format!("[s] {sub} (terminating)\n")), "{tree}");
+    assert!(tree.contains(&format!("── {full} (terminating)\n")), "{tree}");
+    let tree_data: Value = serde_json::from_str(&ok(hns(&env, &["tree", &root, "-o", "json"]))).unwrap();
+    assert!(tree_data["trees"][0].get("terminating").is_none(), "{tree_data}");
+    assert_eq!(tree_data["trees"][0]["children"][0]["terminating"], true, "{tree_data}");
+
+    let own = ok(hns(&env, &["describe", &sub]));
+    assert!(own.contains("  Terminating for "), "{own}");
+    assert!(own.contains(&format!("kubectl hns diagnose {sub}")), "{own}");
+    let parent = ok(hns(&env, &["describe", &root]));
+    assert!(parent.contains(&format!("  - {sub} (subnamespace, terminating)\n")), "{parent}");
+    assert!(parent.contains(&format!("  - {full} (terminating)\n")), "{parent}");
+    assert!(!parent.contains("  Terminating for "), "the parent is not terminating: {parent}");
+
+    drop(hold);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually("both children gone once nothing holds them", Duration::from_secs(120), || async {
+        let gone = |ns: &str| {
+            let ns = ns.to_string();
+            let api = namespaces.clone();
+            async move { api.get_opt(&ns).await.unwrap().is_none() }
+        };
+        (gone(&sub).await && gone(&full).await).then_some(())
+    })
+    .await;
+    delete_tree(&client, &root).await;
+}

@@ -11,19 +11,31 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::identity::{self, Derived};
 use crate::hierarchy::policy::Policy;
+
+// resourceVersions: both objects keep the namespace's numbers (the configuration also moves with
+// its children's), as two objects written in one etcd transaction share a revision. A
+// resourceVersion is compared for equality per object (an update's precondition, `kubectl
+// apply`, server-side apply) and ordered per collection (a watch resumes, a list with
+// `resourceVersionMatch` is served, from the one sequence of namespace changes both collections
+// are projections of), so a number shared across the two kinds is never compared with itself in
+// another kind's role. Distinct numbers would need a mapping that replicas cannot agree on
+// without storing it, or a second sequence that a watch resumed on another replica could not
+// place.
 
 /// The hierarchy configuration of namespace `node`.
 ///
-/// Its identity follows the namespace: same uid and creation time, and a resourceVersion that
-/// moves with the namespace and with its children, so a stale update is refused.
+/// Its identity follows the namespace: a uid of its own derived from the namespace's (see
+/// [`identity`]), the same creation time, and a resourceVersion that moves with the namespace and
+/// with its children, so a stale update is refused.
 pub fn hierarchy_configuration(forest: &Forest, node: &Node) -> HierarchyConfiguration {
     let ns = &node.object.metadata;
     let mut hc = HierarchyConfiguration {
         metadata: ObjectMeta {
             name: Some(HIERARCHY_SINGLETON.to_string()),
             namespace: ns.name.clone(),
-            uid: ns.uid.clone(),
+            uid: identity::uid_of(ns.uid.as_deref(), Derived::HierarchyConfiguration),
             resource_version: Some(node.hierarchy_resource_version().to_string()),
             creation_timestamp: ns.creation_timestamp.clone(),
             deletion_timestamp: ns.deletion_timestamp.clone(),
@@ -50,17 +62,17 @@ pub fn hierarchy_configuration_value(forest: &Forest, ns: &str) -> Option<Value>
     forest.get(ns).map(|n| serde_json::to_value(hierarchy_configuration(forest, n)).unwrap_or_default())
 }
 
-/// The object for subnamespace `node`, as kind `kind`.
+/// The object for subnamespace `node`, as kind `kind`: a uid of its own derived from the
+/// namespace's, and the namespace's resourceVersion.
 pub fn subnamespace(policy: &Policy, node: &Node, kind: &str) -> Value {
     let ns = &node.object.metadata;
     let parent = node.parent.clone().unwrap_or_default();
-    let state =
-        if policy.is_excluded(&parent) { SubnamespaceState::Forbidden } else { SubnamespaceState::Ok };
+    let state = subnamespace_state(policy, node, &parent);
     let mut obj = Subnamespace {
         metadata: ObjectMeta {
             name: ns.name.clone(),
             namespace: Some(parent),
-            uid: ns.uid.clone(),
+            uid: identity::uid_of(ns.uid.as_deref(), Derived::Subnamespace),
             resource_version: ns.resource_version.clone(),
             creation_timestamp: ns.creation_timestamp.clone(),
             deletion_timestamp: ns.deletion_timestamp.clone(),
@@ -77,4 +89,51 @@ pub fn subnamespace(policy: &Policy, node: &Node, kind: &str) -> Value {
     let mut v = serde_json::to_value(obj).unwrap_or_default();
     v["kind"] = kind.into();
     v
+}
+
+/// HNC's anchor state, and `Terminating` while the namespace is being deleted: what an operator
+/// watching a deletion needs to see first, whatever else is true of it.
+fn subnamespace_state(policy: &Policy, node: &Node, parent: &str) -> SubnamespaceState {
+    if node.object.metadata.deletion_timestamp.is_some() {
+        SubnamespaceState::Terminating
+    } else if policy.is_excluded(parent) {
+        SubnamespaceState::Forbidden
+    } else {
+        SubnamespaceState::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hierarchy::forest::testing::{forest, namespace};
+    use crate::hierarchy::policy::testing::policy;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn a_subnamespace_and_its_configuration_have_uids_of_their_own() {
+        let mut f = forest("team-a");
+        let mut ns = namespace("dev", Some("team-a"), true);
+        ns.metadata.uid = Some("0b6c9e43-6a3e-4b8f-9d6c-3f1e2a7b5c10".into());
+        f.upsert(ns);
+        let node = f.get("dev").unwrap();
+        let hc = hierarchy_configuration(&f, node).metadata.uid.unwrap();
+        let sub = subnamespace(&policy(), node, "Subnamespace")["metadata"]["uid"].clone();
+        let anchor = subnamespace(&policy(), node, "SubnamespaceAnchor")["metadata"]["uid"].clone();
+        assert_ne!(sub, hc.as_str());
+        assert_ne!(hc, "0b6c9e43-6a3e-4b8f-9d6c-3f1e2a7b5c10");
+        assert_eq!(sub, anchor, "one object under two resources");
+    }
+
+    #[test]
+    fn a_terminating_subnamespace_says_so() {
+        let mut f = forest("kube-system team-a");
+        for parent in ["team-a", "kube-system"] {
+            let mut ns = namespace(&format!("dev-{parent}"), Some(parent), true);
+            ns.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+            f.upsert(ns);
+            let v = subnamespace(&policy(), f.get(&format!("dev-{parent}")).unwrap(), "Subnamespace");
+            assert_eq!(v["status"]["status"], "Terminating", "in {parent}");
+        }
+    }
 }

@@ -72,7 +72,8 @@ pub const DEF: ResourceDef = ResourceDef {
             name: "Conditions",
             kind: "string",
             format: "",
-            description: "Problems with the namespace's place in the hierarchy, as Type(Reason).",
+            description: "Problems with the namespace's place in the hierarchy, as Type(Reason); first \
+                          Terminating while the namespace is being deleted.",
             priority: 0,
         },
         AGE_COLUMN,
@@ -374,12 +375,17 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
     if children.len() > CHILDREN_SHOWN {
         shown.push_str(&format!(" + {} more", children.len() - CHILDREN_SHOWN));
     }
-    let conditions: Vec<String> = obj["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| format!("{}({})", c["type"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or("")))
-        .collect();
+    // A terminating namespace is no condition (nothing is wrong, and HNC's clients read
+    // conditions as problems), but whoever lists configurations during a deletion must see it,
+    // as `kubectl get namespaces` and `kubectl get pods` show Terminating in a column.
+    let terminating = obj["metadata"]["deletionTimestamp"].is_string().then(|| "Terminating".to_string());
+    let conditions: Vec<String> =
+        terminating
+            .into_iter()
+            .chain(obj["status"]["conditions"].as_array().into_iter().flatten().map(|c| {
+                format!("{}({})", c["type"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or(""))
+            }))
+            .collect();
     vec![
         obj["metadata"]["name"].clone(),
         obj["spec"]["parent"].as_str().unwrap_or("").into(),
@@ -466,6 +472,15 @@ mod tests {
         assert_eq!(c[1], "");
         assert_eq!(c[2], "a,b,c + 1 more");
         assert_eq!(c.len(), DEF.columns.len());
+        assert_eq!(c[3], "");
+    }
+
+    #[test]
+    fn a_terminating_namespace_shows_in_the_conditions_column() {
+        let mut v = json!({"metadata": {"name": "hierarchy", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        assert_eq!(cells(&v, jiff::Timestamp::now())[3], "Terminating");
+        v["status"]["conditions"] = json!([{"type": "ActivitiesHalted", "reason": "ParentMissing"}]);
+        assert_eq!(cells(&v, jiff::Timestamp::now())[3], "Terminating,ActivitiesHalted(ParentMissing)");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::identity::{self, Derived};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules;
@@ -45,7 +46,7 @@ const COLUMNS: &[Column] = &[
         name: "Status",
         kind: "string",
         format: "",
-        description: "Ok, Missing, Conflict or Forbidden.",
+        description: "Ok, Missing, Conflict, Forbidden or Terminating (the namespace is being deleted).",
         priority: 0,
     },
     AGE_COLUMN,
@@ -387,7 +388,8 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
         let forest = call.state.cache.read();
         let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
         let pre = options.preconditions.unwrap_or_default();
-        if pre.uid.as_ref().is_some_and(|u| Some(u) != node.object.metadata.uid.as_ref()) {
+        let own_uid = identity::uid_of(node.object.metadata.uid.as_deref(), Derived::Subnamespace);
+        if pre.uid.is_some_and(|u| Some(u) != own_uid) {
             return Err(ApiError::conflict(
                 gr,
                 name,
@@ -420,7 +422,9 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
         for item in items {
             let name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
             rules::check_delete_subnamespace(&forest, &name).map_err(|r| refused(call.def, &name, r))?;
-            targets.push((name, item["metadata"]["uid"].as_str().map(str::to_string)));
+            // The namespace's own uid guards its deletion (the item's is the Subnamespace's).
+            let uid = forest.get(&name).and_then(|n| n.object.metadata.uid.clone());
+            targets.push((name, uid));
         }
         targets
     };

@@ -2,7 +2,9 @@
 //!
 //! Like the hierarchy on Namespace objects, the configuration lives in the cluster and every
 //! replica serves it from a cache; its resourceVersion is the ConfigMap's, so a stale update is
-//! a conflict.
+//! a conflict. The ConfigMap is made with the default configuration when there is none (as HNC
+//! made its `config` object at start), so the HNCConfiguration has a uid, creation time and
+//! resourceVersion before anyone writes it, the same on every replica and in its watch events.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +20,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 use crate::hierarchy::forest::ObjectLabels;
+use crate::hierarchy::identity::{self, Derived};
 use crate::http::status::ApiError;
 use crate::resource_version;
 use crate::store::hub::{Event, Family, Hub};
@@ -139,7 +142,7 @@ fn to_object(cm: Option<&ConfigMap>) -> HNCConfiguration {
     let mut obj = HNCConfiguration::new(CONFIG_SINGLETON, spec);
     meta.fill(&mut obj.metadata);
     if let Some(cm) = cm {
-        obj.metadata.uid = cm.metadata.uid.clone();
+        obj.metadata.uid = identity::uid_of(cm.metadata.uid.as_deref(), Derived::HncConfiguration);
         obj.metadata.resource_version = cm.metadata.resource_version.clone();
         obj.metadata.creation_timestamp = cm.metadata.creation_timestamp.clone();
     }
@@ -159,7 +162,9 @@ pub fn value(store: &ConfigStore) -> Value {
     serde_json::to_value(store.object()).unwrap_or_default()
 }
 
-/// Follows the ConfigMap into `store` until shutdown.
+/// Follows the ConfigMap into `store` until shutdown, making it whenever there is none. The
+/// store counts as synced once it holds the ConfigMap, so no replica serves the configuration
+/// without its identity.
 pub async fn run(
     client: Client,
     namespace: String,
@@ -168,31 +173,76 @@ pub async fn run(
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
-    let mut listed = false;
+    let mut stream = watcher(api.clone(), cfg).default_backoff().boxed();
+    let (mut listed, mut init_done) = (false, false);
     loop {
         match stream.try_next().await {
             Ok(Some(watcher::Event::InitApply(cm))) => {
                 listed = true;
                 store.set(Some(cm), &hub.hub);
             }
-            Ok(Some(watcher::Event::Apply(cm))) => store.set(Some(cm), &hub.hub),
-            Ok(Some(watcher::Event::Delete(_))) => store.set(None, &hub.hub),
+            Ok(Some(watcher::Event::Apply(cm))) => {
+                store.set(Some(cm), &hub.hub);
+                if init_done {
+                    mark_synced(&store);
+                }
+            }
+            Ok(Some(watcher::Event::Delete(_))) => {
+                store.set(None, &hub.hub);
+                tokio::spawn(create_default(api.clone(), store.clone()));
+            }
             Ok(Some(watcher::Event::Init)) => listed = false,
             Ok(Some(watcher::Event::InitDone)) => {
-                if !listed {
+                init_done = true;
+                if listed {
+                    mark_synced(&store);
+                } else {
                     store.set(None, &hub.hub); // deleted while we were not watching
+                    tokio::spawn(create_default(api.clone(), store.clone()));
                 }
-                if !store.is_synced() {
-                    tracing::info!(configmap = CONFIGMAP, "configuration loaded");
-                }
-                store.synced.store(true, Ordering::Release);
             }
             Ok(None) => return,
             Err(error) => {
                 tracing::warn!(%error, configmap = CONFIGMAP, "configuration watch failed; retrying")
             }
         }
+    }
+}
+
+fn mark_synced(store: &ConfigStore) {
+    if !store.is_synced() {
+        tracing::info!(configmap = CONFIGMAP, "configuration loaded");
+    }
+    store.synced.store(true, Ordering::Release);
+}
+
+/// The ConfigMap of the default configuration.
+fn default_configmap() -> ConfigMap {
+    let spec = serde_json::to_string(&HNCConfigurationSpec::default()).unwrap_or_default();
+    ConfigMap {
+        metadata: ObjectMeta { name: Some(CONFIGMAP.into()), ..Default::default() },
+        data: Some(BTreeMap::from([(SPEC_KEY.to_string(), spec)])),
+        ..Default::default()
+    }
+}
+
+/// Makes the ConfigMap with the default configuration, retrying until it exists: made here or by
+/// another replica (AlreadyExists), or brought by the watch.
+async fn create_default(api: Api<ConfigMap>, store: Arc<ConfigStore>) {
+    let pp = PostParams { dry_run: false, field_manager: Some(crate::store::writer::FIELD_MANAGER.into()) };
+    let mut pause = std::time::Duration::from_millis(500);
+    while store.get().is_none() {
+        match api.create(&pp, &default_configmap()).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == 409 => return,
+            Err(error) => tracing::warn!(
+                %error,
+                configmap = CONFIGMAP,
+                "cannot create the configuration's ConfigMap; hns-apiserver needs `create configmaps` in its namespace; retrying"
+            ),
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_secs(30));
     }
 }
 
@@ -226,5 +276,16 @@ mod tests {
         assert_eq!(obj.spec.resources[0].resource, "secrets");
         assert_eq!(ObjectLabels::of(&obj.metadata), meta);
         assert_eq!(to_object(None).metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn the_default_configmap_holds_the_default_configuration_under_a_uid_of_its_own() {
+        let mut cm = default_configmap();
+        cm.metadata.uid = Some("0b6c9e43-6a3e-4b8f-9d6c-3f1e2a7b5c10".into());
+        let obj = to_object(Some(&cm));
+        assert_eq!(obj.spec, HNCConfigurationSpec::default());
+        let uid = obj.metadata.uid.unwrap();
+        assert_ne!(uid, "0b6c9e43-6a3e-4b8f-9d6c-3f1e2a7b5c10");
+        assert_eq!(Some(uid), to_object(Some(&cm)).metadata.uid, "the same every time");
     }
 }

@@ -1,10 +1,11 @@
 //! `kubectl hns describe NS [-o json|yaml]`: a namespace's parent, children, cascading
 //! deletion, conditions and recent hns events.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write;
 use std::process::ExitCode;
 
+use futures::StreamExt;
 use hns_api::duration::human_duration;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -47,6 +48,9 @@ pub async fn run(kube: &KubeFlags, args: DescribeArgs) -> anyhow::Result<ExitCod
 pub struct Description {
     /// The namespace.
     pub namespace: String,
+    /// When its deletion was requested, if it is terminating.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminating_since: Option<Time>,
     /// Its parent.
     pub parent: Option<String>,
     /// Its children.
@@ -72,6 +76,9 @@ pub struct Child {
     pub name: String,
     /// Whether it is a subnamespace.
     pub subnamespace: bool,
+    /// Whether it is being deleted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub terminating: bool,
 }
 
 /// An event.
@@ -113,16 +120,27 @@ impl From<&Event> for EventView {
 pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
     let hc = hns.hierarchy(ns).await?;
     let status = hc.status.unwrap_or_default();
-    let subnamespaces: BTreeSet<String> = if status.children.is_empty() {
-        BTreeSet::new()
+    let subnamespaces: BTreeMap<String, bool> = if status.children.is_empty() {
+        BTreeMap::new()
     } else {
-        hns.subnamespaces(ns).await?.into_iter().filter_map(|s| s.metadata.name).collect()
+        hns.subnamespaces(ns)
+            .await?
+            .into_iter()
+            .filter_map(|s| Some((s.metadata.name?, s.metadata.deletion_timestamp.is_some())))
+            .collect()
     };
-    let mut children: Vec<Child> = status
-        .children
-        .iter()
-        .map(|c| Child { name: c.clone(), subnamespace: subnamespaces.contains(c) })
-        .collect();
+    // A full child's deletion shows only on its own configuration: a few reads at a time.
+    let mut children: Vec<Child> = futures::stream::iter(&status.children)
+        .map(|c| async {
+            let terminating = match subnamespaces.get(c) {
+                Some(terminating) => *terminating,
+                None => is_terminating(hns, c).await,
+            };
+            Child { name: c.clone(), subnamespace: subnamespaces.contains_key(c), terminating }
+        })
+        .buffered(8)
+        .collect()
+        .await;
     children.sort_by(|a, b| a.name.cmp(&b.name));
     let parent = hc.spec.parent.filter(|p| !p.is_empty());
     let allowed_by = match (&parent, hc.spec.allow_cascading_deletion) {
@@ -136,6 +154,7 @@ pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
     events.sort_by(|a: &EventView, b| b.last_seen.cmp(&a.last_seen));
     Ok(Description {
         namespace: ns.to_string(),
+        terminating_since: hc.metadata.deletion_timestamp,
         parent,
         children,
         allow_cascading_deletion: hc.spec.allow_cascading_deletion,
@@ -144,6 +163,11 @@ pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
         events,
         events_error,
     })
+}
+
+/// Whether namespace `ns` is being deleted, as far as the user may read it.
+async fn is_terminating(hns: &Hns, ns: &str) -> bool {
+    hns.hierarchy(ns).await.is_ok_and(|hc| hc.metadata.deletion_timestamp.is_some())
 }
 
 /// The nearest ancestor of `ns` (starting at `parent`) that allows cascading deletion, as far
@@ -169,6 +193,11 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
     let mut out = String::new();
     let _ =
         writeln!(out, "{}", paint.head(&format!("Hierarchy configuration for namespace {}", d.namespace)));
+    if let Some(since) = &d.terminating_since {
+        let age = human_duration(now.duration_since(since.0).as_secs().max(0));
+        let hint = format!("if it stays, run: kubectl hns diagnose {}", d.namespace);
+        let _ = writeln!(out, "  {} for {age}; {hint}", paint.warn("Terminating"));
+    }
     match &d.parent {
         Some(p) => {
             let _ = writeln!(out, "  Parent: {p}");
@@ -180,7 +209,12 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
     } else {
         out.push_str("  Children:\n");
         for c in &d.children {
-            let mark = if c.subnamespace { " (subnamespace)" } else { "" };
+            let mark = match (c.subnamespace, c.terminating) {
+                (true, true) => " (subnamespace, terminating)",
+                (true, false) => " (subnamespace)",
+                (false, true) => " (terminating)",
+                (false, false) => "",
+            };
             let _ = writeln!(out, "  - {}{mark}", c.name);
         }
     }
@@ -232,11 +266,16 @@ mod tests {
         let n = f.get(ns).unwrap();
         Description {
             namespace: ns.into(),
+            terminating_since: None,
             parent: n.parent.clone(),
             children: n
                 .children
                 .iter()
-                .map(|c| Child { name: c.clone(), subnamespace: f.get(c).is_some_and(|c| c.subnamespace) })
+                .map(|c| Child {
+                    name: c.clone(),
+                    subnamespace: f.get(c).is_some_and(|c| c.subnamespace),
+                    terminating: f.get(c).is_some_and(|c| c.terminating),
+                })
                 .collect(),
             allow_cascading_deletion: n.allow_cascading_deletion,
             cascading_deletion_allowed_by: None,
@@ -325,6 +364,32 @@ Hierarchy configuration for namespace orphan
 Cannot list events: events is forbidden: User \"bob\" cannot list resource \"events\"
 "
         );
+    }
+
+    #[test]
+    fn golden_terminating_namespace_with_a_terminating_child() {
+        let mut d = of("acme-org");
+        d.children[1].terminating = true;
+        d.terminating_since = at(NOW - 90);
+        assert_eq!(
+            render(&d),
+            "\
+Hierarchy configuration for namespace acme-org
+  Terminating for 90s; if it stays, run: kubectl hns diagnose acme-org
+  No parent
+  Children:
+  - team-a
+  - team-b (subnamespace, terminating)
+  Allows cascading deletion: false
+  No conditions
+
+No recent hns events for objects in this namespace
+"
+        );
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["children"][1]["terminating"], true);
+        assert!(v["children"][0].get("terminating").is_none(), "only where true");
+        assert!(v["terminatingSince"].is_string());
     }
 
     #[test]

@@ -1,0 +1,76 @@
+//! The uids of the objects hns serves. Each is derived from a stored object (a Namespace, the
+//! configuration's ConfigMap): a Subnamespace and its child's HierarchyConfiguration come from
+//! the same Namespace, yet clients key caches, owner references and the garbage collector's
+//! graph by uid, so no two served objects (nor a served object and the Namespace) may share one.
+//!
+//! A uid is a name-based UUID (version 5, RFC 9562) of the stored object's uid and the served
+//! kind: the same on every replica and across restarts, with nothing stored, and new when the
+//! stored object is deleted and made again, as a recreated object's uid is.
+
+/// The UUID namespace of hns's derived uids (a random constant: it only has to differ from the
+/// namespaces other software derives uids in).
+const NAMESPACE: [u8; 16] =
+    [0x6b, 0x1f, 0x3c, 0x52, 0x9e, 0x0d, 0x4a, 0x87, 0xb2, 0x5e, 0x11, 0xc4, 0x7a, 0x90, 0xd3, 0x2f];
+
+/// The kinds of derived objects, each its own uid space. Both resources of a subnamespace
+/// (`subnamespaces`, `subnamespaceanchors`) serve one object, so they share a kind here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Derived {
+    /// A namespace's HierarchyConfiguration.
+    HierarchyConfiguration,
+    /// A subnamespace's Subnamespace (or SubnamespaceAnchor).
+    Subnamespace,
+    /// The HNCConfiguration, from its ConfigMap.
+    HncConfiguration,
+}
+
+impl Derived {
+    fn name(self) -> &'static str {
+        match self {
+            Derived::HierarchyConfiguration => "HierarchyConfiguration",
+            Derived::Subnamespace => "Subnamespace",
+            Derived::HncConfiguration => "HNCConfiguration",
+        }
+    }
+}
+
+/// The uid of the `kind` object derived from the stored object of uid `stored`.
+pub fn uid(stored: &str, kind: Derived) -> String {
+    let mut input = NAMESPACE.to_vec();
+    input.extend_from_slice(format!("{}/{stored}", kind.name()).as_bytes());
+    let hash = openssl::sha::sha1(&input);
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&hash[..16]);
+    b[6] = (b[6] & 0x0f) | 0x50; // version 5
+    b[8] = (b[8] & 0x3f) | 0x80; // RFC 9562 variant
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// [`uid`] of an optional stored uid (objects read from the cluster always have one).
+pub fn uid_of(stored: Option<&str>, kind: Derived) -> Option<String> {
+    stored.map(|s| uid(s, kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NS: &str = "0b6c9e43-6a3e-4b8f-9d6c-3f1e2a7b5c10";
+
+    #[test]
+    fn each_kind_gets_its_own_stable_uid() {
+        let hc = uid(NS, Derived::HierarchyConfiguration);
+        let sub = uid(NS, Derived::Subnamespace);
+        assert_ne!(hc, sub);
+        assert_ne!(hc, NS);
+        assert_eq!(hc, uid(NS, Derived::HierarchyConfiguration), "the same on every call");
+        assert_ne!(sub, uid("another", Derived::Subnamespace));
+    }
+
+    #[test]
+    fn uids_are_version_5_uuids() {
+        // Python: uuid.uuid5(uuid.UUID("6b1f3c52-9e0d-4a87-b25e-11c47a90d32f"), "Subnamespace/" + NS)
+        assert_eq!(uid(NS, Derived::Subnamespace), "38cc98ef-e1a7-5f7e-a764-fe65bc91d200");
+    }
+}
