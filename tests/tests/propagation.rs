@@ -161,27 +161,35 @@ async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
     // hns must have seen the objects for the question to be asked at all.
     wait_copy::<RoleBinding>(&client, &below, "org-sres", Some(&child)).await;
 
-    let err = fails(hns(&env, &["set", &child, "--parent", &org]));
+    // The configuration test beside this one switches kinds on; while a kind's first list runs,
+    // hns answers a move with 503 "try again", so the questions below are asked until answered.
+    let err = eventually("an answer other than try again", Duration::from_secs(60), || async {
+        let err = fails(hns(&env, &["set", &child, "--parent", &org]));
+        (!err.contains("try again")).then_some(err)
+    })
+    .await;
     let expected = format!(
         "Cannot update hierarchy because it would overwrite the following object(s):\n  * Namespace \"{child}\": org-sres (rbac.authorization.k8s.io/v1, Kind=RoleBinding)\n  * Namespace \"{below}\": org-viewers (rbac.authorization.k8s.io/v1, Kind=RoleBinding)\nTo fix this, please rename or remove the conflicting objects first."
     );
     assert!(err.contains(&expected), "{err}");
     assert!(!err.contains("org-private"), "an object that would not propagate is no conflict: {err}");
-    let refused = api_status(set_parent(&client, &child, Some(&org)).await.unwrap_err());
+    let refused = answered(|| set_parent(&client, &child, Some(&org))).await.unwrap_err();
     assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"), "{}", refused.message);
     assert!(refused.message.contains(&expected), "{}", refused.message);
     // Every way of writing the parent: a PUT and a server-side apply too.
     let hcs: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), &child);
     let mut hc = hcs.get("hierarchy").await.unwrap();
     hc.spec.parent = Some(org.clone());
-    let put = api_status(hcs.replace("hierarchy", &PostParams::default(), &hc).await.unwrap_err());
+    let post = PostParams::default();
+    let put = answered(|| hcs.replace("hierarchy", &post, &hc)).await.unwrap_err();
     assert_eq!(put.code, 409, "{}", put.message);
     let applied = json!({
         "apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
         "metadata": {"name": "hierarchy", "namespace": child}, "spec": {"parent": org},
     });
-    let apply = hcs.patch("hierarchy", &PatchParams::apply("gitops"), &Patch::Apply(applied)).await;
-    assert!(api_status(apply.unwrap_err()).message.contains("Cannot update hierarchy"));
+    let (gitops, applied) = (PatchParams::apply("gitops"), Patch::Apply(&applied));
+    let apply = answered(|| hcs.patch("hierarchy", &gitops, &applied)).await;
+    assert!(apply.unwrap_err().message.contains("Cannot update hierarchy"));
     let hc = hcs.get("hierarchy").await.unwrap();
     assert_eq!(hc.spec.parent, None, "the parent is unchanged");
 
@@ -205,6 +213,24 @@ async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
     set_parent(&client, &child, None).await.unwrap();
     delete_tree(&client, &child).await;
     delete_tree(&client, &org).await;
+}
+
+/// `call`'s result once hns answers it with anything but 503 (see the move test above).
+async fn answered<T, F, Fut>(mut call: F) -> Result<T, kube::core::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = kube::Result<T>>,
+{
+    for _ in 0..300 {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) => match api_status(e) {
+                s if s.code == 503 => tokio::time::sleep(Duration::from_millis(200)).await,
+                s => return Err(s),
+            },
+        }
+    }
+    panic!("hns answered 503 for a minute");
 }
 
 /// Everything that changes the cluster-wide configuration, in one test so nothing else races it.
