@@ -7,6 +7,7 @@
 //! acted on, so a restart never deletes copies for want of having seen their sources.
 
 pub mod plan;
+pub mod rights;
 pub mod rules;
 
 use std::collections::BTreeMap;

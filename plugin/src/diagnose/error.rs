@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A read the diagnosis cannot do without (listing namespaces, for one) failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", crate::hns::message(.source))]
     Read {
         /// What was being read.
         what: String,
@@ -13,7 +13,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// A write of a remedy was rejected or could not be sent.
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", crate::hns::message(.source))]
     Write {
         /// The API call, as the report prints it.
         action: String,
@@ -45,7 +45,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub(crate) fn error_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if !s.message.is_empty() => format!("{} ({})", s.message, s.code),
-        e => e.to_string(),
+        e => crate::hns::message(e),
     }
 }
 
