@@ -20,7 +20,10 @@ const DEBUG_MARKERS: &[&str] = &["Some(", "None,", "Status {", "ErrorResponse", 
 
 fn assert_plain(what: &str, message: &str) {
     for marker in DEBUG_MARKERS {
-        assert!(!message.contains(marker), "{what}: the message carries a Debug rendering ({marker}): {message}");
+        assert!(
+            !message.contains(marker),
+            "{what}: the message carries a Debug rendering ({marker}): {message}"
+        );
     }
 }
 
@@ -48,7 +51,13 @@ async fn config_spec(client: &Client) -> Value {
 }
 
 /// The `Status` of a raw request to hns's API with `body` as `content_type`.
-async fn raw(client: &Client, method: &str, path: &str, content_type: &str, body: &[u8]) -> kube::core::Status {
+async fn raw(
+    client: &Client,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> kube::core::Status {
     let req = http::Request::builder()
         .method(method)
         .uri(path)
@@ -133,7 +142,8 @@ async fn a_body_with_a_wrong_type_is_400_with_the_field_path() {
     let client = env.admin().await;
     let ns = create_namespace(&client, &unique("msg-body"), &[]).await;
     let path = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{ns}/hierarchyconfigurations/hierarchy");
-    let cannot = "HierarchyConfiguration in version \"v1alpha2\" cannot be handled as a HierarchyConfiguration: ";
+    let cannot =
+        "HierarchyConfiguration in version \"v1alpha2\" cannot be handled as a HierarchyConfiguration: ";
 
     let hc = |spec: Value| {
         json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
@@ -141,10 +151,30 @@ async fn a_body_with_a_wrong_type_is_400_with_the_field_path() {
         .to_string()
     };
     let cases: [(&str, &str, String, &str); 4] = [
-        ("PUT", "application/json", hc(json!({"parent": 5})), "spec.parent: invalid type: integer `5`, expected a string"),
-        ("PATCH", "application/merge-patch+json", json!({"spec": {"parent": 5}}).to_string(), "spec.parent: invalid type: integer `5`, expected a string"),
-        ("PUT", "application/json", hc(json!({"allowCascadingDeletion": "yes"})), "spec.allowCascadingDeletion: invalid type: string \"yes\", expected a boolean"),
-        ("PUT", "application/json", hc(json!({"labels": [{"key": "a", "value": 1}]})), "spec.labels[0].value: invalid type: integer `1`, expected a string"),
+        (
+            "PUT",
+            "application/json",
+            hc(json!({"parent": 5})),
+            "spec.parent: invalid type: integer `5`, expected a string",
+        ),
+        (
+            "PATCH",
+            "application/merge-patch+json",
+            json!({"spec": {"parent": 5}}).to_string(),
+            "spec.parent: invalid type: integer `5`, expected a string",
+        ),
+        (
+            "PUT",
+            "application/json",
+            hc(json!({"allowCascadingDeletion": "yes"})),
+            "spec.allowCascadingDeletion: invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            "PUT",
+            "application/json",
+            hc(json!({"labels": [{"key": "a", "value": 1}]})),
+            "spec.labels[0].value: invalid type: integer `1`, expected a string",
+        ),
     ];
     for (method, content_type, body, field) in &cases {
         let s = raw(&client, method, &path, content_type, body.as_bytes()).await;
@@ -154,7 +184,14 @@ async fn a_body_with_a_wrong_type_is_400_with_the_field_path() {
 
     // kubectl shows it as kube-apiserver's own refusals.
     let out = fails(env.kubectl(&[
-        "patch", "hierarchyconfiguration", "hierarchy", "-n", &ns, "--type=merge", "-p", r#"{"spec":{"parent":5}}"#,
+        "patch",
+        "hierarchyconfiguration",
+        "hierarchy",
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"parent":5}}"#,
     ]));
     assert!(out.contains(&format!("(BadRequest): {cannot}spec.parent: invalid type: integer")), "{out}");
 
@@ -186,16 +223,36 @@ async fn no_message_carries_a_debug_rendering() {
 
     // Bad bodies.
     for (method, path, content_type, body) in [
-        ("PUT", hc_path.as_str(), "application/json", r#"{"kind": "HierarchyConfiguration", "spec": {"parent": []}}"#),
+        (
+            "PUT",
+            hc_path.as_str(),
+            "application/json",
+            r#"{"kind": "HierarchyConfiguration", "spec": {"parent": []}}"#,
+        ),
         ("PUT", hc_path.as_str(), "application/json", r#"{"kind": "Subnamespace"}"#),
         ("PUT", hc_path.as_str(), "application/json", r#"{"apiVersion": "hnc.x-k8s.io/v1"}"#),
         ("PUT", hc_path.as_str(), "application/json", "[1, 2"),
         ("PUT", hc_path.as_str(), "application/yaml", "spec: {}"),
         ("PATCH", hc_path.as_str(), "application/json-patch+json", r#"[{"op": "jump"}]"#),
         ("PATCH", hc_path.as_str(), "application/apply-patch+yaml", "spec: ["),
-        ("PATCH", config_path, "application/merge-patch+json", r#"{"spec": {"resources": [{"resource": 3}]}}"#),
-        ("PATCH", config_path, "application/merge-patch+json", r#"{"spec": {"resources": [{"resource": "nodes"}]}}"#),
-        ("PATCH", config_path, "application/merge-patch+json", r#"{"spec": {"resources": [{"resource": "no-such-things"}]}}"#),
+        (
+            "PATCH",
+            config_path,
+            "application/merge-patch+json",
+            r#"{"spec": {"resources": [{"resource": 3}]}}"#,
+        ),
+        (
+            "PATCH",
+            config_path,
+            "application/merge-patch+json",
+            r#"{"spec": {"resources": [{"resource": "nodes"}]}}"#,
+        ),
+        (
+            "PATCH",
+            config_path,
+            "application/merge-patch+json",
+            r#"{"spec": {"resources": [{"resource": "no-such-things"}]}}"#,
+        ),
     ] {
         let s = raw(&client, method, path, content_type, body.as_bytes()).await;
         messages.push((format!("{method} {body}"), s.message));

@@ -210,7 +210,10 @@ async fn create_set_tree_describe_delete() {
     let yaml: Value = serde_yaml::from_str(&ok(hns(&env, &["tree", &root, "-o", "yaml"]))).unwrap();
     assert_eq!(yaml, data);
     let err = refused(hns(&env, &["tree"]));
-    assert_eq!(err, "Error: Must specify the root of the tree(s) to display or else specify --all-namespaces\n");
+    assert_eq!(
+        err,
+        "Error: Must specify the root of the tree(s) to display or else specify --all-namespaces\n"
+    );
 
     // describe.
     assert_eq!(

@@ -255,12 +255,16 @@ mod tests {
     fn type_errors_name_the_field() {
         let cases = [
             (json!({"spec": {"parent": 5}}), "spec.parent: invalid type: integer `5`, expected a string"),
-            (json!({"spec": {"labels": [{"key": "k", "value": true}]}}), "spec.labels[0].value: invalid type: boolean `true`"),
+            (
+                json!({"spec": {"labels": [{"key": "k", "value": true}]}}),
+                "spec.labels[0].value: invalid type: boolean `true`",
+            ),
             (json!({"spec": "x"}), "spec: invalid type: string \"x\""),
         ];
         for (bad, expected) in cases {
-            let e = decode::<HierarchyConfiguration>(hc(bad), "HierarchyConfiguration", FieldValidation::Warn)
-                .unwrap_err();
+            let e =
+                decode::<HierarchyConfiguration>(hc(bad), "HierarchyConfiguration", FieldValidation::Warn)
+                    .unwrap_err();
             assert_eq!(e.code, 400);
             assert!(
                 e.message.starts_with(

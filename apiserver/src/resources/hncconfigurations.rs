@@ -265,7 +265,8 @@ async fn check_rights(
         if verbs.is_empty() || mode_in(before, &r.group, &r.resource) == Some(mode) {
             continue;
         }
-        let Some(ar) = crate::propagation::resolve(client, &r.group, &r.resource).await.map_err(unavailable)?
+        let Some(ar) =
+            crate::propagation::resolve(client, &r.group, &r.resource).await.map_err(unavailable)?
         else {
             continue;
         };

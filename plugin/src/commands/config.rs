@@ -137,7 +137,9 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
         ConfigCommand::DeleteType { group, resource, yes } => {
             let Some(mode) = configured_mode(&config, &group, &resource) else {
                 // HNC's words and outcome: nothing to do is not a failure.
-                println!("Nothing to delete; No configuration for type with group: {group}, resource: {resource}");
+                println!(
+                    "Nothing to delete; No configuration for type with group: {group}, resource: {resource}"
+                );
                 return Ok(ExitCode::SUCCESS);
             };
             if matches!(mode.parse(), Ok(Mode::Propagate | Mode::AllowPropagate)) {
