@@ -238,6 +238,14 @@ mod tests {
     }
 
     #[test]
+    fn kube_errors_read_as_their_status_message() {
+        let e = status(403, "Forbidden", "events is forbidden: User \"bob\" cannot list", None);
+        assert!(e.to_string().contains("Status {"), "kube's Display carries the Debug form");
+        assert_eq!(message(&e), "events is forbidden: User \"bob\" cannot list");
+        assert_eq!(Error::Kube(e).to_string(), "events is forbidden: User \"bob\" cannot list");
+    }
+
+    #[test]
     fn an_unknown_group_is_not_installed() {
         let e = classify(status(404, NOT_A_STATUS, "404 page not found", None));
         assert!(matches!(e, Error::NotInstalled));

@@ -65,3 +65,20 @@ pub(crate) fn is_conflict(e: &kube::Error) -> bool {
 pub(crate) fn is_unprocessable(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 422)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    #[test]
+    fn failed_reads_and_writes_say_the_servers_message() {
+        let forbidden = || {
+            kube::Error::Api(Status::failure("namespaces is forbidden", "Forbidden").with_code(403).boxed())
+        };
+        let read = Error::Read { what: "namespaces".into(), source: forbidden() };
+        assert_eq!(read.to_string(), "namespaces: namespaces is forbidden");
+        let write = Error::Write { action: "patch namespace a".into(), source: forbidden() };
+        assert_eq!(write.to_string(), "patch namespace a: namespaces is forbidden");
+    }
+}
