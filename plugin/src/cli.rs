@@ -91,7 +91,10 @@ mod tests {
         .unwrap();
         assert_eq!(cli.kube.namespace.as_deref(), Some("team"));
         assert_eq!(cli.kube.context.as_deref(), Some("c"));
-        assert!(Cli::try_parse_from(["kubectl-hns", "tree"]).is_err(), "tree needs namespaces or -A");
+        assert!(
+            Cli::try_parse_from(["kubectl-hns", "tree", "a", "-A"]).is_err(),
+            "namespaces or -A, not both"
+        );
         assert!(Cli::try_parse_from(["kubectl-hns", "tree", "-A", "-o", "yaml"]).is_ok());
         assert!(Cli::try_parse_from([
             "kubectl-hns",

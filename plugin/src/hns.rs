@@ -37,7 +37,7 @@ pub enum Error {
     #[error("{}", server_message(.0))]
     Server(Box<Status>),
     /// The request did not get an answer from the server.
-    #[error(transparent)]
+    #[error("{}", message(.0))]
     Kube(kube::Error),
 }
 
@@ -74,6 +74,15 @@ pub fn classify(e: kube::Error) -> Error {
         }
         kube::Error::Api(s) => Error::Server(s),
         e => Error::Kube(e),
+    }
+}
+
+/// A kube error as users should read it: an API server's answer by its `Status` message (kube's
+/// own Display of it appends the `Status`'s debug form), anything else as kube words it.
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => server_message(s),
+        e => e.to_string(),
     }
 }
 
@@ -226,6 +235,14 @@ mod tests {
         let mut s = Status::failure(message, reason).with_code(code);
         s.details = name.map(|n| serde_json::from_value::<StatusDetails>(json!({"name": n})).unwrap());
         kube::Error::Api(s.boxed())
+    }
+
+    #[test]
+    fn kube_errors_read_as_their_status_message() {
+        let e = status(403, "Forbidden", "events is forbidden: User \"bob\" cannot list", None);
+        assert!(e.to_string().contains("Status {"), "kube's Display carries the Debug form");
+        assert_eq!(message(&e), "events is forbidden: User \"bob\" cannot list");
+        assert_eq!(Error::Kube(e).to_string(), "events is forbidden: User \"bob\" cannot list");
     }
 
     #[test]

@@ -11,7 +11,9 @@ async fn main() -> ExitCode {
     match cli.run().await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            // The error's own words: each of ours already says its cause, and the chain would
+            // add kube's rendering of API errors, which carries their Debug form.
+            eprintln!("Error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -86,7 +86,7 @@ impl<'a> Drawing<'a> {
         }
     }
 
-    /// `[s] name (terminating) (1, 2)`, or `↻ name` where a cycle closes.
+    /// `[s] name (terminating) (1,2)`, or `↻ name` where a cycle closes.
     fn label(&mut self, name: &str, closes_cycle: bool) -> String {
         let node = self.forest.get(name);
         let mut label = String::new();
@@ -105,7 +105,7 @@ impl<'a> Drawing<'a> {
         if node.is_some_and(|n| n.terminating) {
             label.push_str(&self.paint.warn(TERMINATING));
         }
-        let notes: Vec<String> = node
+        let mut notes: Vec<usize> = node
             .into_iter()
             .flat_map(|n| &n.conditions)
             .map(|c| {
@@ -117,11 +117,15 @@ impl<'a> Drawing<'a> {
                         self.footnotes.len() - 1
                     }
                 };
-                (at + 1).to_string()
+                at + 1
             })
             .collect();
+        // HNC's form: `name (1,3)`, in footnote order.
+        notes.sort_unstable();
+        notes.dedup();
         if !notes.is_empty() {
-            let _ = write!(label, " {}", self.paint.bad(&format!("({})", notes.join(", "))));
+            let notes: Vec<String> = notes.iter().map(usize::to_string).collect();
+            let _ = write!(label, " {}", self.paint.bad(&format!("({})", notes.join(","))));
         }
         label
     }
@@ -236,7 +240,7 @@ Conditions:
             )],
             &BTreeSet::new(),
         );
-        assert!(text(&f, &["x"], &Paint::new(false)).starts_with("x (1, 2)\n"));
+        assert!(text(&f, &["x"], &Paint::new(false)).starts_with("x (1,2)\n"));
     }
 
     #[test]

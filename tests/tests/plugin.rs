@@ -109,6 +109,52 @@ fn completion_scripts_for_three_shells() {
     assert_eq!(out.status.code(), Some(2), "an invalid command line exits 2: {}", stderr(&out));
 }
 
+/// The lines HNC's plugin printed, word for word, where scripts grep them: cascading deletion in
+/// `describe` (the namespace's own setting; an ancestor's on a line of its own), the events
+/// heading, `set`'s and `delete -a`'s lines, and `config describe`'s headings.
+#[tokio::test]
+async fn hnc_lines_that_scripts_grep() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("pl-words"), &[]).await;
+    let (kid, leaf) = (format!("{root}-kid"), format!("{root}-kid-leaf"));
+    ok(hns(&env, &["create", &kid, "-n", &root]));
+    ok(hns(&env, &["create", &leaf, "-n", &kid]));
+
+    assert_eq!(
+        ok(hns(&env, &["set", &root, "-a"])),
+        format!(
+            "Allowing cascading deletion on '{root}'\n\
+             Succesfully updated 1 property of the hierarchical configuration of {root}\n"
+        )
+    );
+    assert_eq!(
+        ok(hns(&env, &["set", &root, "--allowCascadingDeletion"])),
+        format!("Cascading deletion for '{root}' is already set to true; unchanged\nNo changes made\n")
+    );
+    assert_eq!(
+        ok(hns(&env, &["describe", &kid])),
+        format!(
+            "Hierarchy configuration for namespace {kid}\n  Parent: {root}\n  Children:\n  - {leaf} (subnamespace)\n  \
+             Allows Cascading Deletion: false\n  Cascading deletion allowed by ancestor: {root}\n  No conditions\n\n\
+             No recent HNC events for objects in this namespace\n"
+        )
+    );
+    ok(hns(&env, &["set", &kid, "-a"]));
+    assert_eq!(
+        ok(hns(&env, &["delete", &kid, "-n", &root, "-a", "--yes"])),
+        format!(
+            "Cascading deletion for '{kid}' is already set to 'true'; unchanged\n\
+             Successfully deleted \"{kid}\" subnamespace anchor in \"{root}\" namespace\n"
+        )
+    );
+
+    let described = ok(hns(&env, &["config", "describe"]));
+    assert!(described.starts_with("Synchronized resources:\n* "), "{described}");
+    assert!(described.contains("\n\nConditions:\n"), "HNC's heading, conditions or not: {described}");
+    delete_tree(&client, &root).await;
+}
+
 #[tokio::test]
 async fn create_set_tree_describe_delete() {
     let env = Env::get();
@@ -132,13 +178,13 @@ async fn create_set_tree_describe_delete() {
         ok(hns(&env, &["set", &b, "--parent", &root, "-a"])),
         format!(
             "Setting the parent of {b} to {root}\nAllowing cascading deletion on '{b}'\n\
-             Successfully updated 2 properties of the hierarchical configuration of {b}\n"
+             Succesfully updated 2 properties of the hierarchical configuration of {b}\n"
         )
     );
     assert_eq!(
         ok(hns(&env, &["set", &b, "-p", &root, "--allowCascadingDeletion"])),
         format!(
-            "Parent of {b} is already {root}; unchanged\nCascading deletion on '{b}' is already allowed; unchanged\nNo changes made\n"
+            "Parent of {b} is already {root}; unchanged\nCascading deletion for '{b}' is already set to true; unchanged\nNo changes made\n"
         )
     );
 
@@ -163,14 +209,18 @@ async fn create_set_tree_describe_delete() {
     );
     let yaml: Value = serde_yaml::from_str(&ok(hns(&env, &["tree", &root, "-o", "yaml"]))).unwrap();
     assert_eq!(yaml, data);
-    assert_eq!(hns(&env, &["tree"]).status.code(), Some(2), "namespaces or -A");
+    let err = refused(hns(&env, &["tree"]));
+    assert_eq!(
+        err,
+        "Error: Must specify the root of the tree(s) to display or else specify --all-namespaces\n"
+    );
 
     // describe.
     assert_eq!(
         ok(hns(&env, &["describe", &root])),
         format!(
             "Hierarchy configuration for namespace {root}\n  No parent\n  Children:\n  - {a} (subnamespace)\n  - {b}\n  \
-             Allows cascading deletion: false\n  No conditions\n\nNo recent hns events for objects in this namespace\n"
+             Allows Cascading Deletion: false\n  No conditions\n\nNo recent HNC events for objects in this namespace\n"
         )
     );
     let ax_described = ok(hns(&env, &["describe", &ax]));
@@ -195,10 +245,11 @@ async fn create_set_tree_describe_delete() {
     let with_event = ok(hns(&env, &["describe", &a]));
     assert!(with_event.contains(&format!("  Children:\n  - {ax} (subnamespace)\n")), "{with_event}");
     let table =
-        with_event.split_once(&format!("Events from the objects in namespace {a}:\n")).expect(&with_event).1;
+        with_event.split_once(&format!("\nEvents from the objects in namespace {a}\n")).expect(&with_event).1;
     let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(rows[0], ["Last", "Seen", "Reason", "Object", "Message"]);
-    assert_eq!(rows[1][1..4], ["CannotPropagateObject", "limitrange/limits", "Objects"], "{table}");
+    let object = format!("LimitRange:{a}/limits");
+    assert_eq!(rows[1][1..4], ["CannotPropagateObject", object.as_str(), "Objects"], "{table}");
 
     // A cycle is refused with the server's message, and nothing moves.
     let err = refused(hns(&env, &["set", &root, "--parent", &ax]));
@@ -231,7 +282,10 @@ async fn create_set_tree_describe_delete() {
     );
     assert_eq!(
         ok(hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion", "--yes"])),
-        format!("Successfully deleted \"{a}\" subnamespace anchor in \"{root}\" namespace\n")
+        format!(
+            "Allowing cascading deletion on '{a}'\n\
+             Successfully deleted \"{a}\" subnamespace anchor in \"{root}\" namespace\n"
+        )
     );
     eventually("the subtree gone from the tree", WAIT, || async {
         let t = ok(hns(&env, &["tree", &root]));
@@ -244,7 +298,7 @@ async fn create_set_tree_describe_delete() {
         ok(hns(&env, &["set", &b, "--root", "-f"])),
         format!(
             "Unsetting the parent of {b} (was previously {root})\nForbidding cascading deletion on '{b}'\n\
-             Successfully updated 2 properties of the hierarchical configuration of {b}\n"
+             Succesfully updated 2 properties of the hierarchical configuration of {b}\n"
         )
     );
     assert_eq!(
@@ -484,7 +538,15 @@ async fn config_describe_set_resource_delete_type() {
     };
     assert_eq!(ok(config(&env, &["set-resource", "limitranges", "--mode", "Ignore"])), line("Ignore"));
     let warned = refused(config(&env, &["set-resource", "limitranges", "--mode", "propagate"]));
-    assert!(warned.starts_with("Switching directly from 'Ignore' to 'Propagate' mode"), "{warned}");
+    assert!(
+        warned.starts_with(
+            "Switching directly from 'Ignore' to 'Propagate' mode or 'AllowPropagate' mode could cause existing \"limitranges\" objects in child namespaces to be overwritten by objects from ancestor namespaces.\n\
+             If you are sure you want to proceed with this operation, use the '--force' flag.\n"
+        ),
+        "{warned}"
+    );
+    let warned = refused(config(&env, &["set-resource", "limitranges", "--mode", "AllowPropagate"]));
+    assert!(warned.starts_with("Switching directly from 'Ignore' to 'Propagate' mode or"), "{warned}");
     assert!(ok(config(&env, &["describe"])).contains("* Ignoring: limitranges (/v1)"), "unchanged");
     assert_eq!(
         ok(config(&env, &["set-resource", "limitranges", "--mode", "Propagate", "--force"])),
@@ -525,8 +587,10 @@ async fn config_describe_set_resource_delete_type() {
         ok(config(&env, &["delete-type", "--resource", "limitranges"])),
         "Configuration for type with group: , resource: limitranges is deleted\n"
     );
-    let err = refused(config(&env, &["delete-type", "--group", "", "--resource", "limitranges"]));
-    assert_eq!(err, "Error: type with group: , resource: limitranges is not in the HNC configuration\n");
+    assert_eq!(
+        ok(config(&env, &["delete-type", "--group", "", "--resource", "limitranges"])),
+        "Nothing to delete; No configuration for type with group: , resource: limitranges\n"
+    );
     let err = refused(config(&env, &["set-resource", "no-such-things", "--mode", "Propagate"]));
     assert!(
         err.starts_with("Error: ") && err.contains("resource \"no-such-things\" in group \"\" is not found"),

@@ -12,7 +12,7 @@ use kube::{Api, Client};
 
 use crate::auth::authn::Identity;
 use crate::http::request_info::RequestInfo;
-use crate::http::status::{ApiError, GroupResource};
+use crate::http::status::{kube_message, ApiError, GroupResource};
 
 /// How long an answer is reused (k8s.io/apiserver's default for allow and deny alike).
 const CACHE_TTL: Duration = Duration::from_secs(10);
@@ -74,7 +74,7 @@ impl Authorizer {
         let answer = api
             .create(&PostParams::default(), &review)
             .await
-            .map_err(|e| ApiError::internal(format!("authorizer error: {e}")))?;
+            .map_err(|e| ApiError::internal(format!("authorizer error: {}", kube_message(&e))))?;
         let status = answer.status.unwrap_or_default();
         let decision =
             if status.allowed { Decision::Allow } else { Decision::Deny(status.reason.unwrap_or_default()) };

@@ -131,9 +131,9 @@ pub fn decode<T: DeserializeOwned>(
 ) -> Result<(T, Vec<String>), ApiError> {
     check_type_fields(&value, kind)?;
     let mut unknown = Vec::new();
-    let obj: T = serde_ignored::deserialize(value, |path| unknown.push(path.to_string())).map_err(|e| {
-        ApiError::bad_request(format!("the body of the request was in an unknown format: {e}"))
-    })?;
+    let mut note_unknown = |path: serde_ignored::Path<'_>| unknown.push(path.to_string());
+    let fields = serde_ignored::Deserializer::new(value, &mut note_unknown);
+    let obj: T = serde_path_to_error::deserialize(fields).map_err(|e| cannot_handle(kind, &e))?;
     // The type fields were checked above; the derived types read them without storing them.
     let messages: Vec<String> = unknown
         .iter()
@@ -147,6 +147,19 @@ pub fn decode<T: DeserializeOwned>(
         FieldValidation::Warn => Ok((obj, messages)),
         _ => Ok((obj, Vec::new())),
     }
+}
+
+/// kube-apiserver's words for a body of the right kind whose fields do not decode, naming the
+/// field: `HierarchyConfiguration in version "v1alpha2" cannot be handled as a
+/// HierarchyConfiguration: spec.parent: invalid type: integer `5`, expected a string`.
+fn cannot_handle(kind: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let version = hns_api::API_VERSION.rsplit('/').next().unwrap_or(hns_api::API_VERSION);
+    let path = e.path().to_string();
+    let at = if path == "." { String::new() } else { format!("{path}: ") };
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: {at}{}; fix the field and retry",
+        e.inner()
+    ))
 }
 
 fn check_type_fields(value: &Value, kind: &str) -> Result<(), ApiError> {
@@ -236,6 +249,32 @@ mod tests {
             decode::<HierarchyConfiguration>(body, "HierarchyConfiguration", FieldValidation::Ignore)
                 .unwrap();
         assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn type_errors_name_the_field() {
+        let cases = [
+            (json!({"spec": {"parent": 5}}), "spec.parent: invalid type: integer `5`, expected a string"),
+            (
+                json!({"spec": {"labels": [{"key": "k", "value": true}]}}),
+                "spec.labels[0].value: invalid type: boolean `true`",
+            ),
+            (json!({"spec": "x"}), "spec: invalid type: string \"x\""),
+        ];
+        for (bad, expected) in cases {
+            let e =
+                decode::<HierarchyConfiguration>(hc(bad), "HierarchyConfiguration", FieldValidation::Warn)
+                    .unwrap_err();
+            assert_eq!(e.code, 400);
+            assert!(
+                e.message.starts_with(
+                    "HierarchyConfiguration in version \"v1alpha2\" cannot be handled as a HierarchyConfiguration: "
+                ),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains(expected), "{}", e.message);
+        }
     }
 
     #[test]

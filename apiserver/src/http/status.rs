@@ -212,7 +212,7 @@ impl ApiError {
                     .unwrap_or(if code >= 500 { "InternalError" } else { "" });
                 Self::new(code, reason, s.message.clone())
             }
-            other => Self::internal(other),
+            other => Self::internal(kube_message(&other)),
         }
     }
 
@@ -290,6 +290,17 @@ impl ApiError {
     }
 }
 
+/// A kube error in words for users: an answer of kube-apiserver by its `Status` message (kube's
+/// own Display of it appends the `Status`'s debug form, which is for logs), anything else as
+/// kube words it.
+pub fn kube_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(s) if s.message.is_empty() => format!("the server answered {} {}", s.code, s.reason),
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
@@ -342,5 +353,17 @@ mod tests {
         assert_eq!(kube(429, "TooManyRequests").reason, "TooManyRequests");
         assert_eq!(kube(418, "Teapot").reason, "");
         assert_eq!(kube(502, "Bad").reason, "InternalError");
+    }
+
+    #[test]
+    fn kube_errors_read_as_their_message() {
+        let forbidden = kube::Error::Api(Box::new(
+            kube::core::Status::failure("services is forbidden: User \"x\" cannot list", "Forbidden")
+                .with_code(403),
+        ));
+        assert!(forbidden.to_string().contains("Status {"), "kube's Display carries the Debug form");
+        assert_eq!(kube_message(&forbidden), "services is forbidden: User \"x\" cannot list");
+        let bare = kube::Error::Api(Box::new(kube::core::Status::failure("", "Forbidden").with_code(403)));
+        assert_eq!(kube_message(&bare), "the server answered 403 Forbidden");
     }
 }

@@ -9,6 +9,7 @@
 pub mod exceptions;
 pub mod overwrites;
 pub mod plan;
+pub mod rights;
 pub mod rules;
 
 use std::collections::BTreeMap;

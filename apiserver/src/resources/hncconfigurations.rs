@@ -16,9 +16,9 @@ use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::rules::Refusal;
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
-use crate::http::status::ApiError;
+use crate::http::status::{kube_message, ApiError};
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
-use crate::propagation::{overwrites, ENFORCED};
+use crate::propagation::{overwrites, rights, ENFORCED};
 use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
@@ -138,6 +138,10 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
         .map_err(Failure::Final)?;
     let before: HNCConfigurationSpec = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
+    check_rights(&call.state.client, &before, &obj.spec)
+        .await
+        .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
+        .map_err(Failure::Final)?;
     check_overwrites(call, &before, &obj.spec)
         .await
         .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
@@ -218,7 +222,12 @@ async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), 
                     format!("spec.resources[{i}]"),
                     format!("resource \"{}\" in group \"{}\" is not found in the cluster", r.resource, r.group),
                 )),
-                Err(e) => return Err(Refusal::NotSynced(format!("cannot check the cluster's resources: {e}"))),
+                Err(e) => {
+                    return Err(Refusal::NotSynced(format!(
+                        "cannot check the cluster's resources: {}; retry in a few seconds",
+                        kube_message(&e)
+                    )))
+                }
             }
         }
     }
@@ -229,6 +238,46 @@ async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), 
     }
 }
 
+/// The mode of `group`/`resource` in `spec`, if it lists it.
+fn mode_in(spec: &HNCConfigurationSpec, group: &str, resource: &str) -> Option<Mode> {
+    spec.resources
+        .iter()
+        .find(|x| x.group == group && x.resource == resource)
+        .map(|x| Mode::effective(x.mode.as_deref()))
+}
+
+/// hns must be allowed to watch and write every kind it is newly told to propagate or remove;
+/// otherwise the change is refused with the ClusterRole that grants it, and nothing changes.
+async fn check_rights(
+    client: &Client,
+    before: &HNCConfigurationSpec,
+    after: &HNCConfigurationSpec,
+) -> Result<(), Refusal> {
+    let unavailable = |e: kube::Error| {
+        Refusal::NotSynced(format!(
+            "cannot check hns-apiserver's own permissions: {}; retry in a few seconds",
+            kube_message(&e)
+        ))
+    };
+    for r in &after.resources {
+        let mode = Mode::effective(r.mode.as_deref());
+        let verbs = rights::needed(mode);
+        if verbs.is_empty() || mode_in(before, &r.group, &r.resource) == Some(mode) {
+            continue;
+        }
+        let Some(ar) =
+            crate::propagation::resolve(client, &r.group, &r.resource).await.map_err(unavailable)?
+        else {
+            continue;
+        };
+        let missing = rights::missing(client, &ar, verbs).await.map_err(unavailable)?;
+        if !missing.is_empty() {
+            return Err(Refusal::Forbidden(rights::advice(&r.group, &r.resource, &missing)));
+        }
+    }
+    Ok(())
+}
+
 /// HNC refuses to start propagating a kind where copies would overwrite namespaces' own objects
 /// of the same name: the administrator must rename or remove those first.
 async fn check_overwrites(
@@ -236,12 +285,6 @@ async fn check_overwrites(
     before: &HNCConfigurationSpec,
     after: &HNCConfigurationSpec,
 ) -> Result<(), Refusal> {
-    let mode_in = |spec: &HNCConfigurationSpec, g: &str, r: &str| {
-        spec.resources
-            .iter()
-            .find(|x| x.group == g && x.resource == r)
-            .map(|x| Mode::effective(x.mode.as_deref()))
-    };
     let mut causes = Vec::new();
     for (i, r) in after.resources.iter().enumerate() {
         let now = Mode::effective(r.mode.as_deref());
@@ -276,7 +319,9 @@ async fn overwrites(
     resource: &str,
     mode: Mode,
 ) -> Result<Vec<String>, Refusal> {
-    let unavailable = |e: kube::Error| Refusal::NotSynced(format!("cannot list {resource}: {e}"));
+    let unavailable = |e: kube::Error| {
+        Refusal::NotSynced(format!("cannot list {resource}: {}; retry in a few seconds", kube_message(&e)))
+    };
     let Some(ar) =
         crate::propagation::resolve(&call.state.client, group, resource).await.map_err(unavailable)?
     else {

@@ -106,7 +106,8 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
         }
         ConfigCommand::SetResource { resource, group, mode, force, yes } => {
             let current = configured_mode(&config, &group, &resource).map(str::parse::<Mode>);
-            if current == Some(Ok(Mode::Ignore)) && mode == Mode::Propagate && !force {
+            let copies_everything = matches!(mode, Mode::Propagate | Mode::AllowPropagate);
+            if current == Some(Ok(Mode::Ignore)) && copies_everything && !force {
                 eprintln!("{}", ignore_to_propagate_warning(&resource));
                 return Ok(ExitCode::FAILURE);
             }
@@ -135,9 +136,11 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
         }
         ConfigCommand::DeleteType { group, resource, yes } => {
             let Some(mode) = configured_mode(&config, &group, &resource) else {
-                anyhow::bail!(
-                    "type with group: {group}, resource: {resource} is not in the HNC configuration"
+                // HNC's words and outcome: nothing to do is not a failure.
+                println!(
+                    "Nothing to delete; No configuration for type with group: {group}, resource: {resource}"
                 );
+                return Ok(ExitCode::SUCCESS);
             };
             if matches!(mode.parse(), Ok(Mode::Propagate | Mode::AllowPropagate)) {
                 let n = copies(&config, &group, &resource);
@@ -201,7 +204,7 @@ fn set_line(group: &str, resource: &str, mode: &str) -> String {
 /// HNC's warning, so the advice reads as HNC users know it.
 fn ignore_to_propagate_warning(resource: &str) -> String {
     format!(
-        "Switching directly from 'Ignore' to 'Propagate' mode could cause existing \"{resource}\" objects in child namespaces to be overwritten by objects from ancestor namespaces.\n\
+        "Switching directly from 'Ignore' to 'Propagate' mode or 'AllowPropagate' mode could cause existing \"{resource}\" objects in child namespaces to be overwritten by objects from ancestor namespaces.\n\
          If you are sure you want to proceed with this operation, use the '--force' flag.\n\
          If you are not sure and would like to see what source objects would be overwritten, please switch to 'Remove' first."
     )
@@ -241,11 +244,10 @@ fn text(s: &Summary, paint: &Paint) -> String {
         }
         out.push('\n');
     }
-    if !s.conditions.is_empty() {
-        out.push_str("\nConditions:\n");
-        for c in &s.conditions {
-            let _ = writeln!(out, "{}", paint.bad(&format!("{} ({}): {}", c.type_, c.reason, c.message)));
-        }
+    // HNC prints the heading even when there are none.
+    out.push_str("\nConditions:\n");
+    for c in &s.conditions {
+        let _ = writeln!(out, "{}", paint.bad(&format!("{} ({}): {}", c.type_, c.reason, c.message)));
     }
     out
 }
@@ -297,6 +299,8 @@ Synchronized resources:
 * Ignoring: configmaps (/v1)
 * Propagating: secrets (/v1) — 1 source objects, 3 copies
 * Propagating: roles (rbac.authorization.k8s.io/v1) — 2 source objects, 6 copies
+
+Conditions:
 "
         );
     }

@@ -37,11 +37,16 @@ pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode>
         let names = [child.clone()];
         let forest = forest::load(&hns, Scope::Subtrees(&names)).await?;
         let below = forest.descendants(&child);
+        // HNC's lines. A leaf is not patched (deleting it cascades nowhere), so deleting it needs
+        // no right on its hierarchy configuration.
         if !below.is_empty() {
             prompt::confirm(&cascade_question(&child, &below), args.yes)?;
-            if forest.get(&child).is_some_and(|n| !n.allow_cascading_deletion) {
-                hns.patch_hierarchy(&child, None, json!({"allowCascadingDeletion": true})).await?;
-            }
+        }
+        if forest.get(&child).is_some_and(|n| n.allow_cascading_deletion) {
+            println!("Cascading deletion for '{child}' is already set to 'true'; unchanged");
+        } else if !below.is_empty() {
+            println!("Allowing cascading deletion on '{child}'");
+            hns.patch_hierarchy(&child, None, json!({"allowCascadingDeletion": true})).await?;
         }
     }
     hns.delete_subnamespace(&parent, &child).await?;

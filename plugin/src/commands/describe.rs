@@ -89,7 +89,7 @@ pub struct EventView {
     pub last_seen: Option<Time>,
     /// E.g. `CannotPropagateObject`.
     pub reason: String,
-    /// `kind/name`, kind in lower case.
+    /// `Kind:namespace/name`, as HNC shows it.
     pub object: String,
     /// What happened.
     pub message: String,
@@ -107,8 +107,9 @@ impl From<&Event> for EventView {
             last_seen,
             reason: e.reason.clone().unwrap_or_default(),
             object: format!(
-                "{}/{}",
-                o.kind.as_deref().unwrap_or_default().to_lowercase(),
+                "{}:{}/{}",
+                o.kind.as_deref().unwrap_or_default(),
+                o.namespace.as_deref().unwrap_or_default(),
                 o.name.as_deref().unwrap_or_default()
             ),
             message: e.message.clone().unwrap_or_default(),
@@ -218,10 +219,12 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
             let _ = writeln!(out, "  - {}{mark}", c.name);
         }
     }
-    let _ = match (&d.cascading_deletion_allowed_by, d.allow_cascading_deletion) {
-        (Some(a), false) => writeln!(out, "  Allows cascading deletion: true (set on ancestor {a})"),
-        (_, allowed) => writeln!(out, "  Allows cascading deletion: {allowed}"),
-    };
+    // HNC's line shows the namespace's own setting; an ancestor's, which hns also honours, gets
+    // a line of its own so the first keeps HNC's meaning for scripts.
+    let _ = writeln!(out, "  Allows Cascading Deletion: {}", d.allow_cascading_deletion);
+    if let (Some(a), false) = (&d.cascading_deletion_allowed_by, d.allow_cascading_deletion) {
+        let _ = writeln!(out, "  Cascading deletion allowed by ancestor: {a}");
+    }
     if d.conditions.is_empty() {
         out.push_str("  No conditions\n");
     } else {
@@ -234,17 +237,19 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
     if let Some(e) = &d.events_error {
         let _ = writeln!(out, "{} {e}", paint.warn("Cannot list events:"));
     } else if d.events.is_empty() {
-        out.push_str("No recent hns events for objects in this namespace\n");
+        out.push_str("No recent HNC events for objects in this namespace\n");
     } else {
-        let _ = writeln!(out, "Events from the objects in namespace {}:", d.namespace);
+        let _ = writeln!(out, "Events from the objects in namespace {}", d.namespace);
         let mut rows =
             vec![vec!["Last Seen".to_string(), "Reason".into(), "Object".into(), "Message".into()]];
-        for e in &d.events {
+        // HNC shows each reason once per object: the latest.
+        let mut shown = HashSet::new();
+        for e in d.events.iter().filter(|e| shown.insert((&e.reason, &e.object))) {
             let seen = e
                 .last_seen
                 .as_ref()
                 .map_or("<unknown>".to_string(), |t| human_duration(now.duration_since(t.0).as_secs()));
-            rows.push(vec![seen, e.reason.clone(), e.object.clone(), e.message.clone()]);
+            rows.push(vec![seen, e.reason.clone(), e.object.clone(), e.message.trim().to_string()]);
         }
         out.push_str(&output::columns(&rows));
     }
@@ -301,10 +306,10 @@ Hierarchy configuration for namespace acme-org
   Children:
   - team-a
   - team-b (subnamespace)
-  Allows cascading deletion: false
+  Allows Cascading Deletion: false
   No conditions
 
-No recent hns events for objects in this namespace
+No recent HNC events for objects in this namespace
 "
         );
     }
@@ -317,13 +322,19 @@ No recent hns events for objects in this namespace
             EventView {
                 last_seen: at(NOW - 300),
                 reason: "CannotPropagateObject".into(),
-                object: "role/admin".into(),
-                message: "Objects with finalizers cannot be propagated".into(),
+                object: "Role:cyc-b/admin".into(),
+                message: "Objects with finalizers cannot be propagated\n".into(),
+            },
+            EventView {
+                last_seen: at(NOW - 400),
+                reason: "CannotPropagateObject".into(),
+                object: "Role:cyc-b/admin".into(),
+                message: "an older one, not shown".into(),
             },
             EventView {
                 last_seen: None,
                 reason: "CannotUpdateObject".into(),
-                object: "secret/s".into(),
+                object: "Secret:cyc-b/s".into(),
                 message: "m".into(),
             },
         ];
@@ -335,14 +346,15 @@ Hierarchy configuration for namespace cyc-b
   Children:
   - cyc-a
   - cyc-b-kid (subnamespace)
-  Allows cascading deletion: true (set on ancestor cyc-a)
+  Allows Cascading Deletion: false
+  Cascading deletion allowed by ancestor: cyc-a
   Conditions:
   - ActivitiesHalted (InCycle): Namespace is a member of the cycle: cyc-a <- cyc-b <- cyc-a
 
-Events from the objects in namespace cyc-b:
-Last Seen  Reason                 Object      Message
-5m         CannotPropagateObject  role/admin  Objects with finalizers cannot be propagated
-<unknown>  CannotUpdateObject     secret/s    m
+Events from the objects in namespace cyc-b
+Last Seen  Reason                 Object            Message
+5m         CannotPropagateObject  Role:cyc-b/admin  Objects with finalizers cannot be propagated
+<unknown>  CannotUpdateObject     Secret:cyc-b/s    m
 "
         );
     }
@@ -357,7 +369,7 @@ Last Seen  Reason                 Object      Message
 Hierarchy configuration for namespace orphan
   Parent: gone
   No children
-  Allows cascading deletion: false
+  Allows Cascading Deletion: false
   Conditions:
   - ActivitiesHalted (ParentMissing): Parent \"gone\" does not exist
 
@@ -380,10 +392,10 @@ Hierarchy configuration for namespace acme-org
   Children:
   - team-a
   - team-b (subnamespace, terminating)
-  Allows cascading deletion: false
+  Allows Cascading Deletion: false
   No conditions
 
-No recent hns events for objects in this namespace
+No recent HNC events for objects in this namespace
 "
         );
         let v = serde_json::to_value(&d).unwrap();
@@ -413,7 +425,7 @@ No recent hns events for objects in this namespace
         }))
         .unwrap();
         let v = EventView::from(&e);
-        assert_eq!(v.object, "role/admin");
+        assert_eq!(v.object, "Role:ns/admin");
         assert_eq!(v.last_seen, at(NOW));
     }
 }

@@ -56,7 +56,8 @@ pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
     }
     let n = plan.changes.len();
     let noun = if n == 1 { "property" } else { "properties" };
-    println!("Successfully updated {n} {noun} of the hierarchical configuration of {}", args.namespace);
+    // HNC's line, spelling and all ("Succesfully"), so scripts that grep it keep working.
+    println!("Succesfully updated {n} {noun} of the hierarchical configuration of {}", args.namespace);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -103,8 +104,7 @@ fn plan(args: &SetArgs, current: &HierarchyConfiguration) -> Plan {
     };
     match allow {
         Some(a) if a == current.spec.allow_cascading_deletion => {
-            let what = if a { "allowed" } else { "forbidden" };
-            p.unchanged.push(format!("Cascading deletion on '{ns}' is already {what}; unchanged"));
+            p.unchanged.push(format!("Cascading deletion for '{ns}' is already set to {a}; unchanged"));
         }
         Some(a) => {
             let verb = if a { "Allowing" } else { "Forbidding" };
@@ -182,7 +182,7 @@ mod tests {
             p.unchanged,
             [
                 "ns is already a root namespace; unchanged",
-                "Cascading deletion on 'ns' is already forbidden; unchanged"
+                "Cascading deletion for 'ns' is already set to false; unchanged"
             ]
         );
         let p = plan(&args(&["ns", "-p", "a"]), &current(Some("a"), false));

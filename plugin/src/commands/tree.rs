@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::ArgGroup;
-
 use crate::client::KubeFlags;
 use crate::forest::{self, Scope};
 use crate::hns::Hns;
@@ -18,12 +16,11 @@ use crate::tree;
 /// namespaces whose parent is missing are shown too. Everything is read in one request (two with
 /// subnamespaces), however large the cluster.
 #[derive(clap::Args, Debug)]
-#[command(group(ArgGroup::new("which").required(true).args(["namespaces", "all_namespaces"])))]
 pub struct TreeArgs {
     /// The namespaces whose trees to display.
     namespaces: Vec<String>,
     /// Display every tree in the cluster.
-    #[arg(short = 'A', long)]
+    #[arg(short = 'A', long, conflicts_with = "namespaces")]
     all_namespaces: bool,
     /// Print the trees as data.
     #[arg(short = 'o', long, value_enum)]
@@ -32,6 +29,11 @@ pub struct TreeArgs {
 
 /// Runs `tree`.
 pub async fn run(kube: &KubeFlags, args: TreeArgs) -> anyhow::Result<ExitCode> {
+    if args.namespaces.is_empty() && !args.all_namespaces {
+        // HNC's words and exit code.
+        eprintln!("Error: Must specify the root of the tree(s) to display or else specify --all-namespaces");
+        return Ok(ExitCode::FAILURE);
+    }
     let hns = Hns::new(kube.client().await?);
     let scope = if args.all_namespaces { Scope::All } else { Scope::Subtrees(&args.namespaces) };
     let forest = forest::load(&hns, scope).await?;

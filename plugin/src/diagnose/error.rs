@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A read the diagnosis cannot do without (listing namespaces, for one) failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", crate::hns::message(.source))]
     Read {
         /// What was being read.
         what: String,
@@ -13,7 +13,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// A write of a remedy was rejected or could not be sent.
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", crate::hns::message(.source))]
     Write {
         /// The API call, as the report prints it.
         action: String,
@@ -45,7 +45,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub(crate) fn error_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if !s.message.is_empty() => format!("{} ({})", s.message, s.code),
-        e => e.to_string(),
+        e => crate::hns::message(e),
     }
 }
 
@@ -64,4 +64,21 @@ pub(crate) fn is_conflict(e: &kube::Error) -> bool {
 /// only "the server rejected our request due to an error in our request".
 pub(crate) fn is_unprocessable(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    #[test]
+    fn failed_reads_and_writes_say_the_servers_message() {
+        let forbidden = || {
+            kube::Error::Api(Status::failure("namespaces is forbidden", "Forbidden").with_code(403).boxed())
+        };
+        let read = Error::Read { what: "namespaces".into(), source: forbidden() };
+        assert_eq!(read.to_string(), "namespaces: namespaces is forbidden");
+        let write = Error::Write { action: "patch namespace a".into(), source: forbidden() };
+        assert_eq!(write.to_string(), "patch namespace a: namespaces is forbidden");
+    }
 }
