@@ -77,7 +77,7 @@ hnc_up() {
     --health-probe-bind-address "127.0.0.1:$(free_port)" --enable-stackdriver=false \
     --max-reconciles 10 --excluded-namespace kube-system --excluded-namespace kube-public \
     --excluded-namespace hnc-system --excluded-namespace kube-node-lease \
-    --nopropagation-label cattle.io/creator=norman
+    --nopropagation-label cattle.io/creator=norman --managed-namespace-label env
   # Ready once its HNCConfiguration exists and a namespace gets HNC's label.
   wait_for 90 kubectl get hncconfiguration config \
     || { tail -30 "$LOGS/hnc-manager.log" >&2; die "HNC's manager did not start (log: $LOGS/hnc-manager.log)"; }
@@ -86,7 +86,7 @@ hnc_up() {
 }
 
 # The hierarchy HNC manages before the migration:
-#   acme-org                      full root; RoleBinding acme-admins
+#   acme-org                      full root, managed label env=prod; RoleBinding acme-admins
 #   ├── team-a                    full, allowCascadingDeletion
 #   │   └── team-a-dev      (s)   subnamespace (anchor in team-a)
 #   │       └── team-a-feat (s)   subnamespace of a subnamespace
@@ -98,7 +98,8 @@ build_with_hnc() {
   for ns in acme-org team-a team-b svc-x; do kubectl create ns "$ns" >/dev/null; done
   hc() { printf 'apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchyConfiguration\nmetadata: {name: hierarchy, namespace: %s}\nspec: %s\n' "$1" "$2"; }
   anchor() { printf 'apiVersion: hnc.x-k8s.io/v1alpha2\nkind: SubnamespaceAnchor\nmetadata: {name: %s, namespace: %s}\n' "$2" "$1"; }
-  { hc team-a '{parent: acme-org, allowCascadingDeletion: true}'; echo ---
+  { hc acme-org '{labels: [{key: env, value: prod}]}'; echo ---
+    hc team-a '{parent: acme-org, allowCascadingDeletion: true}'; echo ---
     hc team-b '{parent: acme-org}'; echo ---; hc svc-x '{parent: team-b}'; } | kubectl apply -f - >/dev/null
   anchor team-a team-a-dev | kubectl apply -f - >/dev/null
   wait_for 60 kubectl get ns team-a-dev || die "HNC did not create subnamespace team-a-dev"
@@ -128,7 +129,10 @@ wait_copies() {
 snapshot() {
   {
     echo "# hierarchyconfigurations"
-    kubectl get hierarchyconfigurations -A -o go-template='{{range .items}}{{.metadata.namespace}} parent={{or .spec.parent "-"}} cascading={{or .spec.allowCascadingDeletion false}}{{"\n"}}{{end}}' \
+    kubectl get hierarchyconfigurations -A -o go-template='{{range .items}}{{.metadata.namespace}} parent={{or .spec.parent "-"}} cascading={{or .spec.allowCascadingDeletion false}} labels={{range .spec.labels}}{{.key}}={{.value}}{{end}}{{"\n"}}{{end}}' \
+      | grep -E '^(acme-org|team-|svc-)' | sort
+    echo "# namespaces' managed label env"
+    kubectl get ns -o go-template='{{range .items}}{{.metadata.name}} env={{or .metadata.labels.env "-"}}{{"\n"}}{{end}}' \
       | grep -E '^(acme-org|team-|svc-)' | sort
     echo "# subnamespaceanchors"
     kubectl get subnamespaceanchors -A -o go-template='{{range .items}}{{.metadata.namespace}}/{{.metadata.name}} {{.status.status}}{{"\n"}}{{end}}' | sort
