@@ -19,7 +19,8 @@
 //! The blocks of a file run in order, in one scratch directory, with `KUBECONFIG` set to the
 //! cluster's admin, `PATH` holding `kubectl-hns` first and `NO_COLOR=1`. A failure names the
 //! file and line of the block (and of the command, in a console block). The guide's namespaces
-//! begin with `acme-`; any left by an earlier run are deleted first.
+//! begin with `acme-`; any left by an earlier run are deleted first. The guide changes the
+//! cluster-wide HNCConfiguration; the test puts back the kinds it found, even when it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -118,12 +119,40 @@ done)
     assert!(out.status.success(), "cleaning up an earlier run's namespaces failed:\n{}", text(&out));
 }
 
+/// Puts the HNCConfiguration's kinds back as they were when it was made, when dropped.
+struct RestoreConfig<'a> {
+    env: &'a Env,
+    resources: serde_json::Value,
+}
+
+impl<'a> RestoreConfig<'a> {
+    fn new(env: &'a Env) -> Self {
+        let out = env.kubectl(&["get", "hncconfiguration", "config", "-o", "json"]);
+        let config: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("reading the HNCConfiguration: {e}\n{}", String::from_utf8_lossy(&out.stderr))
+        });
+        let resources = config["spec"]["resources"].clone();
+        RestoreConfig { env, resources: if resources.is_null() { serde_json::json!([]) } else { resources } }
+    }
+}
+
+impl Drop for RestoreConfig<'_> {
+    fn drop(&mut self) {
+        let patch = serde_json::json!({"spec": {"resources": self.resources}}).to_string();
+        let out = self.env.kubectl(&["patch", "hncconfiguration", "config", "--type", "merge", "-p", &patch]);
+        if !out.status.success() {
+            eprintln!("could not restore the HNCConfiguration: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
 #[test]
 fn every_command_in_the_guide_runs_as_shown() {
     let env = Env::get();
     let scratch = std::env::temp_dir().join(format!("hns-docs-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
     clean(&env, &scratch);
+    let _restore = RestoreConfig::new(&env);
     let migration = std::fs::read_to_string(docs_dir().join("migration.md")).expect("docs/migration.md");
     let migration_steps: Vec<String> =
         blocks(&migration).into_iter().filter(|b| b.kind == Kind::Migration).map(|b| b.body).collect();
