@@ -72,6 +72,8 @@ hnc_up() {
   kubectl create --dry-run=client -o json -f "$HNC/webhooks.yaml" \
     | python3 "$ROOT/hack/migration/hnc-webhooks.py" "https://localhost:$port" "$PKI/ca.crt" \
     | kubectl apply -f - >/dev/null
+  # Metrics and probes on loopback; HNC has no flag for its webhook server's address, so that
+  # one port listens on every interface of this machine while the test runs.
   KUBECONFIG="$DIR/hnc-manager.kubeconfig" TMPDIR="$DIR/hnc-tmp" start hnc-manager "$HNC/manager" \
     --webhook-server-port "$port" --metrics-addr "127.0.0.1:$(free_port)" \
     --health-probe-bind-address "127.0.0.1:$(free_port)" --enable-stackdriver=false \
