@@ -24,7 +24,11 @@
 # certificate from the test's CA), because the migration's traps are theirs: with the manager
 # gone, its fail-closed webhooks block every change in HNC's namespaces.
 #
-#   HNS_MIGRATION_KEEP=1  leave the cluster running at the end (prints how to reach it)
+#   HNS_MIGRATION_KEEP=1      leave the cluster (and HNC's manager) running at the end
+#   HNS_MIGRATION_STOP=hnc|hns stop once HNC has built its hierarchy, or once hns has taken over
+#
+# Takes about a minute on 2 cores once HNC is built (hack/build-hnc.sh: about 3 minutes the first
+# time on a machine, with nothing in Go's caches).
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -35,12 +39,14 @@ HNC="$("$ROOT/hack/build-hnc.sh")"
 
 on_exit() {
   local rc=$?
-  [ -n "${PIDS:-}" ] && stop hnc-manager
   if [ -n "${HNS_MIGRATION_KEEP:-}" ]; then
-    log "kept: export KUBECONFIG=$DIR/kubeconfig; stop with hack/hns-up.sh down $DIR; hack/control-plane.sh down $DIR"
+    log "kept: export KUBECONFIG=$DIR/kubeconfig; stop with kill \$(cat $DIR/pids/hnc-manager.pid); hack/hns-up.sh down $DIR; hack/control-plane.sh down $DIR"
     exit $rc
   fi
-  (exit $rc); teardown
+  if [ -n "${PIDS:-}" ]; then stop hnc-manager; fi
+  # teardown reads the exit status from $?; under `set -e` a failing `(exit $rc)` on its own
+  # would end this handler before it, leaving the control plane running.
+  if [ "$rc" = 0 ]; then teardown; else (exit "$rc") || teardown; fi
 }
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-migration.XXXXXX")"
 trap on_exit EXIT

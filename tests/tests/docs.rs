@@ -119,6 +119,23 @@ done)
     assert!(out.status.success(), "cleaning up an earlier run's namespaces failed:\n{}", text(&out));
 }
 
+/// A scratch directory, removed when dropped (also when a block fails).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(format!("hns-docs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
 /// Puts the HNCConfiguration's kinds back as they were when it was made, when dropped.
 struct RestoreConfig<'a> {
     env: &'a Env,
@@ -149,9 +166,9 @@ impl Drop for RestoreConfig<'_> {
 #[test]
 fn every_command_in_the_guide_runs_as_shown() {
     let env = Env::get();
-    let scratch = std::env::temp_dir().join(format!("hns-docs-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).expect("a scratch directory");
-    clean(&env, &scratch);
+    let dir = Scratch::new();
+    let scratch = dir.0.as_path();
+    clean(&env, scratch);
     let _restore = RestoreConfig::new(&env);
     let migration = std::fs::read_to_string(docs_dir().join("migration.md")).expect("docs/migration.md");
     let migration_steps: Vec<String> =
@@ -168,12 +185,11 @@ fn every_command_in_the_guide_runs_as_shown() {
                     "{where_}: a `sh cluster` block must also be a step of docs/migration.md, so the migration test runs it"
                 );
             }
-            if let Err(e) = run_block(&env, &scratch, &block, &where_) {
+            if let Err(e) = run_block(&env, scratch, &block, &where_) {
                 panic!("{e}");
             }
             ran += usize::from(matches!(block.kind, Kind::Script | Kind::Console));
         }
     }
     assert!(ran >= 10, "only {ran} runnable blocks found in docs/: is the convention still the one above?");
-    std::fs::remove_dir_all(&scratch).ok();
 }
