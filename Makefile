@@ -1,14 +1,14 @@
 # hns — hierarchical namespaces for Kubernetes.
 #   make dev-up     local control plane + hns, ready for kubectl (state in .dev/)
 #   make dev-down   stop it
-#   make test       unit tests, end-to-end tests and the short reliability suites, against a real control plane
+#   make test       unit tests, end-to-end tests, the HNC migration test and the short reliability suites, against a real control plane
 #   make lint       cargo fmt --check and clippy -D warnings
 #   make audit      cargo deny: licences, bans, sources, advisories (deny.toml); part of make lint
 #   make reliability        bad input, auth matrix, load, faults, outage safety: a table of figures
 #   make reliability-short  the same, minutes long (CI runs it)
 #   make release    kubectl-hns packed for krew for this machine's platform
 
-.PHONY: reliability reliability-short bench build dev-up dev-down dev-clean test test-unit e2e lint audit fmt manifests verify-manifests release
+.PHONY: reliability reliability-short bench build dev-up dev-down dev-clean test test-unit e2e migration-test lint audit fmt manifests verify-manifests release
 
 build:
 	cargo build --workspace
@@ -22,13 +22,18 @@ dev-down:
 dev-clean: dev-down
 	rm -rf .dev
 
-test: test-unit e2e reliability-short
+test: test-unit e2e migration-test reliability-short
 
 test-unit:
 	cargo test --workspace --exclude hns-e2e
 
 e2e:
 	hack/e2e.sh
+
+# docs/migration.md's steps, run as written: HNC v1.1 (built from the Go module proxy, cached in
+# ~/.cache/hns/hnc) on a fresh control plane, then hns, then HNC again; nothing may be lost.
+migration-test:
+	hack/migration-test.sh
 
 # Reliability suites against a fresh control plane with two hns replicas; a figure that misses
 # its target fails the run.

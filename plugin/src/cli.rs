@@ -45,6 +45,8 @@ enum Command {
     Completion(commands::completion::CompletionArgs),
     /// Find why namespaces are stuck in Terminating, and fix it safely.
     Diagnose(commands::diagnose::DiagnoseArgs),
+    /// Print the hierarchy as manifests, for HNC or for hns (migration, backup).
+    Export(commands::export::ExportArgs),
 }
 
 impl Cli {
@@ -61,6 +63,7 @@ impl Cli {
             Command::Version(args) => commands::version::run(&kube, args).await,
             Command::Completion(args) => commands::completion::run(args, Cli::command()),
             Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,
+            Command::Export(args) => commands::export::run(&kube, args).await,
         }
     }
 }

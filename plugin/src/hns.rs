@@ -39,6 +39,14 @@ pub enum Error {
     /// The request did not get an answer from the server.
     #[error("{}", message(.0))]
     Kube(kube::Error),
+    /// An object whose spec is not of the API's shape.
+    #[error("cannot read the spec of {what}: {detail}")]
+    Unreadable {
+        /// The object.
+        what: String,
+        /// Why.
+        detail: String,
+    },
 }
 
 impl Error {

@@ -25,6 +25,7 @@ use openssl::x509::extension::ExtendedKeyUsage;
 use openssl::x509::{X509NameBuilder, X509};
 
 pub mod deletion;
+pub mod docs;
 pub mod reliability;
 
 /// The cluster under test.

@@ -87,8 +87,18 @@ fn kubectl_finds_the_plugin_copied_onto_path() {
 
     let help = Command::new("kubectl").args(["hns", "--help"]).env("PATH", path_with(&dir)).output().unwrap();
     let help = ok(help);
-    for word in ["create", "delete", "set", "tree", "describe", "config", "version", "completion", "diagnose"]
-    {
+    for word in [
+        "create",
+        "delete",
+        "set",
+        "tree",
+        "describe",
+        "config",
+        "version",
+        "completion",
+        "diagnose",
+        "export",
+    ] {
         assert!(help.contains(&format!("\n  {word} ")), "{word} in help:\n{help}");
     }
     assert!(

@@ -6,6 +6,7 @@ pub mod create;
 pub mod delete;
 pub mod describe;
 pub mod diagnose;
+pub mod export;
 pub mod set;
 pub mod tree;
 pub mod version;
