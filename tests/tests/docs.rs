@@ -114,6 +114,12 @@ roots=$(kubectl get ns -o name | sed -n 's|^namespace/||; /^acme-/p' | while rea
   [ -z "$(kubectl get ns "$ns" -o jsonpath='{.metadata.annotations.hnc\.x-k8s\.io/subnamespace-of}')" ] && echo "$ns"
 done)
 [ -z "$roots" ] || kubectl delete ns $roots --wait=true --timeout=120s
+# Subnamespaces go after their root: wait for every one, or the guide's first block finds them.
+for _ in $(seq 120); do
+  kubectl get ns -o name | grep -q '^namespace/acme-' || exit 0
+  sleep 1
+done
+echo "namespaces acme-* still there after 2 minutes" >&2; exit 1
 "#;
     let out = bash(env, dir, script);
     assert!(out.status.success(), "cleaning up an earlier run's namespaces failed:\n{}", text(&out));
