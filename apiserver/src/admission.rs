@@ -29,6 +29,46 @@ use crate::propagation::rules::INHERITED_FROM;
 use crate::propagation::ENFORCED;
 use crate::state::AppState;
 
+/// A refusal as kube-apiserver reports it: HTTP code, reason and message.
+struct Denial {
+    code: u16,
+    reason: &'static str,
+    message: String,
+}
+
+impl Denial {
+    fn forbidden(message: String) -> Self {
+        Denial { code: 403, reason: "Forbidden", message }
+    }
+}
+
+/// The webhooks' one shape: decode the review, ask `decide`, answer allowed or the denial.
+fn answer<T>(
+    review: AdmissionReview<T>,
+    decide: impl FnOnce(&AdmissionRequest<T>) -> Result<(), Denial>,
+) -> HttpResponse
+where
+    T: kube::Resource,
+    T: serde::de::DeserializeOwned,
+{
+    let request: AdmissionRequest<T> = match review.try_into() {
+        Ok(r) => r,
+        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
+    };
+    let response = match decide(&request) {
+        Ok(()) => AdmissionResponse::from(&request),
+        Err(denial) => {
+            tracing::info!(namespace = ?request.namespace, name = %request.name, user = ?request.user_info.username,
+                operation = ?request.operation, reason = %denial.message, "denied");
+            let mut denied = AdmissionResponse::from(&request).deny(denial.message);
+            denied.result.code = denial.code;
+            denied.result.reason = denial.reason.into();
+            denied
+        }
+    };
+    HttpResponse::Ok().json(response.into_review())
+}
+
 /// `POST /validate-namespaces`.
 pub async fn validate_namespaces(
     http: HttpRequest,
@@ -39,21 +79,9 @@ pub async fn validate_namespaces(
     // configuration gives one, so anyone who reaches the port may ask. Only a caller with a
     // certificate of the cluster's is told about namespaces other than the one asked about.
     let cluster_peer = http.extensions().get::<ClusterPeer>().is_some_and(|p| p.0);
-    let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
-        Ok(r) => r,
-        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
-    };
-    let response = match decide(&state, &request, cluster_peer) {
-        Ok(()) => AdmissionResponse::from(&request),
-        Err(refusal) => {
-            tracing::info!(namespace = %request.name, user = ?request.user_info.username, operation = ?request.operation, "denied");
-            let mut denied = AdmissionResponse::from(&request).deny(message(&request.name, refusal));
-            denied.result.code = 403;
-            denied.result.reason = "Forbidden".into();
-            denied
-        }
-    };
-    HttpResponse::Ok().json(response.into_review())
+    answer(review.into_inner(), |request| {
+        decide(&state, request, cluster_peer).map_err(|r| Denial::forbidden(message(&request.name, r)))
+    })
 }
 
 /// `POST /validate-objects`: propagated copies belong to hns. Users may not change or delete
@@ -63,20 +91,9 @@ pub async fn validate_objects(
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<DynamicObject>>,
 ) -> HttpResponse {
-    let request: AdmissionRequest<DynamicObject> = match review.into_inner().try_into() {
-        Ok(r) => r,
-        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
-    };
-    let response = match decide_object(&state, &request) {
-        None => AdmissionResponse::from(&request),
-        Some(why) => {
-            let mut denied = AdmissionResponse::from(&request).deny(why);
-            denied.result.code = 403;
-            denied.result.reason = "Forbidden".into();
-            denied
-        }
-    };
-    HttpResponse::Ok().json(response.into_review())
+    answer(review.into_inner(), |request| {
+        decide_object(&state, request).map_or(Ok(()), |why| Err(Denial::forbidden(why)))
+    })
 }
 
 /// `POST /validate-exceptions`: a source's exception annotations must parse, as HNC requires.
@@ -87,21 +104,13 @@ pub async fn validate_exceptions(
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<DynamicObject>>,
 ) -> HttpResponse {
-    let request: AdmissionRequest<DynamicObject> = match review.into_inner().try_into() {
-        Ok(r) => r,
-        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
-    };
-    let response = match decide_exceptions(&state, &request) {
-        Ok(()) => AdmissionResponse::from(&request),
-        Err(error) => {
-            tracing::info!(namespace = ?request.namespace, name = %request.name, user = ?request.user_info.username, %error, "denied");
-            let mut denied = AdmissionResponse::from(&request).deny(error.to_string());
-            denied.result.code = 400;
-            denied.result.reason = "BadRequest".into();
-            denied
-        }
-    };
-    HttpResponse::Ok().json(response.into_review())
+    answer(review.into_inner(), |request| {
+        decide_exceptions(&state, request).map_err(|e| Denial {
+            code: 400,
+            reason: "BadRequest",
+            message: e.to_string(),
+        })
+    })
 }
 
 /// Judges sources of propagated kinds in namespaces that take part, as HNC does: copies are the
