@@ -190,6 +190,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         return Err(fail(ApiError::already_exists(gr, HIERARCHY_SINGLETON)));
     }
     let client_precondition = write::check_resource_version(
+        call,
         gr,
         HIERARCHY_SINGLETON,
         &current,

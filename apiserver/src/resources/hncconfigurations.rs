@@ -128,6 +128,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         )));
     }
     let client_precondition = write::check_resource_version(
+        call,
         DEF.group_resource(),
         CONFIG_SINGLETON,
         &current,

@@ -292,7 +292,7 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     check_name(call.def, name, obj.metadata.name.as_deref())?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
     let client_precondition =
-        write::check_resource_version(gr, name, &current, obj.metadata.resource_version.as_deref())?;
+        write::check_resource_version(call, gr, name, &current, obj.metadata.resource_version.as_deref())?;
     let desired = HierarchyState {
         managed_labels: obj.spec.labels.clone(),
         managed_annotations: obj.spec.annotations.clone(),

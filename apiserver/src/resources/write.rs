@@ -8,6 +8,8 @@
 use std::future::Future;
 
 use super::def::{Call, Reply};
+use crate::http::body;
+use crate::http::request_info::Verb;
 use crate::http::status::{ApiError, GroupResource};
 use crate::store::config_store;
 
@@ -94,10 +96,25 @@ async fn refresh(call: &Call<'_>, stored: Stored<'_>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Checks the resourceVersion the client's object names, if any, against the current one.
-/// Returns whether the client named one: a conflict of the write that follows is then the
-/// client's to resolve, not retried.
+/// Checks the resourceVersion the client named, if any, against the current one. `written` is
+/// the resourceVersion of the object the request asks for; a patch names one only if it sets it
+/// itself ([`patch_resource_version`]). Returns whether the client named one: a conflict of the
+/// write that follows is then the client's to resolve, not retried.
 pub fn check_resource_version(
+    call: &Call<'_>,
+    gr: GroupResource<'_>,
+    name: &str,
+    current: &serde_json::Value,
+    written: Option<&str>,
+) -> Result<bool, Failure> {
+    let named = match call.req.verb {
+        Verb::Patch => patch_resource_version(call.body, call.content_type),
+        _ => written.map(str::to_string),
+    };
+    check_named(gr, name, current, named.as_deref())
+}
+
+fn check_named(
     gr: GroupResource<'_>,
     name: &str,
     current: &serde_json::Value,
@@ -109,6 +126,28 @@ pub fn check_resource_version(
         return Err(Failure::Final(ApiError::stale(gr, name)));
     }
     Ok(client_rv.is_some())
+}
+
+/// The resourceVersion a patch sets itself, if any. kube-apiserver applies a patch to the newest
+/// object and tries again when that changed under it, so only a patch that names a
+/// resourceVersion can be stale; the patched object carries the current one otherwise, which is
+/// not the client's precondition.
+pub fn patch_resource_version(body: &[u8], content_type: Option<&str>) -> Option<String> {
+    let named = |v: &serde_json::Value| {
+        v.pointer("/metadata/resourceVersion").and_then(serde_json::Value::as_str).map(str::to_string)
+    };
+    match body::essence(content_type) {
+        body::APPLY_PATCH => body::parse_apply(body).ok().as_ref().and_then(named),
+        "application/json-patch+json" => {
+            let ops: Vec<serde_json::Value> = serde_json::from_slice(body).ok()?;
+            ops.iter().rev().find_map(|op| {
+                let sets = matches!(op["op"].as_str(), Some("add" | "replace"))
+                    && op["path"] == "/metadata/resourceVersion";
+                sets.then(|| op["value"].as_str().map(str::to_string)).flatten()
+            })
+        }
+        _ => serde_json::from_slice(body).ok().as_ref().and_then(named),
+    }
 }
 
 /// A failed write: a conflict means the object changed since the attempt read it, which is
@@ -131,13 +170,32 @@ mod tests {
     #[test]
     fn the_clients_resource_version_is_a_precondition() {
         let current = json!({"metadata": {"resourceVersion": "7"}});
-        assert!(!check_resource_version(GR, "x", &current, None).unwrap());
-        assert!(!check_resource_version(GR, "x", &current, Some("")).unwrap(), "empty is none");
-        assert!(check_resource_version(GR, "x", &current, Some("7")).unwrap());
+        assert!(!check_named(GR, "x", &current, None).unwrap());
+        assert!(!check_named(GR, "x", &current, Some("")).unwrap(), "empty is none");
+        assert!(check_named(GR, "x", &current, Some("7")).unwrap());
         assert!(matches!(
-            check_resource_version(GR, "x", &current, Some("6")),
+            check_named(GR, "x", &current, Some("6")),
             Err(Failure::Final(e)) if e.code == 409
         ));
+    }
+
+    #[test]
+    fn a_patch_names_a_resource_version_only_by_setting_it() {
+        let merge = Some("application/merge-patch+json");
+        assert_eq!(patch_resource_version(br#"{"spec":{"parent":"a"}}"#, merge), None);
+        let guarded = br#"{"metadata":{"resourceVersion":"7"},"spec":{}}"#;
+        assert_eq!(patch_resource_version(guarded, merge).as_deref(), Some("7"));
+        let json_patch = Some("application/json-patch+json");
+        let ops = br#"[{"op":"replace","path":"/spec/parent","value":"a"}]"#;
+        assert_eq!(patch_resource_version(ops, json_patch), None);
+        let ops = br#"[{"op":"test","path":"/metadata/resourceVersion","value":"6"},
+                      {"op":"replace","path":"/metadata/resourceVersion","value":"7"}]"#;
+        assert_eq!(patch_resource_version(ops, json_patch).as_deref(), Some("7"));
+        let apply = Some("application/apply-patch+yaml");
+        let config = b"apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchyConfiguration\nmetadata:\n  name: hierarchy\n";
+        assert_eq!(patch_resource_version(config, apply), None);
+        let config = b"metadata:\n  name: hierarchy\n  resourceVersion: \"9\"\n";
+        assert_eq!(patch_resource_version(config, apply).as_deref(), Some("9"));
     }
 
     /// Runs `retry` with attempts failing as `failures` says (then succeeding); returns the
