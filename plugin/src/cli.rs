@@ -7,19 +7,34 @@ use clap::{CommandFactory, Parser, Subcommand};
 use crate::client::KubeFlags;
 use crate::commands;
 
-/// What scripts can rely on; `diagnose` documents its own.
-const EXIT_CODES: &str = "\
+/// Examples, and what scripts can rely on; `diagnose` documents its own exit codes.
+const ROOT_HELP: &str = "\
+Examples:
+  # Create subnamespace \"kid\" of \"team\", and show the tree
+  kubectl hns create kid -n team
+  kubectl hns tree team
+
+  # What does user \"dev-user\" see? (kubectl's flags work on every command)
+  kubectl hns tree team --as=dev-user
+
+  # Why is namespace \"old\" stuck in Terminating?
+  kubectl hns diagnose old
+
 Exit codes:
   0  success
   1  error: refused by the server (its message is printed), hns not installed or unavailable,
-     not confirmed, or a confirmation needed without a terminal (add --yes)
-  2  invalid command line";
+     a bad kubeconfig, context or flag value, or not confirmed on the terminal
+  2  invalid command line
+
+Confirmations: commands that ask first do so on a terminal only; without one (scripts) they go
+ahead as HNC's plugin did, and say so on stderr (--yes silences that). diagnose --fix is the
+exception: without a terminal it needs --yes.";
 
 /// Manage hierarchical namespaces (hns).
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-hns", bin_name = "kubectl hns", version, after_help = EXIT_CODES)]
+#[command(name = "kubectl-hns", bin_name = "kubectl hns", version, after_help = ROOT_HELP)]
 pub struct Cli {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Kubectl configuration flags")]
     kube: KubeFlags,
     #[command(subcommand)]
     command: Command,
@@ -40,12 +55,40 @@ enum Command {
     /// View or change which kinds propagate down the hierarchy.
     Config(commands::config::ConfigArgs),
     /// Print the plugin's version and whether the cluster serves the hns API.
+    #[command(after_help = "\
+Examples:
+  # The plugin's version and the hns API the cluster serves
+  kubectl hns version
+
+  # The same as JSON
+  kubectl hns version -o json")]
     Version(commands::version::VersionArgs),
     /// Print a shell completion script.
+    #[command(after_help = "\
+Examples:
+  # Install completion for bash
+  kubectl hns completion bash > /etc/bash_completion.d/kubectl-hns")]
     Completion(commands::completion::CompletionArgs),
     /// Find why namespaces are stuck in Terminating, and fix it safely.
+    #[command(after_help = "\
+Examples:
+  # Why is namespace \"old\" stuck? (changes nothing)
+  kubectl hns diagnose old
+
+  # Every namespace stuck in Terminating, as JSON
+  kubectl hns diagnose -A -o json
+
+  # Apply the remedies, asking before each
+  kubectl hns diagnose old --fix")]
     Diagnose(commands::diagnose::DiagnoseArgs),
     /// Print the hierarchy as manifests, for HNC or for hns (migration, backup).
+    #[command(after_help = "\
+Examples:
+  # Back up the hierarchy as HNC's objects
+  kubectl hns export > hierarchy.yaml
+
+  # Print it as the Namespace annotations hns reads, to move from HNC to hns
+  kubectl hns export --for hns > namespaces.yaml")]
     Export(commands::export::ExportArgs),
 }
 
@@ -126,5 +169,46 @@ mod tests {
     fn help_documents_exit_codes() {
         let help = Cli::command().render_long_help().to_string();
         assert!(help.contains("Exit codes:") && help.contains("2  invalid command line"), "{help}");
+    }
+
+    /// Every command, at every depth, with its path.
+    fn all_commands(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let name = format!("{path} {}", sub.get_name());
+            all_commands(sub, name.clone(), out);
+            out.push((name, sub.clone()));
+        }
+    }
+
+    #[test]
+    fn every_help_has_examples_and_kubectl_flags() {
+        let mut root = Cli::command();
+        // Global flags reach subcommands when the command is built.
+        root.build();
+        let mut commands = vec![("kubectl hns".to_string(), root.clone())];
+        all_commands(&root, "kubectl hns".into(), &mut commands);
+        assert!(commands.len() >= 13, "{}", commands.len());
+        for (name, mut cmd) in commands {
+            let help = cmd.render_long_help().to_string();
+            assert!(help.contains("Examples:\n  # "), "{name}: no examples");
+            assert!(help.contains(&format!("\n  {name}")), "{name}: no example runs it:\n{help}");
+            for flag in ["--as <USER>", "--as-group <GROUP>", "--request-timeout", "-s, --server"] {
+                assert!(help.contains(flag), "{name}: no {flag}");
+            }
+        }
+    }
+
+    #[test]
+    fn kubectl_flags_and_kebab_case_anywhere() {
+        for argv in [
+            &["kubectl-hns", "tree", "x", "--as=dev-user", "--as-group=a", "--as-group=b"][..],
+            &["kubectl-hns", "describe", "-n", "x", "--request-timeout=5s", "-v=6"],
+            &["kubectl-hns", "set", "x", "--allow-cascading-deletion", "--token", "t"],
+            &["kubectl-hns", "delete", "kid", "-n", "x", "--allow-cascading-deletion"],
+            &["kubectl-hns", "config", "describe", "--insecure-skip-tls-verify", "--user=u"],
+            &["kubectl-hns", "--context", "c", "version"],
+        ] {
+            Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        }
     }
 }

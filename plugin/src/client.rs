@@ -1,23 +1,72 @@
-//! Connecting to the cluster the way kubectl does: `--kubeconfig`, `--context`, `KUBECONFIG`,
-//! and `-n/--namespace` defaulting to the context's namespace, then `default`.
+//! Connecting to the cluster the way kubectl does: kubectl's configuration flags, with their
+//! meaning (kubectl passes a plugin its arguments as given, so `kubectl hns tree X --as=dev`
+//! must mean what it means to kubectl), and `-n/--namespace` defaulting to the context's
+//! namespace, then `default`. Which kubeconfig and which of its entries: [`crate::kubeconfig`].
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 
-/// kubectl's connection flags.
+use crate::kubeconfig;
+
+/// kubectl's configuration flags.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KubeFlags {
     /// Path to the kubeconfig file to use.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// The name of the kubeconfig context to use.
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// The name of the kubeconfig cluster to use.
+    #[arg(long, global = true)]
+    pub cluster: Option<String>,
+    /// The name of the kubeconfig user to use.
+    #[arg(long, global = true)]
+    pub user: Option<String>,
     /// The namespace to work in (default: the kubeconfig context's namespace, else `default`).
     #[arg(short = 'n', long, global = true)]
     pub namespace: Option<String>,
+    /// Username to impersonate for the operation (a user or a service account).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate for the operation; repeat it for several groups.
+    #[arg(long, global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
+    /// UID to impersonate for the operation.
+    #[arg(long, global = true, value_name = "UID")]
+    pub as_uid: Option<String>,
+    /// Bearer token for authentication to the API server (replaces the kubeconfig's
+    /// credentials).
+    #[arg(long, global = true)]
+    pub token: Option<String>,
+    /// The address and port of the Kubernetes API server.
+    #[arg(short = 's', long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Path to a certificate file for the certificate authority.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub certificate_authority: Option<String>,
+    /// Path to a client certificate file for TLS.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub client_certificate: Option<String>,
+    /// Path to a client key file for TLS.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub client_key: Option<String>,
+    /// Do not check the server's certificate: your connection is insecure.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub insecure_skip_tls_verify: Option<bool>,
+    /// Server name to use for server certificate validation (default: the server's host name).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub tls_server_name: Option<String>,
+    /// How long to wait for a single server request before giving up, e.g. 1s, 2m, 3h; 0 waits
+    /// as long as it takes.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_request_timeout)]
+    pub request_timeout: Option<Duration>,
+    /// Log level, as kubectl's: accepted so that kubectl command lines work; the plugin writes
+    /// no logs (errors are always printed).
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
 }
 
 /// A client and the namespace commands work in.
@@ -26,6 +75,25 @@ pub struct Connection {
     pub client: Client,
     /// `-n`, or the context's namespace, or `default`.
     pub namespace: String,
+}
+
+/// A namespace given twice, or not at all.
+#[derive(Debug, thiserror::Error)]
+pub enum NamespaceArgError {
+    /// Neither NS nor -n.
+    #[error("Must specify the namespace: {command} NS (or -n NS)")]
+    Missing {
+        /// How the command is run, e.g. `kubectl hns describe`.
+        command: &'static str,
+    },
+    /// NS and -n name different namespaces.
+    #[error("NS ({given}) and -n ({flag}) name different namespaces: give one")]
+    Different {
+        /// The argument.
+        given: String,
+        /// The flag.
+        flag: String,
+    },
 }
 
 impl KubeFlags {
@@ -41,17 +109,140 @@ impl KubeFlags {
 
     /// A client, and the namespace to work in.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
-        let options = KubeConfigOptions { context: self.context.clone(), ..Default::default() };
-        let mut config = match &self.kubeconfig {
-            Some(path) => {
-                let kc = Kubeconfig::read_from(path)
-                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-                Config::from_custom_kubeconfig(kc, &options).await?
-            }
-            None => Config::from_kubeconfig(&options).await.or_else(|_| Config::incluster())?,
-        };
+        let mut config = kubeconfig::config(self).await?;
         config.default_retry = false;
-        let namespace = self.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+        if let Some(timeout) = self.request_timeout.filter(|t| !t.is_zero()) {
+            config.connect_timeout = Some(timeout);
+            config.read_timeout = Some(timeout);
+            config.write_timeout = Some(timeout);
+            // Count from the request, not from when its pooled connection went idle.
+            config.reset_reader_on_write = true;
+        }
+        let namespace = config.default_namespace.clone();
         Ok(Connection { client: Client::try_from(config)?, namespace })
+    }
+
+    /// The namespace a command is about, given as its argument or, as kubectl users write it,
+    /// with -n.
+    pub fn namespace_arg(
+        &self,
+        given: Option<&str>,
+        command: &'static str,
+    ) -> Result<String, NamespaceArgError> {
+        match (given, self.namespace.as_deref()) {
+            (Some(given), Some(flag)) if given != flag => {
+                Err(NamespaceArgError::Different { given: given.into(), flag: flag.into() })
+            }
+            (Some(ns), _) | (None, Some(ns)) => Ok(ns.to_string()),
+            (None, None) => Err(NamespaceArgError::Missing { command }),
+        }
+    }
+}
+
+/// kubectl's `--request-timeout`: a bare number of seconds, or numbers with units (`500ms`,
+/// `1m30s`, `2h`).
+fn parse_request_timeout(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?}: use e.g. 30s, 2m or 1h30m (0 for no timeout)");
+    if let Ok(seconds) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    if s.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        total += match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Wrapper {
+        #[command(flatten)]
+        kube: KubeFlags,
+    }
+
+    fn parse(args: &[&str]) -> Result<KubeFlags, clap::Error> {
+        Wrapper::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map(|w| w.kube)
+    }
+
+    #[test]
+    fn kubectl_spellings_parse() {
+        let f = parse(&[
+            "--as=dev",
+            "--as-group=a",
+            "--as-group",
+            "b",
+            "--as-uid=7",
+            "--token=t",
+            "-s",
+            "https://x",
+            "--insecure-skip-tls-verify",
+            "--tls-server-name=k",
+            "--request-timeout=1m30s",
+            "-v=6",
+            "--user",
+            "u",
+            "--cluster=c",
+        ])
+        .unwrap();
+        assert_eq!(
+            (f.as_user.as_deref(), f.as_group.clone()),
+            (Some("dev"), vec!["a".to_string(), "b".to_string()])
+        );
+        assert_eq!((f.as_uid.as_deref(), f.token.as_deref()), (Some("7"), Some("t")));
+        assert_eq!((f.server.as_deref(), f.insecure_skip_tls_verify), (Some("https://x"), Some(true)));
+        assert_eq!(f.request_timeout, Some(Duration::from_secs(90)));
+        assert_eq!((f.verbosity, f.user.as_deref(), f.cluster.as_deref()), (Some(6), Some("u"), Some("c")));
+        assert_eq!(
+            parse(&["--insecure-skip-tls-verify=false"]).unwrap().insecure_skip_tls_verify,
+            Some(false)
+        );
+        assert_eq!(parse(&["--v", "2"]).unwrap().verbosity, Some(2));
+        assert!(parse(&["--request-timeout=soon"]).is_err());
+    }
+
+    #[test]
+    fn request_timeouts_as_kubectl_writes_them() {
+        assert_eq!(parse_request_timeout("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_request_timeout("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_request_timeout("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_request_timeout("1h2m3s"), Ok(Duration::from_secs(3723)));
+        for bad in ["", "m", "5x", "1.5s", "s5"] {
+            assert!(parse_request_timeout(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_as_argument_or_with_dash_n() {
+        let with = |n: Option<&str>| KubeFlags { namespace: n.map(str::to_string), ..Default::default() };
+        assert_eq!(with(None).namespace_arg(Some("a"), "c").unwrap(), "a");
+        assert_eq!(with(Some("a")).namespace_arg(None, "c").unwrap(), "a");
+        assert_eq!(with(Some("a")).namespace_arg(Some("a"), "c").unwrap(), "a");
+        assert_eq!(
+            with(Some("b")).namespace_arg(Some("a"), "c").unwrap_err().to_string(),
+            "NS (a) and -n (b) name different namespaces: give one"
+        );
+        assert_eq!(
+            with(None).namespace_arg(None, "kubectl hns describe").unwrap_err().to_string(),
+            "Must specify the namespace: kubectl hns describe NS (or -n NS)"
+        );
     }
 }

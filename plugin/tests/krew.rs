@@ -123,6 +123,7 @@ fn the_manifest_follows_krews_rules() {
             "{os}/{arch}: sha256 must be 64 lower-case hex digits: {}",
             pl.sha256
         );
+        assert!(pl.sha256.chars().any(|c| c != '0'), "{os}/{arch}: a placeholder sha256, no archive built");
         assert!(!pl.files.is_empty(), "{os}/{arch}: files");
         for op in &pl.files {
             assert!(contained(&op.from) && contained(&op.to), "{os}/{arch}: {} -> {}", op.from, op.to);
@@ -140,8 +141,9 @@ fn the_manifest_follows_krews_rules() {
             "kubectl finds plugins by the name kubectl-<plugin>"
         );
     }
-    let expected: BTreeSet<(&str, &str)> =
-        [("linux", "amd64"), ("linux", "arm64"), ("darwin", "amd64"), ("darwin", "arm64")].into();
+    // Only what `make release` builds (on linux/amd64); krew refuses an archive whose sha256
+    // does not match.
+    let expected: BTreeSet<(&str, &str)> = [("linux", "amd64")].into();
     assert_eq!(platforms, expected);
 }
 

@@ -270,15 +270,11 @@ async fn create_set_tree_describe_delete() {
     );
     assert_eq!(hierarchy(&client, &root).await.spec.parent, None);
 
-    // A subnamespace with subnamespaces is deleted only with -a, and -a asks first.
+    // A subnamespace with subnamespaces is deleted only with -a. -a asks first on a terminal;
+    // without one it goes ahead as HNC's plugin did, saying on stderr what it did not ask.
     let err = refused(hns(&env, &["delete", &a, "-n", &root]));
     assert!(
         err.contains(&format!("subnamespace {a} is not a leaf and doesn't allow cascading deletion")),
-        "{err}"
-    );
-    let err = refused(hns(&env, &["delete", &a, "-n", &root, "-a"]));
-    assert!(
-        err.contains(&format!("Delete \"{a}\" and the 1 namespace below it ({ax})")) && err.contains("--yes"),
         "{err}"
     );
     assert!(
@@ -290,8 +286,15 @@ async fn create_set_tree_describe_delete() {
         err.contains(&format!("subnamespaces.hnc.x-k8s.io \"{b}\" not found")),
         "a full namespace is not deleted: {err}"
     );
+    let out = hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion"]);
     assert_eq!(
-        ok(hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion", "--yes"])),
+        stderr(&out),
+        format!(
+            "Not asked (no terminal), going ahead as HNC's plugin did: Delete \"{a}\" and the 1 namespace below it ({ax}), with everything in them? (add --yes to silence this)\n"
+        )
+    );
+    assert_eq!(
+        ok(out),
         format!(
             "Allowing cascading deletion on '{a}'\n\
              Successfully deleted \"{a}\" subnamespace anchor in \"{root}\" namespace\n"
@@ -367,6 +370,115 @@ async fn namespace_defaults_to_the_context_and_flags_choose_the_cluster() {
     ok(hns_with(&kubeconfig, &["delete", &kid2, "--context=other"]));
     delete_namespaces(&client, &[&team, &other]).await;
     std::fs::remove_file(&kubeconfig).unwrap();
+}
+
+/// kubectl passes a plugin its arguments as given, so kubectl's configuration flags must work
+/// through its dispatch: an admin sees what another user (in other groups) would see.
+#[tokio::test]
+async fn kubectl_impersonation_flags_through_kubectl_dispatch() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("pl-as"), &[]).await;
+    let kid = format!("{team}-kid");
+    create_subns(&client, &team, &kid).await.unwrap();
+    let dev = unique("pl-dev");
+    let as_dev = format!("--as={dev}");
+
+    let err = refused(hns(&env, &["tree", &team, &as_dev]));
+    assert!(err.starts_with("Error: ") && err.contains("forbidden") && err.contains(&dev), "{err}");
+    grant(&env, &dev, "admin", &team);
+    let drawn = format!("{team}\n└── [s] {kid}\n\n[s] indicates subnamespaces\n");
+    eventually("the user's rights to reach hns (SAR cache, propagation)", WAIT, || async {
+        let out = hns(&env, &["tree", &team, &as_dev, "--request-timeout=30s", "-v=6"]);
+        (out.status.success() && stdout(&out) == drawn).then_some(())
+    })
+    .await;
+    // Listing every tree needs cluster-wide rights: the user has none, its groups do.
+    let err = refused(hns(&env, &["tree", "-A", "--as", &dev]));
+    assert!(err.contains("forbidden") && err.contains(&dev), "{err}");
+    let out = ok(hns(&env, &["tree", "-A", &as_dev, "--as-group=pl-nobody", "--as-group=system:masters"]));
+    assert!(out.contains(&format!("{team}\n└── [s] {kid}\n")), "{out}");
+    delete_tree(&client, &team).await;
+}
+
+/// `kubectl hns ARGS` with `KUBECONFIG=kubeconfig`, outside any pod (so no in-cluster fallback).
+fn hns_outside_a_pod(kubeconfig: &std::ffi::OsStr, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("PATH", path_with(&plugin_dir()))
+        .arg("hns")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("kubectl must be on PATH")
+}
+
+/// A wrong context, kubeconfig or KUBECONFIG is named, as kubectl names it.
+#[test]
+fn a_bad_context_or_kubeconfig_is_named() {
+    let env = Env::get();
+    let err = refused(hns(&env, &["tree", "-A", "--context", "pl-no-such-context"]));
+    assert!(
+        err.starts_with("Error: context \"pl-no-such-context\" does not exist in kubeconfig ")
+            && err.contains(&env.kubeconfig.display().to_string())
+            && err.contains("kubectl config get-contexts"),
+        "{err}"
+    );
+    let err = refused(hns(&env, &["describe", "default", "--cluster=pl-no-such-cluster"]));
+    assert!(err.starts_with("Error: cluster \"pl-no-such-cluster\" does not exist"), "{err}");
+
+    let nowhere = std::env::temp_dir().join(unique("pl-no-such")).join("kubeconfig");
+    let err = refused(hns(&env, &["tree", "-A", "--kubeconfig", nowhere.to_str().unwrap()]));
+    assert_eq!(
+        err,
+        format!(
+            "Error: stat {}: no such file or directory (given with --kubeconfig): name an existing kubeconfig\n",
+            nowhere.display()
+        )
+    );
+    let err = refused(hns_outside_a_pod(nowhere.as_os_str(), &["tree", "-A"]));
+    assert!(
+        err.starts_with(&format!("Error: KUBECONFIG names no file that exists ({})", nowhere.display())),
+        "{err}"
+    );
+    // A missing file among others is skipped, as kubectl skips it.
+    let both = std::env::join_paths([nowhere.as_path(), env.kubeconfig.as_path()]).unwrap();
+    ok(hns_outside_a_pod(&both, &["tree", "default"]));
+}
+
+/// HNC's camelCase flags and kubectl's kebab-case both work; a namespace may be given with -n.
+#[tokio::test]
+async fn kebab_case_flags_and_dash_n() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("pl-kebab"), &[]).await;
+    assert_eq!(
+        ok(hns(&env, &["set", &team, "--allow-cascading-deletion"])),
+        format!(
+            "Allowing cascading deletion on '{team}'\n\
+             Succesfully updated 1 property of the hierarchical configuration of {team}\n"
+        )
+    );
+    assert!(hierarchy(&client, &team).await.spec.allow_cascading_deletion);
+    assert_eq!(
+        ok(hns(&env, &["set", "-n", &team, "--forbid-cascading-deletion"])),
+        format!(
+            "Forbidding cascading deletion on '{team}'\n\
+             Succesfully updated 1 property of the hierarchical configuration of {team}\n"
+        )
+    );
+    assert!(!hierarchy(&client, &team).await.spec.allow_cascading_deletion);
+
+    let described = ok(hns(&env, &["describe", &team]));
+    assert!(described.contains(&team), "{described}");
+    assert_eq!(ok(hns(&env, &["describe", "-n", &team])), described);
+    assert_eq!(ok(hns(&env, &["tree", "--namespace", &team])), ok(hns(&env, &["tree", &team])));
+    let err = refused(hns(&env, &["describe", &team, "-n", "default"]));
+    assert_eq!(err, format!("Error: NS ({team}) and -n (default) name different namespaces: give one\n"));
+    let err = refused(hns(&env, &["describe"]));
+    assert_eq!(err, "Error: Must specify the namespace: kubectl hns describe NS (or -n NS)\n");
+    delete_namespaces(&client, &[&team]).await;
 }
 
 #[tokio::test]
@@ -580,15 +692,14 @@ async fn config_describe_set_resource_delete_type() {
         (copied && copies(&client).await.is_some_and(|n| n >= 1)).then_some(())
     })
     .await;
-    let err = refused(config(&env, &["delete-type", "--resource", "limitranges"]));
-    assert!(err.contains("Stop synchronizing limitranges?") && err.contains("--yes"), "{err}");
-    let err = refused(config(&env, &["set-resource", "limitranges", "--mode", "Remove"]));
-    assert!(err.contains("Set limitranges to Remove? hns deletes its") && err.contains("--yes"), "{err}");
-    assert!(child_limits.get_opt("limits").await.unwrap().is_some(), "nothing was changed");
-    assert_eq!(
-        ok(config(&env, &["set-resource", "limitranges", "--mode", "Remove", "--yes"])),
-        line("Remove")
+    // Without a terminal, as HNC's plugin did: no question, a note on stderr.
+    let out = config(&env, &["set-resource", "limitranges", "--mode", "Remove"]);
+    let note = stderr(&out);
+    assert!(
+        note.starts_with("Not asked (no terminal), going ahead as HNC's plugin did: Set limitranges to Remove? hns deletes its"),
+        "{note}"
     );
+    assert_eq!(ok(out), line("Remove"));
     eventually("the copy removed", WAIT, || async {
         child_limits.get_opt("limits").await.unwrap().is_none().then_some(())
     })

@@ -18,6 +18,13 @@ use crate::prompt;
 
 /// View or change which kinds propagate down the hierarchy (the cluster's HNCConfiguration).
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  # Show which kinds propagate
+  kubectl hns config describe
+
+  # Propagate secrets down the hierarchy
+  kubectl hns config set-resource secrets --mode Propagate")]
 pub struct ConfigArgs {
     #[command(subcommand)]
     command: ConfigCommand,
@@ -26,6 +33,13 @@ pub struct ConfigArgs {
 #[derive(Subcommand, Debug)]
 enum ConfigCommand {
     /// Show the kinds hns synchronizes, with their modes and counts.
+    #[command(after_help = "\
+Examples:
+  # Show the configuration
+  kubectl hns config describe
+
+  # The same as YAML
+  kubectl hns config describe -o yaml")]
     Describe {
         /// Print the configuration as data.
         #[arg(short = 'o', long, value_enum)]
@@ -35,8 +49,21 @@ enum ConfigCommand {
     ///
     /// Switching straight from Ignore to Propagate may overwrite objects in descendants with
     /// their ancestors' copies, so it needs --force. Remove deletes every propagated copy, so it
-    /// asks first on a terminal (--yes for scripts).
-    #[command(name = "set-resource")]
+    /// asks first on a terminal. Without a terminal (scripts) it goes ahead without asking, as
+    /// HNC's plugin did; --yes skips the question.
+    #[command(
+        name = "set-resource",
+        after_help = "\
+Examples:
+  # Set the mode of a core kind
+  kubectl hns config set-resource secrets --mode Ignore
+
+  # Set the mode of a custom kind
+  kubectl hns config set-resource crontabs --group stable.example.com --mode Propagate
+
+  # Delete every propagated copy of a kind, without asking
+  kubectl hns config set-resource secrets --mode Remove --yes"
+    )]
     SetResource {
         /// Plural resource name, e.g. secrets.
         resource: String,
@@ -49,16 +76,26 @@ enum ConfigCommand {
         /// Allow switching directly from Ignore to Propagate.
         #[arg(short = 'f', long)]
         force: bool,
-        /// Do not ask before removing copies (for scripts).
+        /// Do not ask before removing copies.
         #[arg(short = 'y', long)]
         yes: bool,
     },
     /// Stop configuring a kind: hns stops synchronizing it.
     ///
     /// Copies already made stay where they are but are no longer kept up to date; set the mode
-    /// to Remove first to delete them. Deleting a propagated kind asks first on a terminal (--yes
-    /// for scripts).
-    #[command(name = "delete-type")]
+    /// to Remove first to delete them. Deleting a propagated kind asks first on a terminal.
+    /// Without a terminal (scripts) it goes ahead without asking, as HNC's plugin did; --yes
+    /// skips the question.
+    #[command(
+        name = "delete-type",
+        after_help = "\
+Examples:
+  # Stop configuring a core kind
+  kubectl hns config delete-type --resource secrets
+
+  # Stop configuring a custom kind
+  kubectl hns config delete-type --group stable.example.com --resource crontabs"
+    )]
     DeleteType {
         /// API group of the kind; empty for the core group.
         #[arg(long, default_value = "")]
@@ -66,7 +103,7 @@ enum ConfigCommand {
         /// Plural resource name, e.g. secrets.
         #[arg(long)]
         resource: String,
-        /// Do not ask (for scripts).
+        /// Do not ask.
         #[arg(short = 'y', long)]
         yes: bool,
     },

@@ -10,6 +10,13 @@ use crate::hns::Hns;
 /// The new namespace belongs to its parent: it is deleted with its parent's Subnamespace object
 /// (`kubectl hns delete`), and needs only the right to create subnamespaces in the parent.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  # Create subnamespace \"kid\" of \"team\"
+  kubectl hns create kid -n team
+
+  # Create it as another user, to check that user's rights
+  kubectl hns create kid -n team --as=dev-user")]
 pub struct CreateArgs {
     /// Name of the new namespace.
     child: String,

@@ -12,19 +12,29 @@ use crate::prompt;
 /// Delete a subnamespace of the namespace given with -n.
 ///
 /// A subnamespace that has subnamespaces of its own is deleted only with
-/// --allowCascadingDeletion, which deletes everything below it too: that asks first on a terminal
-/// (--yes for scripts).
+/// --allowCascadingDeletion, which deletes everything below it too: that asks first on a
+/// terminal. Without a terminal (scripts) it goes ahead without asking, as HNC's plugin did;
+/// --yes skips the question.
 #[derive(clap::Args, Debug)]
+#[command(after_help = EXAMPLES)]
 pub struct DeleteArgs {
     /// Name of the subnamespace.
     child: String,
     /// Allow deleting the subnamespace's descendants with it (sets allowCascadingDeletion on it).
-    #[arg(short = 'a', long = "allowCascadingDeletion")]
+    #[arg(short = 'a', long = "allowCascadingDeletion", visible_alias = "allow-cascading-deletion")]
     allow_cascading_deletion: bool,
-    /// Do not ask before a cascading deletion (for scripts).
+    /// Do not ask before a cascading deletion.
     #[arg(short = 'y', long)]
     yes: bool,
 }
+
+const EXAMPLES: &str = "\
+Examples:
+  # Delete subnamespace \"kid\" of \"team\"
+  kubectl hns delete kid -n team
+
+  # Delete \"kid\" with the subnamespaces below it (asks first on a terminal)
+  kubectl hns delete kid -n team --allow-cascading-deletion";
 
 /// Runs `delete`.
 pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode> {

@@ -23,9 +23,18 @@ use crate::paint::Paint;
 /// subnamespaces (set on it or on an ancestor), its conditions, and recent events hns reported
 /// about objects in it.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  # Describe namespace \"team\" (also: -n team)
+  kubectl hns describe team
+
+  # The same as JSON, for scripts
+  kubectl hns describe team -o json")]
 pub struct DescribeArgs {
-    /// The namespace to describe.
-    namespace: String,
+    /// The namespace to describe (or give it with -n).
+    // Not the id `namespace`: that is -n's, which this would hide.
+    #[arg(id = "ns", value_name = "NAMESPACE")]
+    namespace: Option<String>,
     /// Print the description as data.
     #[arg(short = 'o', long, value_enum)]
     output: Option<DataFormat>,
@@ -33,8 +42,9 @@ pub struct DescribeArgs {
 
 /// Runs `describe`.
 pub async fn run(kube: &KubeFlags, args: DescribeArgs) -> anyhow::Result<ExitCode> {
+    let namespace = kube.namespace_arg(args.namespace.as_deref(), "kubectl hns describe")?;
     let hns = Hns::new(kube.client().await?);
-    let d = read(&hns, &args.namespace).await?;
+    let d = read(&hns, &namespace).await?;
     match args.output {
         Some(format) => print!("{}", output::data(&d, format)?),
         None => print!("{}", text(&d, &Paint::for_stream(&std::io::stdout()), Timestamp::now())),

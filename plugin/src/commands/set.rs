@@ -16,13 +16,25 @@ use crate::hns::Hns;
 /// read; the server refuses cycles, missing parents and moves you have no rights for, and says
 /// why.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  # Make \"team\" the parent of \"app\" (also: -n app --parent team)
+  kubectl hns set app --parent team
+
+  # Make \"app\" a root namespace again
+  kubectl hns set app --root
+
+  # Allow deleting \"team\"'s subnamespaces when it (or its anchor) is deleted
+  kubectl hns set team --allow-cascading-deletion")]
 #[command(group(ArgGroup::new("place").args(["parent", "root"])))]
 #[command(group(ArgGroup::new("cascading").args(["allow_cascading_deletion", "forbid_cascading_deletion"])))]
 #[command(group(ArgGroup::new("change").required(true).multiple(true)
     .args(["parent", "root", "allow_cascading_deletion", "forbid_cascading_deletion"])))]
 pub struct SetArgs {
-    /// The namespace to change.
-    namespace: String,
+    /// The namespace to change (or give it with -n).
+    // Not the id `namespace`: that is -n's, which this would hide.
+    #[arg(id = "ns", value_name = "NAMESPACE")]
+    namespace: Option<String>,
     /// Make P the parent.
     #[arg(short = 'p', long, value_name = "P")]
     parent: Option<String>,
@@ -30,18 +42,19 @@ pub struct SetArgs {
     #[arg(short = 'r', long)]
     root: bool,
     /// Allow deleting the namespace's subnamespaces when it (or its subnamespace) is deleted.
-    #[arg(short = 'a', long = "allowCascadingDeletion")]
+    #[arg(short = 'a', long = "allowCascadingDeletion", visible_alias = "allow-cascading-deletion")]
     allow_cascading_deletion: bool,
     /// Forbid cascading deletion.
-    #[arg(short = 'f', long = "forbidCascadingDeletion")]
+    #[arg(short = 'f', long = "forbidCascadingDeletion", visible_alias = "forbid-cascading-deletion")]
     forbid_cascading_deletion: bool,
 }
 
 /// Runs `set`.
 pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
+    let ns = kube.namespace_arg(args.namespace.as_deref(), "kubectl hns set")?;
     let hns = Hns::new(kube.client().await?);
-    let current = hns.hierarchy(&args.namespace).await?;
-    let plan = plan(&args, &current);
+    let current = hns.hierarchy(&ns).await?;
+    let plan = plan(&ns, &args, &current);
     for line in &plan.unchanged {
         println!("{line}");
     }
@@ -50,14 +63,14 @@ pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let rv = current.metadata.resource_version.as_deref();
-    hns.patch_hierarchy(&args.namespace, rv, Value::Object(plan.spec)).await?;
+    hns.patch_hierarchy(&ns, rv, Value::Object(plan.spec)).await?;
     for line in &plan.changes {
         println!("{line}");
     }
     let n = plan.changes.len();
     let noun = if n == 1 { "property" } else { "properties" };
     // HNC's line, spelling and all ("Succesfully"), so scripts that grep it keep working.
-    println!("Succesfully updated {n} {noun} of the hierarchical configuration of {}", args.namespace);
+    println!("Succesfully updated {n} {noun} of the hierarchical configuration of {ns}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -72,8 +85,7 @@ struct Plan {
     unchanged: Vec<String>,
 }
 
-fn plan(args: &SetArgs, current: &HierarchyConfiguration) -> Plan {
-    let ns = &args.namespace;
+fn plan(ns: &str, args: &SetArgs, current: &HierarchyConfiguration) -> Plan {
     let mut p = Plan::default();
     let old = current.spec.parent.as_deref().filter(|s| !s.is_empty());
     match (&args.parent, args.root, old) {
@@ -146,7 +158,12 @@ mod tests {
 
     #[test]
     fn flags_need_a_change_and_exclude_their_opposites() {
-        for bad in [&["ns"][..], &["ns", "--parent", "p", "--root"], &["ns", "-a", "-f"], &["-r"]] {
+        for bad in [
+            &["ns"][..],
+            &["ns", "--parent", "p", "--root"],
+            &["ns", "-a", "-f"],
+            &["-a", "--forbid-cascading-deletion"],
+        ] {
             assert!(
                 Wrapper::try_parse_from(std::iter::once("x").chain(bad.iter().copied())).is_err(),
                 "{bad:?}"
@@ -154,19 +171,23 @@ mod tests {
         }
         let a = args(&["ns", "-p", "p", "-a"]);
         assert_eq!((a.parent.as_deref(), a.allow_cascading_deletion), (Some("p"), true));
+        // HNC's camelCase and kubectl's kebab-case; the namespace may come from -n.
+        assert!(args(&["--allow-cascading-deletion"]).allow_cascading_deletion);
+        assert!(args(&["ns", "--forbid-cascading-deletion"]).forbid_cascading_deletion);
+        assert!(args(&["ns", "--forbidCascadingDeletion"]).forbid_cascading_deletion);
     }
 
     #[test]
     fn plans_in_hnc_words() {
-        let p = plan(&args(&["ns", "--parent", "b"]), &current(Some("a"), false));
+        let p = plan("ns", &args(&["ns", "--parent", "b"]), &current(Some("a"), false));
         assert_eq!(p.changes, ["Changing the parent of ns from a to b"]);
         assert_eq!(Value::Object(p.spec), json!({"parent": "b"}));
 
-        let p = plan(&args(&["ns", "-p", "b", "-a"]), &current(None, false));
+        let p = plan("ns", &args(&["ns", "-p", "b", "-a"]), &current(None, false));
         assert_eq!(p.changes, ["Setting the parent of ns to b", "Allowing cascading deletion on 'ns'"]);
         assert_eq!(Value::Object(p.spec), json!({"parent": "b", "allowCascadingDeletion": true}));
 
-        let p = plan(&args(&["ns", "--root", "-f"]), &current(Some("a"), true));
+        let p = plan("ns", &args(&["ns", "--root", "-f"]), &current(Some("a"), true));
         assert_eq!(
             p.changes,
             ["Unsetting the parent of ns (was previously a)", "Forbidding cascading deletion on 'ns'"]
@@ -176,7 +197,7 @@ mod tests {
 
     #[test]
     fn what_is_already_so_is_not_written() {
-        let p = plan(&args(&["ns", "-r", "-f"]), &current(None, false));
+        let p = plan("ns", &args(&["ns", "-r", "-f"]), &current(None, false));
         assert!(p.spec.is_empty() && p.changes.is_empty());
         assert_eq!(
             p.unchanged,
@@ -185,7 +206,7 @@ mod tests {
                 "Cascading deletion for 'ns' is already set to false; unchanged"
             ]
         );
-        let p = plan(&args(&["ns", "-p", "a"]), &current(Some("a"), false));
+        let p = plan("ns", &args(&["ns", "-p", "a"]), &current(Some("a"), false));
         assert_eq!(p.unchanged, ["Parent of ns is already a; unchanged"]);
     }
 }

@@ -16,8 +16,18 @@ use crate::tree;
 /// namespaces whose parent is missing are shown too. Everything is read in one request (two with
 /// subnamespaces), however large the cluster.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Examples:
+  # Display the tree below \"team\" (also: -n team)
+  kubectl hns tree team
+
+  # Display every tree in the cluster, as YAML
+  kubectl hns tree -A -o yaml
+
+  # Display what user \"dev-user\" may see of it
+  kubectl hns tree team --as=dev-user")]
 pub struct TreeArgs {
-    /// The namespaces whose trees to display.
+    /// The namespaces whose trees to display (or one with -n).
     namespaces: Vec<String>,
     /// Display every tree in the cluster.
     #[arg(short = 'A', long, conflicts_with = "namespaces")]
@@ -28,7 +38,11 @@ pub struct TreeArgs {
 }
 
 /// Runs `tree`.
-pub async fn run(kube: &KubeFlags, args: TreeArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(kube: &KubeFlags, mut args: TreeArgs) -> anyhow::Result<ExitCode> {
+    // `tree -n NS` is `tree NS`; namespaces given as arguments, or -A, win.
+    if args.namespaces.is_empty() && !args.all_namespaces {
+        args.namespaces.extend(kube.namespace.clone());
+    }
     if args.namespaces.is_empty() && !args.all_namespaces {
         // HNC's words and exit code.
         eprintln!("Error: Must specify the root of the tree(s) to display or else specify --all-namespaces");
