@@ -497,7 +497,7 @@ users:
         std::fs::write(&good, KUBECONFIG).unwrap();
         let found = read_all(&[missing.clone(), good.clone()]).unwrap().unwrap();
         assert_eq!(found.origin, Origin::Env(vec![good]), "missing files are skipped, as kubectl does");
-        assert!(read_all(&[missing.clone()]).unwrap().is_none());
+        assert!(read_all(std::slice::from_ref(&missing)).unwrap().is_none());
         assert_eq!(
             Error::EnvFilesMissing(vec![missing.clone()]).to_string(),
             format!("KUBECONFIG names no file that exists ({}), and this is not a pod in a cluster: point KUBECONFIG at a kubeconfig, or use --kubeconfig or --server", missing.display())
