@@ -109,7 +109,7 @@ impl KubeFlags {
 
     /// A client, and the namespace to work in.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
-        let mut config = kubeconfig::config(self).await?;
+        let (mut config, origin) = kubeconfig::config(self).await?;
         config.default_retry = false;
         if let Some(timeout) = self.request_timeout.filter(|t| !t.is_zero()) {
             config.connect_timeout = Some(timeout);
@@ -119,7 +119,7 @@ impl KubeFlags {
             config.reset_reader_on_write = true;
         }
         let namespace = config.default_namespace.clone();
-        Ok(Connection { client: Client::try_from(config)?, namespace })
+        Ok(Connection { client: kubeconfig::client(config, &origin)?, namespace })
     }
 
     /// The namespace a command is about, given as its argument or, as kubectl users write it,

@@ -14,7 +14,7 @@ use kube::config::{
     AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, KubeconfigError, LoadDataError, NamedAuthInfo,
     NamedCluster, NamedContext,
 };
-use kube::Config;
+use kube::{Client, Config};
 use secrecy::SecretString;
 
 use crate::client::KubeFlags;
@@ -122,14 +122,26 @@ pub struct Loaded {
     pub origin: Origin,
 }
 
-/// The client configuration the flags choose.
-pub async fn config(flags: &KubeFlags) -> Result<Config, Error> {
+/// The client configuration the flags choose, and where it came from.
+pub async fn config(flags: &KubeFlags) -> Result<(Config, Origin), Error> {
     let loaded = load(flags.kubeconfig.as_deref(), flags.server.is_some())?;
     let origin = loaded.origin.clone();
     let selected = select(loaded, flags)?;
-    Config::from_custom_kubeconfig(selected, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| Error::Config { origin, detail: kube_detail(e) })
+    match Config::from_custom_kubeconfig(selected, &KubeConfigOptions::default()).await {
+        Ok(config) => Ok((config, origin)),
+        Err(e) => Err(Error::Config { origin, detail: kube_detail(e) }),
+    }
+}
+
+/// A client for `config`: kube reads the client certificate and key only now.
+pub fn client(config: Config, origin: &Origin) -> Result<Client, Error> {
+    Client::try_from(config).map_err(|e| {
+        let detail = match e {
+            kube::Error::InferKubeconfig(e) => kube_detail(e),
+            e => crate::hns::message(&e),
+        };
+        Error::Config { origin: origin.clone(), detail }
+    })
 }
 
 /// Finds the kubeconfig as kubectl does. `server_given`: the command line names a server, so no

@@ -427,6 +427,12 @@ fn a_bad_context_or_kubeconfig_is_named() {
     );
     let err = refused(hns(&env, &["describe", "default", "--cluster=pl-no-such-cluster"]));
     assert!(err.starts_with("Error: cluster \"pl-no-such-cluster\" does not exist"), "{err}");
+    let err = refused(hns(&env, &["tree", "default", "--client-key=/nonexistent/hns.key"]));
+    assert!(
+        err.starts_with("Error: kubeconfig ")
+            && err.contains("cannot read the client key /nonexistent/hns.key: No such file or directory"),
+        "{err}"
+    );
 
     let nowhere = std::env::temp_dir().join(unique("pl-no-such")).join("kubeconfig");
     let err = refused(hns(&env, &["tree", "-A", "--kubeconfig", nowhere.to_str().unwrap()]));
