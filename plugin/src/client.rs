@@ -54,7 +54,7 @@ pub struct KubeFlags {
     #[arg(long, global = true, value_name = "FILE")]
     pub client_key: Option<String>,
     /// Do not check the server's certificate: your connection is insecure.
-    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[arg(long, global = true, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub insecure_skip_tls_verify: Option<bool>,
     /// Server name to use for server certificate validation (default: the server's host name).
     #[arg(long, global = true, value_name = "NAME")]
