@@ -317,6 +317,9 @@ fn cause_kinds(doc: &Value) -> Vec<String> {
 
 // === scenarios ===
 
+#[path = "diagnose/nodes.rs"]
+mod nodes;
+
 #[tokio::test]
 async fn diagnose_nothing_stuck() {
     let _serial = SERIAL.lock().await;

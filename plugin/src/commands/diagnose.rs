@@ -26,9 +26,9 @@ const EXIT_REFUSED: u8 = 3;
 /// Find why namespaces are stuck in Terminating, and fix it safely.
 ///
 /// Reads the namespace controller's conditions, unavailable APIServices, leftover objects and
-/// their finalizers, finalizers on the namespace, and admission webhooks whose backend is gone;
-/// prints the causes in the order to fix them, each with its evidence, remedy and risk. Changes
-/// nothing unless --fix is given.
+/// their finalizers, deleted pods whose node is NotReady or gone, finalizers on the namespace,
+/// and admission webhooks whose backend is gone; prints the causes in the order to fix them,
+/// each with its evidence, remedy and risk. Changes nothing unless --fix is given.
 ///
 /// Exit codes: 0 nothing stuck, 2 stuck namespaces found, 3 a fix was refused or failed.
 #[derive(clap::Args, Debug)]

@@ -8,6 +8,7 @@ mod cluster;
 mod content;
 mod hierarchy;
 mod namespace;
+mod nodes;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -39,6 +40,8 @@ pub enum CauseKind {
     BlockedSubnamespace,
     /// Objects were never deleted.
     UndeletedContent,
+    /// Deleted pods bound to a node that is not Ready or no longer exists.
+    PodsWaitingForNode,
     /// Pods past their grace period that no kubelet confirms gone.
     TerminatingPods,
     /// Deleted objects wait for a finalizer.
@@ -207,12 +210,16 @@ fn stuck_namespace(ns: &NamespaceState, ev: &Evidence) -> NamespaceDiagnosis {
     causes.extend(cluster::group_version_parsing_failure(ns));
     let hooks = admission::dead_webhooks(ns, ev);
     let subnamespaces = hierarchy::blocked_subnamespaces(ns, ev);
-    causes.extend(admission::unexplained_content_failure(ns, &hooks, &subnamespaces));
+    if !nodes::explains_content_failure(ns, ev) {
+        causes.extend(admission::unexplained_content_failure(ns, &hooks, &subnamespaces));
+    }
     causes.extend(hooks);
-    let blocked: Vec<String> = hierarchy::blocked_names(ns, ev);
+    let mut blocked: Vec<String> = hierarchy::blocked_names(ns, ev);
+    blocked.extend(nodes::held_back_by_pods(ns, ev));
     causes.extend(subnamespaces);
     causes.extend(content::undeleted(ns, ev, &blocked));
-    causes.extend(content::terminating_pods(ns, ev));
+    causes.extend(nodes::pods_waiting_for_nodes(ns, ev));
+    causes.extend(content::terminating_pods(ns, ev, &nodes::waiting_pod_names(ns, ev)));
     causes.extend(content::pending_finalizers(ns, ev));
     causes.extend(namespace::foreign_spec_finalizers(ns));
     causes.extend(namespace::metadata_finalizers(ns, ev));

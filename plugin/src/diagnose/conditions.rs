@@ -88,7 +88,7 @@ fn meaning(type_: &str, problem: bool) -> &'static str {
         }
         (GV_PARSING_FAILURE, false) => "every group-version was parsed",
         (CONTENT_FAILURE, true) => {
-            "deleting some content failed; the message names the failure (often an admission webhook)"
+            "deleting some content failed; the message names the failure (often an admission webhook; \"unexpected items still remain … Resource=pods\" means deleted pods that no kubelet confirms gone)"
         }
         (CONTENT_FAILURE, false) => "every delete call succeeded",
         (CONTENT_REMAINING, true) => {

@@ -7,6 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
 use serde::Serialize;
 
+use super::nodes::NodeEvidence;
+
 /// Everything the diagnosis is decided from.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
@@ -30,6 +32,8 @@ pub struct Evidence {
     pub crds: Vec<String>,
     /// What the scan could not read (usually for lack of rights), and why.
     pub unreadable: Vec<Unreadable>,
+    /// Deleted pods bound to a node in the target namespaces, and those nodes.
+    pub nodes: NodeEvidence,
 }
 
 /// Something the scan could not read.

@@ -23,6 +23,7 @@ pub mod error;
 pub mod evidence;
 pub mod finalizers;
 pub mod fix;
+pub mod nodes;
 pub mod plan;
 pub mod remedy;
 pub mod report;

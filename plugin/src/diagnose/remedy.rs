@@ -69,6 +69,14 @@ pub enum RemedyId {
         /// The namespace.
         namespace: String,
     },
+    /// Force-delete the deleted pods in a namespace that wait for a node that is not Ready or
+    /// missing.
+    ForceDeletePodsOnNode {
+        /// The namespace.
+        namespace: String,
+        /// The node.
+        node: String,
+    },
     /// Remove a finalizer from the deleted objects in a namespace.
     RemoveObjectFinalizer {
         /// The namespace.

@@ -21,6 +21,7 @@ use super::evidence::{
     ApiServiceState, Condition, Evidence, Leftover, ListFailure, NamespaceState, Requirement, ResourceType,
     Rule, Selector, ServiceHealth, ServiceRef, Unreadable, Webhook, WebhookClient,
 };
+use super::nodes;
 
 /// How many lists run at once: enough to scan a namespace in about the time of its slowest
 /// type, few enough not to load the API server.
@@ -88,6 +89,10 @@ async fn gather(client: &Client, target: &Target, progress: &dyn Progress) -> Re
         list_leftovers(client, &stuck, &discovered.content_types, progress).await;
     evidence.leftovers = leftovers;
     evidence.list_failures = list_failures;
+    progress.phase("reading the nodes of deleted pods", 0);
+    let (nodes, unreadable) = nodes::read(client, &evidence.leftovers).await;
+    evidence.nodes = nodes;
+    evidence.unreadable.extend(unreadable);
     progress.phase("reading webhooks and CRDs", 0);
     let webhooks = read_webhooks(client).await;
     evidence.webhooks = or_unreadable(webhooks, &mut evidence.unreadable);

@@ -59,10 +59,12 @@ pub fn undeleted(ns: &NamespaceState, ev: &Evidence, excluded: &[String]) -> Opt
 }
 
 /// Pods past their grace period without finalizers: a kubelet should have confirmed them gone.
-pub fn terminating_pods(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> {
+/// Pods in `excluded` are reported already (waiting for a lost node).
+pub fn terminating_pods(ns: &NamespaceState, ev: &Evidence, excluded: &[String]) -> Option<Cause> {
     let pods: Vec<&Leftover> = ev
         .leftovers_in(&ns.name)
         .filter(|l| l.resource.group.is_empty() && l.resource.plural == "pods")
+        .filter(|l| !excluded.contains(&l.name))
         .filter(|l| l.finalizers.is_empty())
         .filter(|l| l.deletion_timestamp.is_some_and(|t| age(ev.now, t) > POD_GRACE_SECONDS))
         .collect();
@@ -108,6 +110,11 @@ pub fn pending_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
         .into_iter()
         .map(|(finalizer, objects)| {
             let mut cause = finalizer_cause(&ns.name, finalizer, &objects, ev);
+            if finalizer == "kubernetes.io/pvc-protection" {
+                cause
+                    .evidence
+                    .extend(objects.iter().flat_map(|o| super::nodes::claim_users(ns, ev, &o.name)));
+            }
             if let Some(c) = condition {
                 cause.evidence.push(format!("condition {FINALIZERS_REMAINING}: {}", c.message));
             }
@@ -207,9 +214,9 @@ mod tests {
         let mut pod = leftover(core("pods", "Pod"), "ns", "p");
         pod.deletion_timestamp = Some(ago(10));
         ev.leftovers.push(pod.clone());
-        assert!(terminating_pods(&ns, &ev).is_none(), "still in its grace period");
+        assert!(terminating_pods(&ns, &ev, &[]).is_none(), "still in its grace period");
         ev.leftovers[0].deletion_timestamp = Some(ago(600));
-        let c = terminating_pods(&ns, &ev).unwrap();
+        let c = terminating_pods(&ns, &ev, &[]).unwrap();
         assert!(matches!(&c.remedy.as_ref().unwrap().actions[0], Action::DeleteObject { force: true, .. }));
     }
 

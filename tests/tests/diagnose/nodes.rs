@@ -1,0 +1,151 @@
+//! Deleted pods that wait for their node: one whose kubelet stopped reporting (a Node object
+//! with no kubelet behind it, NotReady), and one bound to a node name with no Node object.
+
+use super::*;
+
+/// When the lost node's kubelet stopped reporting, as the scenario writes it.
+const LOST_SINCE: &str = "2026-01-01T00:00:00Z";
+
+/// Deletes a Node object at the end of a scenario, whatever happened.
+struct NodeGuard {
+    kubeconfig: PathBuf,
+    name: String,
+}
+
+impl Drop for NodeGuard {
+    fn drop(&mut self) {
+        let _ = kubectl_with(
+            &self.kubeconfig,
+            &["delete", "node", &self.name, "--ignore-not-found", "--wait=false"],
+        );
+    }
+}
+
+/// Creates Node `name`, with no kubelet behind it, and marks it NotReady the way the node
+/// lifecycle controller does once a kubelet stops posting status. (The local control plane
+/// runs no node lifecycle controller: without this the node would have no Ready condition.)
+fn lost_node(env: &Env, name: &str) -> NodeGuard {
+    let guard = NodeGuard { kubeconfig: env.kubeconfig.clone(), name: name.to_string() };
+    apply(env, &format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\n"));
+    let status = serde_json::json!({"status": {"conditions": [{
+        "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastHeartbeatTime": LOST_SINCE, "lastTransitionTime": LOST_SINCE,
+    }]}});
+    ok(env.kubectl(&[
+        "patch",
+        "node",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ]));
+    guard
+}
+
+/// Creates namespace `ns` with pod `web` bound to node `node` (bypassing the scheduler), deletes
+/// the namespace and waits until the namespace controller has deleted the pod. With `claim`, the
+/// pod mounts PersistentVolumeClaim `data`, deleted before the namespace: pvc-protection keeps
+/// it while the pod exists.
+async fn deleted_pod_on(env: &Env, ns: &str, node: &str, claim: bool) {
+    ok(env.kubectl(&["create", "namespace", ns]));
+    // Admission wants the namespace's default ServiceAccount before any pod.
+    eventually("the default ServiceAccount", WAIT, || async {
+        get(env, &["serviceaccount", "default", "-n", ns], "{.metadata.name}").map(|_| ())
+    })
+    .await;
+    let mut pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  nodeName: {node}\n  containers:\n  - {{name: web, image: registry.k8s.io/pause:3.10}}\n"
+    );
+    if claim {
+        apply(
+            env,
+            &format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: {ns}}}\nspec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}\n"),
+        );
+        pod.push_str("  volumes:\n  - {name: data, persistentVolumeClaim: {claimName: data}}\n");
+    }
+    apply(env, &pod);
+    if claim {
+        ok(env.kubectl(&["delete", "pvc", "data", "-n", ns, "--wait=false"]));
+    }
+    ok(env.kubectl(&["delete", "namespace", ns, "--wait=false"]));
+    eventually("pod web is deleted", WAIT, || async {
+        get(env, &["pod", "web", "-n", ns], "{.metadata.deletionTimestamp}")
+            .filter(|t| !t.is_empty())
+            .map(|_| ())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn diagnose_pod_on_a_not_ready_node() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let witness = Witness::new(&env, &mut cleanup, None);
+    let node = unique("diag-lost-node");
+    let _node = lost_node(&env, &node);
+    let ns = unique("diag-node");
+    cleanup.namespace(&ns);
+    deleted_pod_on(&env, &ns, &node, true).await;
+
+    let pod = version(&env, &["pod", "web", "-n", &ns]);
+    let node_version = version(&env, &["node", &node]);
+    // Diagnosed at once: no need to wait out the pod's grace period when its node is lost.
+    let report = dry_run(&env, &ns);
+    for line in [
+        &format!("1. pod web waits for node {node}, NotReady since {LOST_SINCE}"),
+        &format!(
+            "evidence: node {node}: Ready=Unknown since {LOST_SINCE} (" // its age follows
+        ),
+        "NodeStatusUnknown: Kubelet stopped posting node status.",
+        &format!("evidence: deleted pods bound to node {node} in namespace {ns}: web ("),
+        &format!("kubectl delete node {node}"),
+        &format!("kubectl delete pod -n {ns} web --grace-period=0 --force"),
+        &format!("remedy: force-delete 1 pod(s) bound to node {node}"),
+        &format!("DELETE /api/v1/namespaces/{ns}/pods/web with preconditions"),
+        "gracePeriodSeconds=0",
+        "they use PersistentVolumeClaim(s) data, which kubernetes.io/pvc-protection keeps until these pods are gone",
+        "2. 1 object(s) wait for kubernetes.io/pvc-protection",
+        &format!("claim data is still used by pod web, which waits for node {node}: fix that first"),
+        &format!("risk: Force deletion removes the pods from the API without their kubelet's confirmation: if node {node} is only partitioned"),
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    assert!(!report.contains("could not delete some content"), "{report}");
+    assert!(!report.contains("No cause found"), "{report}");
+    assert_eq!(cause_kinds(&json(&env, &ns)), ["pods_waiting_for_node", "pending_finalizer"]);
+    assert_eq!(version(&env, &["pod", "web", "-n", &ns]), pod, "dry run");
+
+    let narration = fix_removes(&env, &ns);
+    assert!(narration.contains(&format!("done: DELETE /api/v1/namespaces/{ns}/pods/web")), "{narration}");
+    assert_eq!(version(&env, &["node", &node]), node_version, "the Node object is left alone");
+    witness.assert_untouched(&env);
+}
+
+#[tokio::test]
+async fn diagnose_pod_on_a_missing_node() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    // No Node object of that name. The pod garbage collector removes the pod 40 to 60s after
+    // it first sees it; the diagnosis below comes a few seconds after its creation.
+    let node = unique("diag-missing-node");
+    let ns = unique("diag-nonode");
+    cleanup.namespace(&ns);
+    deleted_pod_on(&env, &ns, &node, false).await;
+
+    let report = dry_run(&env, &ns);
+    for line in [
+        &format!("1. pod web waits for node {node}, which does not exist: the pod garbage collector force-deletes it after its 40s quarantine"),
+        &format!("evidence: node {node} does not exist: there is no Node object of that name"),
+        "within about 60s of noticing it gone",
+        &format!("DELETE /api/v1/namespaces/{ns}/pods/web with preconditions"),
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    assert!(!report.contains("could not delete some content"), "{report}");
+    // Whether the fix or the pod garbage collector deletes the pod first, the namespace goes.
+    fix_removes(&env, &ns);
+}
