@@ -17,7 +17,7 @@ use kube::config::{
 use kube::{Client, Config};
 use secrecy::SecretString;
 
-use crate::client::KubeFlags;
+use crate::kube_flags::KubeFlags;
 
 /// Where a pod finds its service account.
 const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";

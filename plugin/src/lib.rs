@@ -6,6 +6,7 @@ pub mod commands;
 pub mod diagnose;
 pub mod forest;
 pub mod hns;
+pub mod kube_flags;
 pub mod kubeconfig;
 pub mod output;
 pub mod paint;

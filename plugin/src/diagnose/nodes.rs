@@ -13,7 +13,6 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::error::error_text;
-use super::evidence::{Leftover, Unreadable};
 
 /// How many reads run at once.
 const CONCURRENCY: usize = 8;
@@ -109,20 +108,15 @@ pub fn health(node: &Node) -> NodeHealth {
     }
 }
 
-/// Reads the deleted pods of the namespaces whose `leftovers` include deleted pods, and the
-/// nodes they are bound to. What cannot be read is returned as unreadable: a node that could
-/// not be read is never taken for a missing one.
-pub async fn read(client: &Client, leftovers: &[Leftover]) -> (NodeEvidence, Vec<Unreadable>) {
-    let namespaces: BTreeSet<&str> = leftovers
-        .iter()
-        .filter(|l| l.resource.group.is_empty() && l.resource.plural == "pods")
-        .filter(|l| l.deletion_timestamp.is_some())
-        .map(|l| l.namespace.as_str())
-        .collect();
+/// Reads the deleted pods of `namespaces` (those holding deleted pods), and the nodes they are
+/// bound to. What cannot be read is returned with its error, described (`pods in namespace x`,
+/// `node n`): a node that could not be read is never taken for a missing one.
+pub async fn read(client: &Client, namespaces: BTreeSet<String>) -> (NodeEvidence, Vec<(String, String)>) {
     let mut unreadable = Vec::new();
     let listed: Vec<_> = stream::iter(namespaces)
         .map(|ns| async move {
-            (ns, Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default()).await)
+            let listed = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await;
+            (ns, listed)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
@@ -131,8 +125,7 @@ pub async fn read(client: &Client, leftovers: &[Leftover]) -> (NodeEvidence, Vec
     for (ns, result) in listed {
         match result {
             Ok(list) => pods.extend(list.items.into_iter().filter_map(bound_pod)),
-            Err(e) => unreadable
-                .push(Unreadable { what: format!("pods in namespace {ns}"), message: error_text(&e) }),
+            Err(e) => unreadable.push((format!("pods in namespace {ns}"), error_text(&e))),
         }
     }
     pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -150,7 +143,7 @@ pub async fn read(client: &Client, leftovers: &[Leftover]) -> (NodeEvidence, Vec
         match result {
             Ok(Some(node)) => nodes.push(NodeState { name, health: health(&node) }),
             Ok(None) => nodes.push(NodeState { name, health: NodeHealth::Missing }),
-            Err(e) => unreadable.push(Unreadable { what: format!("node {name}"), message: error_text(&e) }),
+            Err(e) => unreadable.push((format!("node {name}"), error_text(&e))),
         }
     }
     nodes.sort_by(|a, b| a.name.cmp(&b.name));

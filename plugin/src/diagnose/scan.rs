@@ -90,9 +90,16 @@ async fn gather(client: &Client, target: &Target, progress: &dyn Progress) -> Re
     evidence.leftovers = leftovers;
     evidence.list_failures = list_failures;
     progress.phase("reading the nodes of deleted pods", 0);
-    let (nodes, unreadable) = nodes::read(client, &evidence.leftovers).await;
+    let with_deleted_pods = evidence
+        .leftovers
+        .iter()
+        .filter(|l| l.resource.group.is_empty() && l.resource.plural == "pods")
+        .filter(|l| l.deletion_timestamp.is_some())
+        .map(|l| l.namespace.clone())
+        .collect();
+    let (nodes, unreadable) = nodes::read(client, with_deleted_pods).await;
     evidence.nodes = nodes;
-    evidence.unreadable.extend(unreadable);
+    evidence.unreadable.extend(unreadable.into_iter().map(|(what, message)| Unreadable { what, message }));
     progress.phase("reading webhooks and CRDs", 0);
     let webhooks = read_webhooks(client).await;
     evidence.webhooks = or_unreadable(webhooks, &mut evidence.unreadable);
