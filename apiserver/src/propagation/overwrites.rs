@@ -102,17 +102,11 @@ mod tests {
     use crate::hierarchy::plan::moved;
     use crate::hierarchy::policy::testing::policy;
     use crate::propagation::exceptions::{NONE, TREE_SELECT};
+    use crate::propagation::plan::testing::objects;
     use crate::propagation::rules::testing::obj;
     use crate::propagation::rules::INHERITED_FROM;
     use kube::api::DynamicObject;
     use serde_json::json;
-    use std::sync::Arc;
-
-    fn objects(list: Vec<DynamicObject>) -> Objects {
-        list.into_iter()
-            .map(|o| ((o.metadata.namespace.clone().unwrap(), o.metadata.name.clone().unwrap()), Arc::new(o)))
-            .collect()
-    }
 
     fn rb(ns: &str, name: &str, annotations: &[(&str, &str)]) -> DynamicObject {
         obj(ns, name, &[], annotations, json!({"subjects": []}))

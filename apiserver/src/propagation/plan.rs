@@ -148,6 +148,18 @@ pub fn actions(
 }
 
 #[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// `list` keyed as a kind's objects are: by namespace and name.
+    pub fn objects(list: Vec<DynamicObject>) -> Objects {
+        list.into_iter()
+            .map(|o| ((o.metadata.namespace.clone().unwrap(), o.metadata.name.clone().unwrap()), Arc::new(o)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::forest;
@@ -156,11 +168,7 @@ mod tests {
     use crate::propagation::rules::INHERITED_FROM;
     use serde_json::json;
 
-    fn objects(list: Vec<DynamicObject>) -> Objects {
-        list.into_iter()
-            .map(|o| ((o.metadata.namespace.clone().unwrap(), o.metadata.name.clone().unwrap()), Arc::new(o)))
-            .collect()
-    }
+    use testing::objects;
 
     fn summary(actions: &[Action]) -> Vec<String> {
         actions
