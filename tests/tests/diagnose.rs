@@ -489,6 +489,36 @@ async fn diagnose_namespace_metadata_finalizer() {
     witness.assert_untouched(&env);
 }
 
+/// A finalizer's domain names its owner only when it is exactly an API group: `example.com/keep`
+/// is not the controller of `bars.example.com`'s, though that group is a subdomain of it.
+#[tokio::test]
+async fn diagnose_names_no_owner_on_a_near_match() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    widget_crd(&env, &mut cleanup, "bars.example.com");
+    let ns = unique("diag-owner");
+    cleanup.namespace(&ns);
+    apply(
+        &env,
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/keep]}}\n"
+        ),
+    );
+    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    eventually("the namespace controller is done with its part", WAIT, || async {
+        let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
+        (!f.contains("kubernetes")).then_some(())
+    })
+    .await;
+
+    let report = dry_run(&env, &ns);
+    let owner = "it is removed by the controller behind example.com (owner unknown: no API group in this cluster is example.com)";
+    assert!(report.contains(owner), "missing {owner:?} in:\n{report}");
+    assert!(!report.contains("bars.example.com"), "a near match is no owner:\n{report}");
+    fix_removes(&env, &ns);
+}
+
 #[tokio::test]
 async fn diagnose_dead_webhook_blocking_deletion() {
     let _serial = SERIAL.lock().await;
@@ -580,6 +610,75 @@ async fn diagnose_two_causes_at_once() {
     let second =
         narration.find(&format!("done: PATCH /apis/{group}/v1/namespaces/{ns}/widgets/w")).expect(&narration);
     assert!(first < second, "fixed in order:\n{narration}");
+    witness.assert_untouched(&env);
+}
+
+/// The three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, where ConfigMap `w`
+/// in `h1-c-g` carries a finalizer nothing removes. hns deletes the whole subtree with `h1`, and
+/// `h1` and `h1-c` go (no parent waits for its subnamespaces' namespaces), leaving `h1-c-g`
+/// behind: asked about `h1`, diagnose must follow the way down to that one object, and
+/// `--fix --yes` must free everything by removing that one finalizer and nothing else.
+#[tokio::test]
+async fn diagnose_follows_a_stuck_subtree() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let client = env.admin().await;
+    let mut cleanup = Cleanup::new(&env);
+    let witness = Witness::new(&env, &mut cleanup, None);
+    let h1 = unique("diag-h1");
+    let (c, g) = (format!("{h1}-c"), format!("{h1}-c-g"));
+    for ns in [&h1, &c, &g] {
+        cleanup.namespace(ns);
+    }
+    cleanup.finalized.push(("configmaps".into(), g.clone()));
+    create_namespace(&client, &h1, &[]).await;
+    create_subns(&client, &h1, &c).await.expect("subnamespace h1-c");
+    create_subns(&client, &c, &g).await.expect("subnamespace h1-c-g");
+    allow_cascading_deletion(&client, &h1).await.expect("cascading deletion on h1");
+    let labelled = format!("{{.metadata.labels.{}}}", hns_api::keys::tree_label(&h1).replace('.', "\\."));
+    eventually("hns places h1-c-g two levels below h1", WAIT, || async {
+        (get(&env, &["namespace", &g], &labelled).as_deref() == Some("2")).then_some(())
+    })
+    .await;
+    apply(
+        &env,
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w, namespace: {g}, finalizers: [example.com/f]}}\n"),
+    );
+    ok(env.kubectl(&["delete", "namespace", &h1, "--wait=false"]));
+    condition(&env, &g, "NamespaceFinalizersRemaining").await;
+    eventually("h1 and h1-c gone, h1-c-g left behind", WAIT, || async {
+        let gone = |ns: &str| get(&env, &["namespace", ns], "{.metadata.name}").is_none();
+        (gone(&h1) && gone(&c)).then_some(())
+    })
+    .await;
+
+    let configmap = version(&env, &["configmap", "w", "-n", &g]);
+    let out = hns(&env, &["diagnose", &h1]);
+    let report = stdout(&out);
+    assert_eq!(code(&out), 2, "stuck below means exit 2:\n{report}{}", stderr(&out));
+    for line in [
+        format!("Namespace {h1}: not found, but namespaces below it are stuck:"),
+        format!("1. {g}, below {h1} (gone) through {c} (gone), is still Terminating: 1 object(s) wait for finalizer example.com/f, which nothing removes"),
+        format!("PATCH /api/v1/namespaces/{g}/configmaps/w (application/json-patch+json)"),
+        format!("Namespace {g} (below {h1} > {c}): Terminating"),
+    ] {
+        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
+    }
+    let doc: Value = serde_json::from_slice(&hns(&env, &["diagnose", &h1, "-o", "json"]).stdout).unwrap();
+    assert_eq!(doc["namespaces"][0]["causes"][0]["kind"], "stuck_subtree");
+    assert_eq!(doc["namespaces"][1]["path"], serde_json::json!([h1, c, g]));
+    assert_eq!(version(&env, &["configmap", "w", "-n", &g]), configmap, "dry run");
+
+    let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
+    let narration = stderr(&out);
+    assert_eq!(code(&out), 0, "fix failed:\n{}\n{narration}", stdout(&out));
+    let writes: Vec<&str> = narration.lines().filter(|l| l.trim_start().starts_with("done:")).collect();
+    assert_eq!(writes.len(), 1, "one write only:\n{narration}");
+    assert!(writes[0].contains(&format!("PATCH /api/v1/namespaces/{g}/configmaps/w")), "{narration}");
+    assert!(narration.contains(&format!("[{g}] fixed: the namespace is gone")), "{narration}");
+    for ns in [&h1, &c, &g] {
+        assert_eq!(get(&env, &["namespace", ns], "{.metadata.name}"), None, "{ns} is gone");
+    }
     witness.assert_untouched(&env);
 }
 

@@ -54,7 +54,14 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         }
     }
     let owned = |k: &String| keys::is_hns_label(k) || policy.is_managed_label(k);
-    for k in current_labels.keys().filter(|k| owned(k) && !want.contains_key(*k)) {
+    // A terminating namespace keeps the tree labels of ancestors that have gone: the record of
+    // the subtree it was deleted with (cascading deletion takes the parents first), which
+    // `kubectl hns diagnose` follows from a deleted namespace down to what its deletion left.
+    let gone_ancestor = |k: &String| {
+        meta.deletion_timestamp.is_some()
+            && keys::tree_label_ancestor(k).is_some_and(|a| forest.get(a).is_none())
+    };
+    for k in current_labels.keys().filter(|k| owned(k) && !want.contains_key(*k) && !gone_ancestor(k)) {
         labels.insert(k.clone(), Value::Null);
     }
 
@@ -186,6 +193,37 @@ mod tests {
         let p = patch(&f, &policy(), "team", now()).unwrap();
         assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "alice");
         assert_eq!(p["metadata"]["labels"]["team.example.com/tier"], "gold");
+    }
+
+    #[test]
+    fn a_terminating_namespace_keeps_the_labels_of_ancestors_gone() {
+        let labelled = |deleted: bool| {
+            let mut f = forest("team-a");
+            let mut ns = namespace("svc", Some("acme"), true);
+            ns.metadata.labels = Some(
+                [
+                    ("svc.tree.hnc.x-k8s.io/depth".to_string(), "0".to_string()),
+                    ("acme.tree.hnc.x-k8s.io/depth".to_string(), "1".to_string()),
+                    ("team-a.tree.hnc.x-k8s.io/depth".to_string(), "2".to_string()),
+                ]
+                .into(),
+            );
+            if deleted {
+                ns.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+            }
+            f.upsert(ns);
+            patch(&f, &policy(), "svc", now()).unwrap()["metadata"]["labels"].clone()
+        };
+        let live = labelled(false);
+        assert_eq!(live["acme.tree.hnc.x-k8s.io/depth"], Value::Null, "a live namespace is relabelled");
+        let terminating = labelled(true);
+        assert!(terminating.get("acme.tree.hnc.x-k8s.io/depth").is_none(), "acme is gone: kept");
+        assert_eq!(
+            terminating["team-a.tree.hnc.x-k8s.io/depth"],
+            Value::Null,
+            "team-a exists and is no ancestor"
+        );
     }
 
     #[test]

@@ -30,6 +30,11 @@ const EXIT_REFUSED: u8 = 3;
 /// and admission webhooks whose backend is gone; prints the causes in the order to fix them,
 /// each with its evidence, remedy and risk. Changes nothing unless --fix is given.
 ///
+/// hns deletes a namespace's subnamespaces with it: the Terminating namespaces below a named
+/// namespace are diagnosed too, even once it is gone, and each is reported on the way down to
+/// it, with its own remedy. Finalizing a namespace while namespaces below it exist would orphan
+/// them, and needs --force.
+///
 /// Exit codes: 0 nothing stuck, 2 stuck namespaces found, 3 a fix was refused or failed.
 #[derive(clap::Args, Debug)]
 #[command(group(ArgGroup::new("which").required(true).args(["namespaces", "all_namespaces"])))]

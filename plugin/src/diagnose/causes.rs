@@ -9,6 +9,7 @@ mod content;
 mod hierarchy;
 mod namespace;
 mod nodes;
+mod subtree;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
@@ -38,6 +39,9 @@ pub enum CauseKind {
     ContentDeletionFailure,
     /// hns refuses to delete a subnamespace that is not a leaf.
     BlockedSubnamespace,
+    /// A namespace below, deleted with this one, is stuck: the leaf of the way down, with its
+    /// remedy.
+    StuckSubtree,
     /// Objects were never deleted.
     UndeletedContent,
     /// Deleted pods bound to a node that is not Ready or no longer exists.
@@ -89,6 +93,10 @@ pub enum NamespaceStatus {
 pub struct NamespaceDiagnosis {
     /// Its name.
     pub name: String,
+    /// For a namespace diagnosed because it is below a target: the way down from that target
+    /// to it, both included.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub path: Vec<String>,
     /// Where it stands.
     pub status: NamespaceStatus,
     /// How long it has been Terminating, in seconds.
@@ -151,15 +159,28 @@ impl Diagnosis {
     }
 }
 
-/// Diagnoses every target namespace in `evidence`.
+/// Diagnoses every target namespace in `evidence`, each followed by the stuck namespaces
+/// below it (deepest first) that are not targets themselves.
 pub fn diagnose(evidence: &Evidence) -> Diagnosis {
-    let namespaces = evidence
-        .targets
+    let own: Vec<NamespaceDiagnosis> = diagnosed(evidence)
+        .into_iter()
+        .map(|(name, path)| {
+            let mut n = match evidence.namespace(&name) {
+                None => not_terminating(&name, NamespaceStatus::NotFound),
+                Some(ns) if !ns.terminating() => not_terminating(&name, NamespaceStatus::Active),
+                Some(ns) => stuck_namespace(ns, evidence),
+            };
+            n.path = path;
+            n
+        })
+        .collect();
+    let namespaces = own
         .iter()
-        .map(|name| match evidence.namespace(name) {
-            None => not_terminating(name, NamespaceStatus::NotFound),
-            Some(ns) if !ns.terminating() => not_terminating(name, NamespaceStatus::Active),
-            Some(ns) => stuck_namespace(ns, evidence),
+        .map(|o| {
+            let mut n = o.clone();
+            n.causes.extend(subtree::causes(o, &own, evidence));
+            n.causes.sort_by_key(|c| c.kind);
+            n
         })
         .collect();
     let gaps = evidence
@@ -187,9 +208,28 @@ pub fn diagnose(evidence: &Evidence) -> Diagnosis {
     Diagnosis { namespaces, gaps, warnings }
 }
 
+/// The namespaces to diagnose, each with its way down from the target it was found below
+/// (empty for a target).
+fn diagnosed(ev: &Evidence) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for target in &ev.targets {
+        if !out.iter().any(|(n, _)| n == target) {
+            out.push((target.clone(), Vec::new()));
+        }
+        for below in subtree::stuck_below(target, ev) {
+            let listed = out.iter().any(|(n, _)| *n == below.name) || ev.targets.contains(&below.name);
+            if !listed {
+                out.push((below.name.clone(), ev.path(target, below)));
+            }
+        }
+    }
+    out
+}
+
 fn not_terminating(name: &str, status: NamespaceStatus) -> NamespaceDiagnosis {
     NamespaceDiagnosis {
         name: name.to_string(),
+        path: Vec::new(),
         status,
         terminating_seconds: None,
         spec_finalizers: Vec::new(),
@@ -227,6 +267,7 @@ fn stuck_namespace(ns: &NamespaceState, ev: &Evidence) -> NamespaceDiagnosis {
     causes.sort_by_key(|c| c.kind);
     NamespaceDiagnosis {
         name: ns.name.clone(),
+        path: Vec::new(),
         status: NamespaceStatus::Terminating,
         terminating_seconds: ns.deletion_timestamp.map(|t| age(ev.now, t)),
         spec_finalizers: ns.spec_finalizers.clone(),

@@ -1,7 +1,9 @@
 //! What the scan found: plain data with no I/O, so the diagnosis is a pure function of it and can
 //! be tested without a cluster.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+
+use hns_api::keys::{tree_label, tree_label_ancestor, PARENT, SUBNAMESPACE_OF};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
@@ -51,6 +53,66 @@ impl Evidence {
         self.namespaces.iter().find(|n| n.name == name)
     }
 
+    /// Every namespace below `name`, nearest first, cycle-safe: through the parent each
+    /// records, and through hns's tree labels for those whose way up to `name` has gone.
+    pub fn below<'a>(&'a self, name: &'a str) -> Vec<&'a NamespaceState> {
+        let mut labelled: Vec<&NamespaceState> =
+            self.namespaces.iter().filter(|n| n.depth_below(name).is_some()).collect();
+        labelled.sort_by_key(|n| n.depth_below(name));
+        let mut labelled = labelled.into_iter();
+        let mut seen = HashSet::from([name]);
+        let mut out = Vec::new();
+        let mut queue = VecDeque::from([name]);
+        loop {
+            while let Some(parent) = queue.pop_front() {
+                for child in self.namespaces.iter().filter(|n| n.parent() == Some(parent)) {
+                    if seen.insert(child.name.as_str()) {
+                        out.push(child);
+                        queue.push_back(child.name.as_str());
+                    }
+                }
+            }
+            // Labelled below `name` yet not reached: its way up passes a namespace now gone.
+            let Some(orphan) = labelled.find(|n| !seen.contains(n.name.as_str())) else {
+                return out;
+            };
+            seen.insert(orphan.name.as_str());
+            out.push(orphan);
+            queue.push_back(orphan.name.as_str());
+        }
+    }
+
+    /// The way down from `ancestor` to `ns`, both included, as far as it can be told: the
+    /// parents `ns` and the namespaces above it record, or, where one of them has gone, the
+    /// tree labels of `ns`. Empty when `ns` is not below `ancestor`.
+    pub fn path(&self, ancestor: &str, ns: &NamespaceState) -> Vec<String> {
+        let mut up = vec![ns.name.clone()];
+        let mut current = ns;
+        while let Some(parent) = current.parent() {
+            if up.iter().any(|n| n == parent) {
+                break;
+            }
+            up.push(parent.to_string());
+            if parent == ancestor {
+                up.reverse();
+                return up;
+            }
+            match self.namespace(parent) {
+                Some(p) => current = p,
+                None => break,
+            }
+        }
+        let Some(depth) = ns.depth_below(ancestor) else { return Vec::new() };
+        let mut path: Vec<(u32, String)> = ns
+            .labels
+            .keys()
+            .filter_map(|k| tree_label_ancestor(k))
+            .filter_map(|a| ns.depth_below(a).filter(|d| *d <= depth).map(|d| (d, a.to_string())))
+            .collect();
+        path.sort_by_key(|p| std::cmp::Reverse(p.0));
+        path.into_iter().map(|(_, a)| a).chain([ns.name.clone()]).collect()
+    }
+
     /// The leftovers in namespace `ns`.
     pub fn leftovers_in<'a>(&'a self, ns: &'a str) -> impl Iterator<Item = &'a Leftover> + 'a {
         self.leftovers.iter().filter(move |l| l.namespace == ns)
@@ -84,6 +146,18 @@ impl NamespaceState {
     /// Whether the namespace was deleted and is waiting to go.
     pub fn terminating(&self) -> bool {
         self.deletion_timestamp.is_some()
+    }
+
+    /// Its parent as hns records it: `subnamespace-of` for a subnamespace, `parent` otherwise.
+    pub fn parent(&self) -> Option<&str> {
+        self.annotations.get(SUBNAMESPACE_OF).or_else(|| self.annotations.get(PARENT)).map(String::as_str)
+    }
+
+    /// How far below `ancestor` hns's tree labels place it. The labels still name an ancestor
+    /// that has gone since hns last wrote them, which the parent annotation cannot show.
+    pub fn depth_below(&self, ancestor: &str) -> Option<u32> {
+        let depth = self.labels.get(&tree_label(ancestor))?.parse().ok()?;
+        (depth > 0).then_some(depth)
     }
 }
 

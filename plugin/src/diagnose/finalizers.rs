@@ -1,6 +1,9 @@
 //! Which controller should remove a finalizer, where that can be told: Kubernetes' own
-//! finalizers are known by name; others are matched to the API group of a CustomResourceDefinition
-//! by their domain (`<domain>/<name>`).
+//! finalizers are known by name, and domains Kubernetes reserves (`kubernetes.io`, `k8s.io` and
+//! their subdomains) by domain. Any other finalizer (`<domain>/<name>`) names its owner only when
+//! its domain is exactly an API group of the cluster (the object's own, or a CustomResourceDefinition's):
+//! `example.com/keep` says nothing about the group `bars.example.com`, which may belong to
+//! another team or vendor, so it is reported as of an unknown owner rather than guessed.
 
 /// Who is expected to remove a finalizer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,18 +70,18 @@ pub fn attribute(finalizer: &str, object_group: &str, crds: &[String]) -> Attrib
     let Some((domain, _)) = finalizer.split_once('/') else {
         return unknown(finalizer);
     };
-    if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") || domain.ends_with(".k8s.io") {
+    if reserved_by_kubernetes(domain) {
         return Attribution {
             controller: format!("a Kubernetes component ({domain})"),
             builtin: true,
             hint: None,
         };
     }
+    // Exact matches only: a group sharing a parent domain is no evidence of ownership.
     let groups = crd_groups(crds);
     let owner = std::iter::once(object_group)
         .chain(groups.iter().map(String::as_str))
-        .filter(|g| !g.is_empty())
-        .find(|g| related(domain, g));
+        .find(|g| !g.is_empty() && *g == domain);
     match owner {
         Some(group) => {
             let names: Vec<&str> = crds
@@ -91,16 +94,25 @@ pub fn attribute(finalizer: &str, object_group: &str, crds: &[String]) -> Attrib
             Attribution { controller: format!("the controller of {group}{crds}"), builtin: false, hint: None }
         }
         None => Attribution {
-            controller: format!("the controller that owns {domain}"),
+            controller: format!(
+                "the controller behind {domain} (owner unknown: no API group in this cluster is {domain})"
+            ),
             builtin: false,
             hint: None,
         },
     }
 }
 
+/// Whether `domain` is `kubernetes.io` or `k8s.io` or a subdomain of either: Kubernetes
+/// reserves them for its own components. The match is on a label boundary, so `x-k8s.io`
+/// (the domain of SIG projects such as hns itself or Cluster API) is not one of them.
+fn reserved_by_kubernetes(domain: &str) -> bool {
+    ["kubernetes.io", "k8s.io"].iter().any(|r| domain == *r || domain.ends_with(&format!(".{r}")))
+}
+
 fn unknown(finalizer: &str) -> Attribution {
     Attribution {
-        controller: format!("an unknown controller (finalizer {finalizer:?} names no domain)"),
+        controller: format!("an unknown controller (finalizer \"{finalizer}\" names no domain)"),
         builtin: false,
         hint: None,
     }
@@ -112,23 +124,6 @@ fn crd_groups(crds: &[String]) -> Vec<String> {
     groups.sort();
     groups.dedup();
     groups
-}
-
-/// Whether a finalizer domain and an API group belong to the same project: equal, one a
-/// subdomain of the other (`finalizers.example.com` and `example.com`), or sharing the last two
-/// labels beyond a common word (`kapp-ctrl.k14s.io` and `kappctrl.k14s.io`).
-fn related(domain: &str, group: &str) -> bool {
-    let sub = |a: &str, b: &str| a == b || a.ends_with(&format!(".{b}"));
-    if sub(domain, group) || sub(group, domain) {
-        return true;
-    }
-    let base = |s: &str| -> String {
-        let labels: Vec<&str> = s.split('.').collect();
-        labels[labels.len().saturating_sub(2)..].join(".")
-    };
-    let first = |s: &str| s.split('.').next().unwrap_or("").replace('-', "");
-    let d = domain.trim_start_matches("finalizers.");
-    base(d) == base(group) && first(d) == first(group)
 }
 
 #[cfg(test)]
@@ -155,29 +150,54 @@ mod tests {
     }
 
     #[test]
+    fn leaves_sig_project_domains_to_their_projects() {
+        assert!(!reserved_by_kubernetes("hnc.x-k8s.io"));
+        assert!(!reserved_by_kubernetes("notk8s.io"));
+        assert!(reserved_by_kubernetes("k8s.io") && reserved_by_kubernetes("csi.k8s.io"));
+        assert!(!attribute("cluster.x-k8s.io/machine", "", &[]).builtin);
+    }
+
+    #[test]
     fn matches_a_finalizer_to_its_crd_group() {
-        let a = attribute("stable.example.com/cleanup", "stable.example.com", &crds());
+        let a = attribute("stable.example.com/cleanup", "", &crds());
         assert!(!a.builtin);
         assert_eq!(
             a.controller,
             "the controller of stable.example.com (CRDs: widgets.stable.example.com, gadgets.stable.example.com)"
         );
-        let sub = attribute("finalizers.stable.example.com/x", "", &crds());
-        assert!(sub.controller.starts_with("the controller of stable.example.com"));
-        let kapp = attribute("finalizers.kapp-ctrl.k14s.io/delete", "", &crds());
-        assert!(kapp.controller.starts_with("the controller of kappctrl.k14s.io"), "{kapp:?}");
     }
 
     #[test]
-    fn prefers_the_objects_own_group() {
-        let a = attribute("example.com/block", "stable.example.com", &crds());
-        assert!(a.controller.starts_with("the controller of stable.example.com"));
+    fn matches_the_objects_own_group_exactly() {
+        let a = attribute("other.example.org/x", "other.example.org", &crds());
+        assert_eq!(a.controller, "the controller of other.example.org");
+    }
+
+    /// The case: `example.com/keep` is not `bars.example.com`'s, nor is a subdomain
+    /// of a group, nor a look-alike group, its owner.
+    #[test]
+    fn names_no_owner_on_a_near_match() {
+        let crds = vec!["gadgets.bars.example.com".to_string(), "apps.kappctrl.k14s.io".to_string()];
+        for (finalizer, object_group) in [
+            ("example.com/keep", ""),
+            ("example.com/keep", "bars.example.com"),
+            ("finalizers.bars.example.com/x", ""),
+            ("finalizers.kapp-ctrl.k14s.io/delete", ""),
+        ] {
+            let a = attribute(finalizer, object_group, &crds);
+            assert!(a.controller.contains("owner unknown"), "{finalizer}: {a:?}");
+            assert!(!a.controller.contains("the controller of"), "{finalizer}: {a:?}");
+        }
+        assert_eq!(
+            attribute("example.com/keep", "", &crds).controller,
+            "the controller behind example.com (owner unknown: no API group in this cluster is example.com)"
+        );
     }
 
     #[test]
     fn says_so_when_it_cannot_tell() {
         let a = attribute("acme.io/hold", "", &crds());
-        assert_eq!(a.controller, "the controller that owns acme.io");
+        assert!(a.controller.contains("owner unknown"));
         assert!(!a.builtin);
         assert!(attribute("hold", "", &[]).controller.contains("unknown"));
     }

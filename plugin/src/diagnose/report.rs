@@ -36,17 +36,26 @@ pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
 }
 
 fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
-    let name = paint.head(&format!("Namespace {}", n.name));
-    match n.status {
-        NamespaceStatus::NotFound => {
-            let _ = writeln!(out, "{name}: {}\n", paint.good("not found (nothing to do)"));
-            return;
+    let mut name = format!("Namespace {}", n.name);
+    if n.path.len() > 1 {
+        name.push_str(&format!(" (below {})", n.path[..n.path.len() - 1].join(" > ")));
+    }
+    let name = paint.head(&name);
+    let state = match n.status {
+        NamespaceStatus::NotFound => "not found",
+        NamespaceStatus::Active => "Active, not being deleted",
+        NamespaceStatus::Terminating => "",
+    };
+    if !state.is_empty() {
+        // Only the namespaces below it can still be stuck.
+        if n.causes.is_empty() {
+            let _ = writeln!(out, "{name}: {}\n", paint.good(&format!("{state} (nothing to do)")));
+        } else {
+            let _ = writeln!(out, "{name}: {state}, but namespaces below it are stuck:");
+            causes(out, n, paint);
+            out.push('\n');
         }
-        NamespaceStatus::Active => {
-            let _ = writeln!(out, "{name}: {}\n", paint.good("Active, not being deleted"));
-            return;
-        }
-        NamespaceStatus::Terminating => {}
+        return;
     }
     let since = n.terminating_seconds.map(human_duration).unwrap_or_default();
     let _ = writeln!(out, "{name}: {} for {since}", paint.bad("Terminating"));
@@ -72,14 +81,18 @@ fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
         );
     } else {
         let _ = writeln!(out, "  Causes, in the order to fix them:");
-        for (i, c) in n.causes.iter().enumerate() {
-            cause(out, &format!("{}.", i + 1), c, paint);
-        }
+        causes(out, n, paint);
     }
     if let Some(c) = &n.last_resort {
         cause(out, "Last resort:", c, paint);
     }
     out.push('\n');
+}
+
+fn causes(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
+    for (i, c) in n.causes.iter().enumerate() {
+        cause(out, &format!("{}.", i + 1), c, paint);
+    }
 }
 
 fn condition(out: &mut String, r: &Reading, paint: &Paint) {

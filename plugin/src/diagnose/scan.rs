@@ -73,12 +73,7 @@ async fn gather(client: &Client, target: &Target, progress: &dyn Progress) -> Re
     let mut evidence = Evidence { now: Timestamp::now(), targets, namespaces, ..Default::default() };
     let api_services = read_api_services(client).await;
     evidence.api_services = or_unreadable(api_services, &mut evidence.unreadable);
-    let stuck: Vec<String> = evidence
-        .targets
-        .iter()
-        .filter(|t| evidence.namespace(t).is_some_and(NamespaceState::terminating))
-        .cloned()
-        .collect();
+    let stuck = to_list(&evidence);
     if stuck.is_empty() {
         return Ok(evidence);
     }
@@ -105,6 +100,23 @@ async fn gather(client: &Client, target: &Target, progress: &dyn Progress) -> Re
     evidence.webhooks = or_unreadable(webhooks, &mut evidence.unreadable);
     evidence.crds = read_crd_names(client).await;
     Ok(evidence)
+}
+
+/// The namespaces whose content is listed: the Terminating targets, and the Terminating
+/// namespaces below any target, which hns deleted with it and which may hold it (or be all
+/// that is left of its deletion).
+fn to_list(ev: &Evidence) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for target in &ev.targets {
+        let below = ev.below(target);
+        let found = ev.namespace(target).into_iter().chain(below);
+        for ns in found.filter(|n| n.terminating()) {
+            if !names.contains(&ns.name) {
+                names.push(ns.name.clone());
+            }
+        }
+    }
+    names
 }
 
 /// Cluster-wide lists that a user with read rights in the namespaces only may lack: without

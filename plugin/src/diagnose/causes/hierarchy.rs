@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use hns_api::keys::{ALLOW_CASCADING_DELETION, PARENT, SUBNAMESPACE_OF};
+use hns_api::keys::{ALLOW_CASCADING_DELETION, SUBNAMESPACE_OF};
 
 use super::{listing, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, CONTENT_FAILURE};
@@ -18,11 +18,11 @@ use crate::diagnose::remedy::{Action, RemedyId};
 
 /// The subnamespaces of `ns` whose deletion hns refuses, one cause each.
 pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
-    let failure =
-        conditions::failing(&ns.conditions, CONTENT_FAILURE).filter(|c| c.message.contains("subnamespace"));
+    let failure = conditions::failing(&ns.conditions, CONTENT_FAILURE);
     blocked(ns, ev)
         .into_iter()
         .map(|child| {
+            let failure = failure.filter(|c| names_refusal_of(&c.message, &child.name));
             let kids = children(&child.name, ev);
             let subtree = descendants(&child.name, ev);
             let mut evidence = vec![
@@ -62,6 +62,16 @@ pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
         .collect()
 }
 
+/// Whether the namespace controller's `message` reports hns's refusal to delete subnamespace
+/// `child`: by hns's refusal text or by the object's quoted name, both of which delimit the
+/// name, so a mere mention of "subnamespace", or a longer name containing `child`'s, is not
+/// taken for evidence about `child`.
+fn names_refusal_of(message: &str, child: &str) -> bool {
+    let refusal = format!("subnamespace {child} is not a leaf");
+    let object = format!("subnamespaces.{} \"{child}\"", hns_api::GROUP);
+    message.contains(&refusal) || message.contains(&object)
+}
+
 /// The display names (`subnamespaces.hnc.x-k8s.io/NAME`) of the blocked subnamespaces, which
 /// are not "never deleted content" but this cause.
 pub fn blocked_names(ns: &NamespaceState, ev: &Evidence) -> Vec<String> {
@@ -76,28 +86,13 @@ fn blocked<'a>(ns: &NamespaceState, ev: &'a Evidence) -> Vec<&'a NamespaceState>
         .collect()
 }
 
-fn parent_of(ns: &NamespaceState) -> Option<&String> {
-    ns.annotations.get(SUBNAMESPACE_OF).or_else(|| ns.annotations.get(PARENT))
-}
-
 fn children(name: &str, ev: &Evidence) -> Vec<String> {
-    ev.namespaces.iter().filter(|n| parent_of(n).is_some_and(|p| p == name)).map(|n| n.name.clone()).collect()
+    ev.namespaces.iter().filter(|n| n.parent() == Some(name)).map(|n| n.name.clone()).collect()
 }
 
 /// Every namespace below `name`, cycle-safe.
 fn descendants(name: &str, ev: &Evidence) -> Vec<String> {
-    let mut seen = HashSet::from([name.to_string()]);
-    let mut queue = vec![name.to_string()];
-    let mut out = Vec::new();
-    while let Some(n) = queue.pop() {
-        for c in children(&n, ev) {
-            if seen.insert(c.clone()) {
-                out.push(c.clone());
-                queue.push(c);
-            }
-        }
-    }
-    out
+    ev.below(name).iter().map(|n| n.name.clone()).collect()
 }
 
 /// Whether `ns` or an ancestor allows cascading deletion, cycle-safe.
@@ -111,13 +106,15 @@ fn cascading_allowed(ns: &NamespaceState, ev: &Evidence) -> bool {
         if n.annotations.get(ALLOW_CASCADING_DELETION).is_some_and(|v| v == "true") {
             return true;
         }
-        current = parent_of(n).and_then(|p| ev.namespace(p));
+        current = n.parent().and_then(|p| ev.namespace(p));
     }
     false
 }
 
 #[cfg(test)]
 mod tests {
+    use hns_api::keys::PARENT;
+
     use super::*;
     use crate::diagnose::causes::fixtures::*;
 
@@ -170,6 +167,21 @@ mod tests {
         parent.annotations.insert(ALLOW_CASCADING_DELETION.into(), "true".into());
         ev.namespaces[0] = parent.clone();
         assert!(blocked_subnamespaces(&parent, &ev).is_empty());
+    }
+
+    #[test]
+    fn the_condition_is_evidence_only_for_the_subnamespace_it_names() {
+        let (mut parent, mut ev) = tree(&[]);
+        let other = "Failed to delete all resource types, 1 remaining: subnamespace x-sub is not a leaf and doesn't allow cascading deletion";
+        parent.conditions = vec![cond(CONTENT_FAILURE, "True", other)];
+        ev.namespaces[0] = parent.clone();
+        assert_eq!(blocked_subnamespaces(&parent, &ev)[0].evidence.len(), 2, "x-sub is not sub");
+        let own = "Failed to delete all resource types, 1 remaining: subnamespace sub is not a leaf and doesn't allow cascading deletion";
+        parent.conditions = vec![cond(CONTENT_FAILURE, "True", own)];
+        ev.namespaces[0] = parent.clone();
+        assert!(blocked_subnamespaces(&parent, &ev)[0].evidence[2].ends_with(own));
+        assert!(names_refusal_of(r#"subnamespaces.hnc.x-k8s.io "sub" is forbidden"#, "sub"));
+        assert!(!names_refusal_of(r#"subnamespaces.hnc.x-k8s.io "sub-2" is forbidden"#, "sub"));
     }
 
     #[test]

@@ -134,6 +134,15 @@ fn remaining_content(ns: &NamespaceState, ev: &Evidence) -> Vec<String> {
         .map(|f| f.group_version.clone())
         .chain(ev.list_failures.iter().filter(|f| f.namespace == ns.name).map(|f| f.resource.qualified()))
         .collect();
+    // Finalizing a parent does not wait for its subnamespaces: they would stay, naming a
+    // parent that no longer exists, cut off from the policies and objects it gave them.
+    let below: Vec<String> = ev.below(&ns.name).iter().map(|n| n.name.clone()).collect();
+    if !below.is_empty() {
+        found.push(format!(
+            "finalizing it would orphan {}, the namespace(s) below it that still exist",
+            listing(&below, 5)
+        ));
+    }
     if !unseen.is_empty() {
         found.push(format!("content of {} could not be listed and may remain", listing(&unseen, 5)));
     } else if conditions::failing(&ns.conditions, DISCOVERY_FAILURE).is_some() {
