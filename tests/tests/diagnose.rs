@@ -613,6 +613,27 @@ async fn diagnose_two_causes_at_once() {
     witness.assert_untouched(&env);
 }
 
+/// The three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, each name made
+/// unique; returns them once hns has placed `h1-c-g` two levels below `h1`.
+async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, String) {
+    let client = env.admin().await;
+    let h1 = unique("diag-h1");
+    let (c, g) = (format!("{h1}-c"), format!("{h1}-c-g"));
+    for ns in [&h1, &c, &g] {
+        cleanup.namespace(ns);
+    }
+    create_namespace(&client, &h1, &[]).await;
+    create_subns(&client, &h1, &c).await.expect("subnamespace h1-c");
+    create_subns(&client, &c, &g).await.expect("subnamespace h1-c-g");
+    allow_cascading_deletion(&client, &h1).await.expect("cascading deletion on h1");
+    let labelled = format!("{{.metadata.labels.{}}}", hns_api::keys::tree_label(&h1).replace('.', "\\."));
+    eventually("hns places h1-c-g two levels below h1", WAIT, || async {
+        (get(env, &["namespace", &g], &labelled).as_deref() == Some("2")).then_some(())
+    })
+    .await;
+    (h1, c, g)
+}
+
 /// The three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, where ConfigMap `w`
 /// in `h1-c-g` carries a finalizer nothing removes. hns deletes the whole subtree with `h1`, and
 /// `h1` and `h1-c` go (no parent waits for its subnamespaces' namespaces), leaving `h1-c-g`
@@ -622,24 +643,10 @@ async fn diagnose_two_causes_at_once() {
 async fn diagnose_follows_a_stuck_subtree() {
     let _serial = SERIAL.lock().await;
     let env = Env::get();
-    let client = env.admin().await;
     let mut cleanup = Cleanup::new(&env);
     let witness = Witness::new(&env, &mut cleanup, None);
-    let h1 = unique("diag-h1");
-    let (c, g) = (format!("{h1}-c"), format!("{h1}-c-g"));
-    for ns in [&h1, &c, &g] {
-        cleanup.namespace(ns);
-    }
+    let (h1, c, g) = three_levels(&env, &mut cleanup).await;
     cleanup.finalized.push(("configmaps".into(), g.clone()));
-    create_namespace(&client, &h1, &[]).await;
-    create_subns(&client, &h1, &c).await.expect("subnamespace h1-c");
-    create_subns(&client, &c, &g).await.expect("subnamespace h1-c-g");
-    allow_cascading_deletion(&client, &h1).await.expect("cascading deletion on h1");
-    let labelled = format!("{{.metadata.labels.{}}}", hns_api::keys::tree_label(&h1).replace('.', "\\."));
-    eventually("hns places h1-c-g two levels below h1", WAIT, || async {
-        (get(&env, &["namespace", &g], &labelled).as_deref() == Some("2")).then_some(())
-    })
-    .await;
     apply(
         &env,
         &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: w, namespace: {g}, finalizers: [example.com/f]}}\n"),
@@ -677,6 +684,46 @@ async fn diagnose_follows_a_stuck_subtree() {
     assert!(writes[0].contains(&format!("PATCH /api/v1/namespaces/{g}/configmaps/w")), "{narration}");
     assert!(narration.contains(&format!("[{g}] fixed: the namespace is gone")), "{narration}");
     for ns in [&h1, &c, &g] {
+        assert_eq!(get(&env, &["namespace", ns], "{.metadata.name}"), None, "{ns} is gone");
+    }
+    witness.assert_untouched(&env);
+}
+
+/// The three levels held by an unavailable APIService instead: all three stay Terminating.
+/// Asked about `h1`, diagnose reports the namespaces below it too (the APIService once, in
+/// `h1`), refuses to finalize `h1` while they exist, and deleting the APIService frees all three.
+#[tokio::test]
+async fn diagnose_follows_a_subtree_held_by_an_api_service() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let witness = Witness::new(&env, &mut cleanup, None);
+    let (h1, c, g) = three_levels(&env, &mut cleanup).await;
+    dead_api_service(&env, &mut cleanup).await;
+    ok(env.kubectl(&["delete", "namespace", &h1, "--wait=false"]));
+    for ns in [&h1, &c, &g] {
+        condition(&env, ns, "NamespaceDeletionDiscoveryFailure").await;
+    }
+
+    let report = dry_run(&env, &h1);
+    for line in [
+        "1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)".to_string(),
+        format!("finalizing it would orphan {c}, {g}, the namespace(s) below it that still exist"),
+        format!("Namespace {g} (below {h1} > {c}): Terminating"),
+        format!("Namespace {c} (below {h1}): Terminating"),
+    ] {
+        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
+    }
+    assert_eq!(cause_kinds(&json(&env, &h1)), ["unavailable_api_service"], "said once, in h1");
+
+    let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
+    let narration = stderr(&out);
+    assert_eq!(code(&out), 0, "fix failed:\n{}\n{narration}", stdout(&out));
+    let writes: Vec<&str> = narration.lines().filter(|l| l.trim_start().starts_with("done:")).collect();
+    assert_eq!(writes.len(), 1, "one write only:\n{narration}");
+    assert!(writes[0].contains("DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com"));
+    for ns in [&h1, &c, &g] {
+        assert!(narration.contains(&format!("[{ns}] fixed: the namespace is gone")), "{narration}");
         assert_eq!(get(&env, &["namespace", ns], "{.metadata.name}"), None, "{ns} is gone");
     }
     witness.assert_untouched(&env);
