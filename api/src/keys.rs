@@ -50,6 +50,10 @@ pub const CONDITIONS: &str = "hnc.x-k8s.io/conditions";
 /// holds, that lets hns tell state it wrote from state written while its webhook was skipped.
 pub const SEAL: &str = "hnc.x-k8s.io/seal";
 
+/// Finalizer on a namespace while it has subnamespaces (HNC's name; HNC put it on the
+/// namespace's HierarchyConfiguration): a namespace is not gone before its subnamespaces are.
+pub const HAS_SUBNAMESPACE_FINALIZER: &str = "hnc.x-k8s.io/hasSubnamespace";
+
 /// Every annotation only hns may write.
 pub const HNS_ANNOTATIONS: &[&str] = &[
     CONDITIONS,

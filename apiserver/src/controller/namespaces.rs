@@ -8,7 +8,7 @@ use hns_api::keys;
 use serde_json::{json, Map, Value};
 
 use crate::hierarchy::conditions;
-use crate::hierarchy::forest::Forest;
+use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::plan;
 use crate::hierarchy::policy::Policy;
 
@@ -54,14 +54,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         }
     }
     let owned = |k: &String| keys::is_hns_label(k) || policy.is_managed_label(k);
-    // A terminating namespace keeps the tree labels of ancestors that have gone: the record of
-    // the subtree it was deleted with (cascading deletion takes the parents first), which
-    // `kubectl hns diagnose` follows from a deleted namespace down to what its deletion left.
-    let gone_ancestor = |k: &String| {
-        meta.deletion_timestamp.is_some()
-            && keys::tree_label_ancestor(k).is_some_and(|a| forest.get(a).is_none())
-    };
-    for k in current_labels.keys().filter(|k| owned(k) && !want.contains_key(*k) && !gone_ancestor(k)) {
+    for k in current_labels.keys().filter(|k| owned(k) && !want.contains_key(*k)) {
         labels.insert(k.clone(), Value::Null);
     }
 
@@ -95,12 +88,38 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         }
     }
 
-    if labels.is_empty() && annotations.is_empty() {
+    let finalizers = finalizers(forest, node);
+    if labels.is_empty() && annotations.is_empty() && finalizers.is_none() {
         return None;
     }
-    Some(
-        json!({"metadata": {"resourceVersion": meta.resource_version, "labels": labels, "annotations": annotations}}),
-    )
+    let mut metadata = json!({"resourceVersion": meta.resource_version, "labels": labels, "annotations": annotations});
+    if let Some(finalizers) = finalizers {
+        metadata["finalizers"] = finalizers.into();
+    }
+    Some(json!({ "metadata": metadata }))
+}
+
+/// The namespace's finalizers with HNC's `hasSubnamespace` added or removed, or `None` if they
+/// are right. It stays while the namespace has subnamespaces, so that a parent is not gone
+/// before its subnamespaces are: a subnamespace stuck in Terminating keeps every namespace above
+/// it Terminating too, in sight, and the chain can be followed down (`kubectl hns diagnose`).
+/// A terminating namespace that may not delete its subnamespaces (its deletion went round the
+/// webhook) lets them go instead, as HNC does; and the API server refuses new finalizers on a
+/// terminating object, so it is only ever removed there. The patch carries the whole list,
+/// guarded by the resourceVersion like the rest.
+fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
+    let meta = &node.object.metadata;
+    let current = meta.finalizers.clone().unwrap_or_default();
+    let has = current.iter().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER);
+    let terminating = meta.deletion_timestamp.is_some();
+    let name = node.name();
+    let want = forest.subnamespaces(name).next().is_some()
+        && if terminating { has && forest.allows_cascading_deletion(name) } else { true };
+    match (has, want) {
+        (false, true) => Some(current.into_iter().chain([keys::HAS_SUBNAMESPACE_FINALIZER.to_string()]).collect()),
+        (true, false) => Some(current.into_iter().filter(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER).collect()),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -123,6 +142,63 @@ mod tests {
         json_patch::merge(&mut v, &p);
         obj = serde_json::from_value(v).unwrap();
         f.upsert(obj);
+    }
+
+    /// `name` in `f` marked deleted, with cascading deletion allowed or not.
+    fn delete(f: &mut Forest, name: &str, cascading: bool) {
+        let mut ns = (*f.get(name).unwrap().object).clone();
+        ns.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+        if cascading {
+            ns.metadata.annotations.get_or_insert_default().insert(keys::ALLOW_CASCADING_DELETION.into(), "true".into());
+        }
+        f.upsert(sealed(ns));
+    }
+
+    /// The finalizers `ns` has once the controller's patch is applied.
+    fn finalizers_after(f: &mut Forest, ns: &str) -> Vec<String> {
+        if let Some(p) = patch(f, &policy(), ns, now()) {
+            apply(f, ns, &p);
+        }
+        f.get(ns).unwrap().object.metadata.finalizers.clone().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_namespace_with_subnamespaces_is_held_until_they_are_gone() {
+        let mut f = forest("acme full:acme sub:~acme");
+        assert_eq!(finalizers_after(&mut f, "acme"), [keys::HAS_SUBNAMESPACE_FINALIZER]);
+        assert!(finalizers_after(&mut f, "sub").is_empty(), "no subnamespaces: no finalizer");
+        assert!(finalizers_after(&mut f, "full").is_empty(), "a full child holds nothing, as in HNC");
+        assert!(patch(&f, &policy(), "acme", now()).is_none(), "converged");
+
+        delete(&mut f, "acme", true);
+        assert_eq!(finalizers_after(&mut f, "acme"), [keys::HAS_SUBNAMESPACE_FINALIZER], "kept while sub exists");
+        let sub = (*f.get("sub").unwrap().object).clone();
+        f.remove(&sub);
+        assert!(finalizers_after(&mut f, "acme").is_empty(), "released once sub is gone");
+    }
+
+    #[test]
+    fn a_terminating_namespace_gets_no_new_finalizer_and_releases_without_cascading() {
+        let mut f = forest("acme sub:~acme");
+        delete(&mut f, "acme", true);
+        assert!(finalizers_after(&mut f, "acme").is_empty(), "the API server refuses new finalizers on it");
+
+        let mut f = forest("acme sub:~acme");
+        assert_eq!(finalizers_after(&mut f, "acme"), [keys::HAS_SUBNAMESPACE_FINALIZER]);
+        delete(&mut f, "acme", false);
+        assert!(finalizers_after(&mut f, "acme").is_empty(), "its subnamespaces are not deleted with it");
+    }
+
+    #[test]
+    fn other_finalizers_are_kept() {
+        let mut f = forest("acme sub:~acme");
+        let mut ns = (*f.get("acme").unwrap().object).clone();
+        ns.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+        f.upsert(ns);
+        assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep", keys::HAS_SUBNAMESPACE_FINALIZER]);
+        let sub = (*f.get("sub").unwrap().object).clone();
+        f.remove(&sub);
+        assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep"]);
     }
 
     #[test]
@@ -193,37 +269,6 @@ mod tests {
         let p = patch(&f, &policy(), "team", now()).unwrap();
         assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "alice");
         assert_eq!(p["metadata"]["labels"]["team.example.com/tier"], "gold");
-    }
-
-    #[test]
-    fn a_terminating_namespace_keeps_the_labels_of_ancestors_gone() {
-        let labelled = |deleted: bool| {
-            let mut f = forest("team-a");
-            let mut ns = namespace("svc", Some("acme"), true);
-            ns.metadata.labels = Some(
-                [
-                    ("svc.tree.hnc.x-k8s.io/depth".to_string(), "0".to_string()),
-                    ("acme.tree.hnc.x-k8s.io/depth".to_string(), "1".to_string()),
-                    ("team-a.tree.hnc.x-k8s.io/depth".to_string(), "2".to_string()),
-                ]
-                .into(),
-            );
-            if deleted {
-                ns.metadata.deletion_timestamp =
-                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
-            }
-            f.upsert(ns);
-            patch(&f, &policy(), "svc", now()).unwrap()["metadata"]["labels"].clone()
-        };
-        let live = labelled(false);
-        assert_eq!(live["acme.tree.hnc.x-k8s.io/depth"], Value::Null, "a live namespace is relabelled");
-        let terminating = labelled(true);
-        assert!(terminating.get("acme.tree.hnc.x-k8s.io/depth").is_none(), "acme is gone: kept");
-        assert_eq!(
-            terminating["team-a.tree.hnc.x-k8s.io/depth"],
-            Value::Null,
-            "team-a exists and is no ancestor"
-        );
     }
 
     #[test]
