@@ -614,7 +614,7 @@ async fn diagnose_two_causes_at_once() {
 }
 
 /// The issue's three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, each name made
-/// unique; returns them once hns has placed `h1-c-g` two levels below `h1`.
+/// unique; returns them once hns holds `h1` and `h1-c` for their subnamespaces.
 async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, String) {
     let client = env.admin().await;
     let h1 = unique("diag-h1");
@@ -626,19 +626,38 @@ async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, Stri
     create_subns(&client, &h1, &c).await.expect("subnamespace h1-c");
     create_subns(&client, &c, &g).await.expect("subnamespace h1-c-g");
     allow_cascading_deletion(&client, &h1).await.expect("cascading deletion on h1");
-    let labelled = format!("{{.metadata.labels.{}}}", hns_api::keys::tree_label(&h1).replace('.', "\\."));
-    eventually("hns places h1-c-g two levels below h1", WAIT, || async {
-        (get(env, &["namespace", &g], &labelled).as_deref() == Some("2")).then_some(())
-    })
-    .await;
+    for parent in [&h1, &c] {
+        held_for_subnamespaces(env, parent).await;
+    }
     (h1, c, g)
 }
 
+/// Waits until `ns` carries hns's finalizer for its subnamespaces.
+async fn held_for_subnamespaces(env: &Env, ns: &str) {
+    eventually("hns holds the parent for its subnamespaces", WAIT, || async {
+        let f = get(env, &["namespace", ns], "{.metadata.finalizers}")?;
+        f.contains(hns_api::keys::HAS_SUBNAMESPACE_FINALIZER).then_some(())
+    })
+    .await;
+}
+
+/// After `--fix --yes` on `h1`: the one write it made, and all three namespaces gone.
+fn fixed_with_one_write(env: &Env, out: &Output, levels: [&String; 3], write: &str) {
+    let narration = stderr(out);
+    assert_eq!(code(out), 0, "fix failed:\n{}\n{narration}", stdout(out));
+    let writes: Vec<&str> = narration.lines().filter(|l| l.trim_start().starts_with("done:")).collect();
+    assert_eq!(writes.len(), 1, "one write only:\n{narration}");
+    assert!(writes[0].contains(write), "{narration}");
+    for ns in levels {
+        assert_eq!(get(env, &["namespace", ns], "{.metadata.name}"), None, "{ns} is gone");
+    }
+}
+
 /// The issue's three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, where ConfigMap `w`
-/// in `h1-c-g` carries a finalizer nothing removes. hns deletes the whole subtree with `h1`, and
-/// `h1` and `h1-c` go (no parent waits for its subnamespaces' namespaces), leaving `h1-c-g`
-/// behind: asked about `h1`, diagnose must follow the way down to that one object, and
-/// `--fix --yes` must free everything by removing that one finalizer and nothing else.
+/// in `h1-c-g` carries a finalizer nothing removes. hns deletes the whole subtree with `h1`;
+/// `h1-c-g` stays, and with it `h1-c` and `h1` (a parent is not gone before its subnamespaces).
+/// Asked about `h1`, diagnose must follow the way down to that one object, and `--fix --yes`
+/// must free all three by removing that one finalizer and nothing else.
 #[tokio::test]
 async fn diagnose_follows_a_stuck_subtree() {
     let _serial = SERIAL.lock().await;
@@ -653,39 +672,89 @@ async fn diagnose_follows_a_stuck_subtree() {
     );
     ok(env.kubectl(&["delete", "namespace", &h1, "--wait=false"]));
     condition(&env, &g, "NamespaceFinalizersRemaining").await;
-    eventually("h1 and h1-c gone, h1-c-g left behind", WAIT, || async {
-        let gone = |ns: &str| get(&env, &["namespace", ns], "{.metadata.name}").is_none();
-        (gone(&h1) && gone(&c)).then_some(())
-    })
-    .await;
+    for ns in [&h1, &c] {
+        eventually("the namespace controller is done with h1 and h1-c", WAIT, || async {
+            let f = get(&env, &["namespace", ns], "{.spec.finalizers}")?;
+            (!f.contains("kubernetes")).then_some(())
+        })
+        .await;
+        let phase = get(&env, &["namespace", ns], "{.status.phase}");
+        assert_eq!(phase.as_deref(), Some("Terminating"), "{ns} waits for what is below it");
+    }
 
     let configmap = version(&env, &["configmap", "w", "-n", &g]);
     let out = hns(&env, &["diagnose", &h1]);
     let report = stdout(&out);
-    assert_eq!(code(&out), 2, "stuck below means exit 2:\n{report}{}", stderr(&out));
+    assert_eq!(code(&out), 2, "stuck means exit 2:\n{report}{}", stderr(&out));
     for line in [
-        format!("Namespace {h1}: not found, but namespaces below it are stuck:"),
-        format!("1. {g}, below {h1} (gone) through {c} (gone), is still Terminating: 1 object(s) wait for finalizer example.com/f, which nothing removes"),
+        format!("1. {h1} waits for {c}, which waits for {g}: 1 object(s) wait for finalizer example.com/f, which nothing removes"),
+        format!("evidence: the way down: {h1} (Terminating) > {c} (Terminating) > {g} (Terminating)"),
         format!("PATCH /api/v1/namespaces/{g}/configmaps/w (application/json-patch+json)"),
         format!("Namespace {g} (below {h1} > {c}): Terminating"),
     ] {
         assert!(report.contains(&line), "missing {line:?} in:\n{report}");
     }
+    assert!(!report.contains("remove finalizer hnc.x-k8s.io/hasSubnamespace"), "never orphan:\n{report}");
     let doc: Value = serde_json::from_slice(&hns(&env, &["diagnose", &h1, "-o", "json"]).stdout).unwrap();
     assert_eq!(doc["namespaces"][0]["causes"][0]["kind"], "stuck_subtree");
     assert_eq!(doc["namespaces"][1]["path"], serde_json::json!([h1, c, g]));
     assert_eq!(version(&env, &["configmap", "w", "-n", &g]), configmap, "dry run");
 
     let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
-    let narration = stderr(&out);
-    assert_eq!(code(&out), 0, "fix failed:\n{}\n{narration}", stdout(&out));
-    let writes: Vec<&str> = narration.lines().filter(|l| l.trim_start().starts_with("done:")).collect();
-    assert_eq!(writes.len(), 1, "one write only:\n{narration}");
-    assert!(writes[0].contains(&format!("PATCH /api/v1/namespaces/{g}/configmaps/w")), "{narration}");
-    assert!(narration.contains(&format!("[{g}] fixed: the namespace is gone")), "{narration}");
-    for ns in [&h1, &c, &g] {
-        assert_eq!(get(&env, &["namespace", ns], "{.metadata.name}"), None, "{ns} is gone");
+    fixed_with_one_write(&env, &out, [&h1, &c, &g], &format!("PATCH /api/v1/namespaces/{g}/configmaps/w"));
+    witness.assert_untouched(&env);
+}
+
+/// The three levels held by a `failurePolicy: Fail` webhook whose backend is gone, intercepting
+/// DELETEs in `h1-c-g` only: asked about `h1`, diagnose leads down to the webhook, and deleting
+/// that webhook configuration (the one write) frees all three.
+#[tokio::test]
+async fn diagnose_follows_a_subtree_held_by_a_webhook() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let witness = Witness::new(&env, &mut cleanup, None);
+    let (h1, c, g) = three_levels(&env, &mut cleanup).await;
+    let hook = format!("{h1}-deny");
+    cleanup.webhooks.push(hook.clone());
+    ok(env.kubectl(&["create", "configmap", "victim", "-n", &g, "--from-literal=a=b"]));
+    apply(
+        &env,
+        &format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {{name: {hook}}}
+webhooks:
+- name: deny.diag.example.com
+  failurePolicy: Fail
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  clientConfig:
+    service: {{namespace: default, name: diag-missing, port: 443}}
+  rules:
+  - {{operations: [DELETE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
+  namespaceSelector:
+    matchLabels: {{kubernetes.io/metadata.name: {g}}}
+"#
+        ),
+    );
+    ok(env.kubectl(&["delete", "namespace", &h1, "--wait=false"]));
+    condition(&env, &g, "NamespaceDeletionContentFailure").await;
+
+    let report = dry_run(&env, &h1);
+    for line in [
+        format!("1. {h1} waits for {c}, which waits for {g}: admission webhook deny.diag.example.com fails closed and cannot be called"),
+        format!("DELETE /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{hook} with preconditions"),
+    ] {
+        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
     }
+    let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
+    fixed_with_one_write(
+        &env,
+        &out,
+        [&h1, &c, &g],
+        &format!("DELETE /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{hook}"),
+    );
     witness.assert_untouched(&env);
 }
 
@@ -717,15 +786,8 @@ async fn diagnose_follows_a_subtree_held_by_an_api_service() {
     assert_eq!(cause_kinds(&json(&env, &h1)), ["unavailable_api_service"], "said once, in h1");
 
     let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
-    let narration = stderr(&out);
-    assert_eq!(code(&out), 0, "fix failed:\n{}\n{narration}", stdout(&out));
-    let writes: Vec<&str> = narration.lines().filter(|l| l.trim_start().starts_with("done:")).collect();
-    assert_eq!(writes.len(), 1, "one write only:\n{narration}");
-    assert!(writes[0].contains("DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com"));
-    for ns in [&h1, &c, &g] {
-        assert!(narration.contains(&format!("[{ns}] fixed: the namespace is gone")), "{narration}");
-        assert_eq!(get(&env, &["namespace", ns], "{.metadata.name}"), None, "{ns} is gone");
-    }
+    let write = "DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com";
+    fixed_with_one_write(&env, &out, [&h1, &c, &g], write);
     witness.assert_untouched(&env);
 }
 

@@ -92,7 +92,8 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
     if labels.is_empty() && annotations.is_empty() && finalizers.is_none() {
         return None;
     }
-    let mut metadata = json!({"resourceVersion": meta.resource_version, "labels": labels, "annotations": annotations});
+    let mut metadata =
+        json!({"resourceVersion": meta.resource_version, "labels": labels, "annotations": annotations});
     if let Some(finalizers) = finalizers {
         metadata["finalizers"] = finalizers.into();
     }
@@ -116,8 +117,12 @@ fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
     let want = forest.subnamespaces(name).next().is_some()
         && if terminating { has && forest.allows_cascading_deletion(name) } else { true };
     match (has, want) {
-        (false, true) => Some(current.into_iter().chain([keys::HAS_SUBNAMESPACE_FINALIZER.to_string()]).collect()),
-        (true, false) => Some(current.into_iter().filter(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER).collect()),
+        (false, true) => {
+            Some(current.into_iter().chain([keys::HAS_SUBNAMESPACE_FINALIZER.to_string()]).collect())
+        }
+        (true, false) => {
+            Some(current.into_iter().filter(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER).collect())
+        }
         _ => None,
     }
 }
@@ -149,7 +154,10 @@ mod tests {
         let mut ns = (*f.get(name).unwrap().object).clone();
         ns.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
         if cascading {
-            ns.metadata.annotations.get_or_insert_default().insert(keys::ALLOW_CASCADING_DELETION.into(), "true".into());
+            ns.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(keys::ALLOW_CASCADING_DELETION.into(), "true".into());
         }
         f.upsert(sealed(ns));
     }
@@ -171,7 +179,11 @@ mod tests {
         assert!(patch(&f, &policy(), "acme", now()).is_none(), "converged");
 
         delete(&mut f, "acme", true);
-        assert_eq!(finalizers_after(&mut f, "acme"), [keys::HAS_SUBNAMESPACE_FINALIZER], "kept while sub exists");
+        assert_eq!(
+            finalizers_after(&mut f, "acme"),
+            [keys::HAS_SUBNAMESPACE_FINALIZER],
+            "kept while sub exists"
+        );
         let sub = (*f.get("sub").unwrap().object).clone();
         f.remove(&sub);
         assert!(finalizers_after(&mut f, "acme").is_empty(), "released once sub is gone");

@@ -262,6 +262,7 @@ fn stuck_namespace(ns: &NamespaceState, ev: &Evidence) -> NamespaceDiagnosis {
     causes.extend(content::terminating_pods(ns, ev, &nodes::waiting_pod_names(ns, ev)));
     causes.extend(content::pending_finalizers(ns, ev));
     causes.extend(namespace::foreign_spec_finalizers(ns));
+    causes.extend(hierarchy::subnamespace_finalizer(ns, ev));
     causes.extend(namespace::metadata_finalizers(ns, ev));
     // Stable: within a kind, the order the rules produced.
     causes.sort_by_key(|c| c.kind);

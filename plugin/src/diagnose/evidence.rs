@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
-use hns_api::keys::{tree_label, tree_label_ancestor, PARENT, SUBNAMESPACE_OF};
+use hns_api::keys::{PARENT, SUBNAMESPACE_OF};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
@@ -53,38 +53,26 @@ impl Evidence {
         self.namespaces.iter().find(|n| n.name == name)
     }
 
-    /// Every namespace below `name`, nearest first, cycle-safe: through the parent each
-    /// records, and through hns's tree labels for those whose way up to `name` has gone.
+    /// Every namespace below `name`, nearest first, cycle-safe, through the parent each
+    /// records. (A parent stays until its subnamespaces are gone, hns's finalizer
+    /// `hasSubnamespace`, so the way down from a Terminating namespace is all there.)
     pub fn below<'a>(&'a self, name: &'a str) -> Vec<&'a NamespaceState> {
-        let mut labelled: Vec<&NamespaceState> =
-            self.namespaces.iter().filter(|n| n.depth_below(name).is_some()).collect();
-        labelled.sort_by_key(|n| n.depth_below(name));
-        let mut labelled = labelled.into_iter();
         let mut seen = HashSet::from([name]);
         let mut out = Vec::new();
         let mut queue = VecDeque::from([name]);
-        loop {
-            while let Some(parent) = queue.pop_front() {
-                for child in self.namespaces.iter().filter(|n| n.parent() == Some(parent)) {
-                    if seen.insert(child.name.as_str()) {
-                        out.push(child);
-                        queue.push_back(child.name.as_str());
-                    }
+        while let Some(parent) = queue.pop_front() {
+            for child in self.namespaces.iter().filter(|n| n.parent() == Some(parent)) {
+                if seen.insert(child.name.as_str()) {
+                    out.push(child);
+                    queue.push_back(child.name.as_str());
                 }
             }
-            // Labelled below `name` yet not reached: its way up passes a namespace now gone.
-            let Some(orphan) = labelled.find(|n| !seen.contains(n.name.as_str())) else {
-                return out;
-            };
-            seen.insert(orphan.name.as_str());
-            out.push(orphan);
-            queue.push_back(orphan.name.as_str());
         }
+        out
     }
 
-    /// The way down from `ancestor` to `ns`, both included, as far as it can be told: the
-    /// parents `ns` and the namespaces above it record, or, where one of them has gone, the
-    /// tree labels of `ns`. Empty when `ns` is not below `ancestor`.
+    /// The way down from `ancestor` to `ns`, both included, through the parents they record.
+    /// Empty when `ns` is not below `ancestor`.
     pub fn path(&self, ancestor: &str, ns: &NamespaceState) -> Vec<String> {
         let mut up = vec![ns.name.clone()];
         let mut current = ns;
@@ -102,15 +90,7 @@ impl Evidence {
                 None => break,
             }
         }
-        let Some(depth) = ns.depth_below(ancestor) else { return Vec::new() };
-        let mut path: Vec<(u32, String)> = ns
-            .labels
-            .keys()
-            .filter_map(|k| tree_label_ancestor(k))
-            .filter_map(|a| ns.depth_below(a).filter(|d| *d <= depth).map(|d| (d, a.to_string())))
-            .collect();
-        path.sort_by_key(|p| std::cmp::Reverse(p.0));
-        path.into_iter().map(|(_, a)| a).chain([ns.name.clone()]).collect()
+        Vec::new()
     }
 
     /// The leftovers in namespace `ns`.
@@ -151,13 +131,6 @@ impl NamespaceState {
     /// Its parent as hns records it: `subnamespace-of` for a subnamespace, `parent` otherwise.
     pub fn parent(&self) -> Option<&str> {
         self.annotations.get(SUBNAMESPACE_OF).or_else(|| self.annotations.get(PARENT)).map(String::as_str)
-    }
-
-    /// How far below `ancestor` hns's tree labels place it. The labels still name an ancestor
-    /// that has gone since hns last wrote them, which the parent annotation cannot show.
-    pub fn depth_below(&self, ancestor: &str) -> Option<u32> {
-        let depth = self.labels.get(&tree_label(ancestor))?.parse().ok()?;
-        (depth > 0).then_some(depth)
     }
 }
 

@@ -5,12 +5,14 @@
 //!
 //! The hierarchy lives on Namespace annotations: `hnc.x-k8s.io/subnamespace-of: P` and
 //! `hnc.x-k8s.io/parent: P` name the parent, `hnc.x-k8s.io/allow-cascading-deletion: "true"`
-//! allows cascading deletion.
+//! allows cascading deletion. A namespace with subnamespaces carries hns's finalizer
+//! `hnc.x-k8s.io/hasSubnamespace`, which hns removes once they are gone.
 
 use std::collections::HashSet;
 
-use hns_api::keys::{ALLOW_CASCADING_DELETION, SUBNAMESPACE_OF};
+use hns_api::keys::{ALLOW_CASCADING_DELETION, HAS_SUBNAMESPACE_FINALIZER, SUBNAMESPACE_OF};
 
+use super::namespace::finalizer_removal;
 use super::{listing, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, CONTENT_FAILURE};
 use crate::diagnose::evidence::{Evidence, NamespaceState};
@@ -60,6 +62,50 @@ pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
             }
         })
         .collect()
+}
+
+/// hns's finalizer `hasSubnamespace` on `ns`, when it is what holds `ns`: no subnamespace is
+/// left yet hns has not removed it (hns is not running, or cannot write), or subnamespaces are
+/// left that nothing is deleting. While its subnamespaces are Terminating, it is right, and
+/// the way down to what holds them is the cause ([`super::subtree`]).
+pub fn subnamespace_finalizer(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> {
+    let index = ns.metadata_finalizers.iter().position(|f| f == HAS_SUBNAMESPACE_FINALIZER)?;
+    let subs: Vec<&NamespaceState> =
+        ev.namespaces.iter().filter(|n| n.annotations.get(SUBNAMESPACE_OF) == Some(&ns.name)).collect();
+    let alive: Vec<String> = subs.iter().filter(|n| !n.terminating()).map(|n| n.name.clone()).collect();
+    let finalizers = format!("metadata.finalizers: {}", ns.metadata_finalizers.join(", "));
+    if subs.is_empty() {
+        return Some(Cause {
+            kind: CauseKind::NamespaceFinalizer,
+            summary: format!("hns's finalizer {HAS_SUBNAMESPACE_FINALIZER} is left although no subnamespace is"),
+            evidence: vec![finalizers, format!("no namespace is a subnamespace of {} any more", ns.name)],
+            advice: "hns removes it once the last subnamespace is gone: check that hns runs (kubectl -n hns-system get pods) and can write namespaces; if hns was uninstalled, remove the finalizer.".into(),
+            risk: "None for the hierarchy: nothing is below this namespace any more.".into(),
+            remedy: finalizer_removal(ns, index),
+        });
+    }
+    if alive.is_empty() {
+        return None;
+    }
+    Some(Cause {
+        kind: CauseKind::NamespaceFinalizer,
+        summary: format!("{} waits for its subnamespaces {}, which are not being deleted", ns.name, listing(&alive, 5)),
+        evidence: vec![
+            finalizers,
+            format!("{} still exist and are not Terminating", listing(&alive, 10)),
+            if cascading_allowed(ns, ev) {
+                format!("cascading deletion is allowed, so hns deletes them with {}: hns is not running or cannot delete them", ns.name)
+            } else {
+                format!("cascading deletion is not allowed on {} or an ancestor, so hns does not delete them", ns.name)
+            },
+        ],
+        advice: format!(
+            "Check that hns runs (kubectl -n hns-system get pods), or delete the subnamespaces yourself (kubectl delete subns -n {} NAME) if they should go with {}.",
+            ns.name, ns.name
+        ),
+        risk: "Deleting a subnamespace deletes everything in it.".into(),
+        remedy: None,
+    })
 }
 
 /// Whether the namespace controller's `message` reports hns's refusal to delete subnamespace
@@ -189,5 +235,38 @@ mod tests {
         let ev = evidence(vec![ns("a", &[(PARENT, "b")]), ns("b", &[(PARENT, "a")])]);
         assert!(!cascading_allowed(&ev.namespaces[0], &ev));
         assert_eq!(descendants("a", &ev), ["b"]);
+    }
+
+    #[test]
+    fn hns_finalizer_left_without_subnamespaces_is_a_cause_with_its_removal() {
+        let mut parent = terminating("parent");
+        parent.metadata_finalizers = vec!["example.com/x".into(), HAS_SUBNAMESPACE_FINALIZER.into()];
+        let ev = evidence(vec![parent.clone()]);
+        let cause = subnamespace_finalizer(&parent, &ev).expect("nothing below: hns should have removed it");
+        assert!(cause.summary.contains("although no subnamespace is"), "{}", cause.summary);
+        let remedy = cause.remedy.unwrap();
+        assert!(matches!(
+            &remedy.actions[..],
+            [Action::RemoveFinalizer { finalizer, index: 1, .. }] if finalizer == HAS_SUBNAMESPACE_FINALIZER
+        ));
+        let generic = crate::diagnose::causes::namespace::metadata_finalizers(&parent, &ev);
+        assert_eq!(generic.len(), 1, "example.com/x only: hns's is judged here");
+    }
+
+    #[test]
+    fn hns_finalizer_with_live_subnamespaces_says_nothing_deletes_them() {
+        let (mut parent, mut ev) = tree(&[]);
+        parent.metadata_finalizers = vec![HAS_SUBNAMESPACE_FINALIZER.into()];
+        ev.namespaces[0] = parent.clone();
+        let cause = subnamespace_finalizer(&parent, &ev).unwrap();
+        assert_eq!(
+            cause.summary,
+            "parent waits for its subnamespaces sub, leaf, which are not being deleted"
+        );
+        assert!(cause.evidence[2].contains("cascading deletion is not allowed"));
+        for n in ev.namespaces.iter_mut().skip(1) {
+            n.deletion_timestamp = Some(ago(10));
+        }
+        assert!(subnamespace_finalizer(&parent, &ev).is_none(), "terminating: the way down tells the rest");
     }
 }

@@ -4,7 +4,9 @@ use super::{listing, single, Cause, CauseKind};
 use crate::diagnose::conditions::{self, DISCOVERY_FAILURE};
 use crate::diagnose::evidence::{Evidence, NamespaceState};
 use crate::diagnose::finalizers::attribute;
-use crate::diagnose::remedy::{Action, Holder, RemedyId};
+use hns_api::keys::HAS_SUBNAMESPACE_FINALIZER;
+
+use crate::diagnose::remedy::{Action, Holder, Remedy, RemedyId};
 
 /// The namespace controller's own entry in `spec.finalizers`.
 const KUBERNETES: &str = "kubernetes";
@@ -43,10 +45,13 @@ pub fn foreign_spec_finalizers(ns: &NamespaceState) -> Vec<Cause> {
 
 /// The namespace's own `metadata.finalizers`, which some controllers (Rancher, kopf operators)
 /// add and must remove.
+/// hns's own `hasSubnamespace` is left to [`super::hierarchy::subnamespace_finalizer`], which
+/// knows when it is right.
 pub fn metadata_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
     ns.metadata_finalizers
         .iter()
         .enumerate()
+        .filter(|(_, f)| *f != HAS_SUBNAMESPACE_FINALIZER)
         .map(|(index, f)| {
             let who = attribute(f, "", &ev.crds);
             let mut evidence = vec![
@@ -70,21 +75,25 @@ pub fn metadata_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
                     "Cleanup that {} does for this namespace (permissions or records elsewhere) does not happen.",
                     who.controller
                 ),
-                remedy: single(
-                    RemedyId::RemoveNamespaceFinalizer { namespace: ns.name.clone(), finalizer: f.clone() },
-                    format!("remove finalizer {f} from namespace {}", ns.name),
-                    Action::RemoveFinalizer {
-                        holder: Holder::Namespace {
-                            name: ns.name.clone(),
-                        },
-                        finalizer: f.clone(),
-                        index,
-                        resource_version: ns.resource_version.clone(),
-                    },
-                ),
+                remedy: finalizer_removal(ns, index),
             }
         })
         .collect()
+}
+
+/// Removing the `index`th of `ns`'s `metadata.finalizers`.
+pub fn finalizer_removal(ns: &NamespaceState, index: usize) -> Option<Remedy> {
+    let f = ns.metadata_finalizers.get(index)?;
+    single(
+        RemedyId::RemoveNamespaceFinalizer { namespace: ns.name.clone(), finalizer: f.clone() },
+        format!("remove finalizer {f} from namespace {}", ns.name),
+        Action::RemoveFinalizer {
+            holder: Holder::Namespace { name: ns.name.clone() },
+            finalizer: f.clone(),
+            index,
+            resource_version: ns.resource_version.clone(),
+        },
+    )
 }
 
 /// Removing `kubernetes` from `spec.finalizers` by hand, skipping the namespace controller.

@@ -104,7 +104,7 @@ fn with_state(name: &str, ev: &Evidence) -> String {
 
 #[cfg(test)]
 mod tests {
-    use hns_api::keys::{tree_label, ALLOW_CASCADING_DELETION, SUBNAMESPACE_OF};
+    use hns_api::keys::{ALLOW_CASCADING_DELETION, HAS_SUBNAMESPACE_FINALIZER, SUBNAMESPACE_OF};
 
     use super::*;
     use crate::diagnose::causes::diagnose;
@@ -112,15 +112,16 @@ mod tests {
     use crate::diagnose::plan::{refusal, Outcome};
     use crate::diagnose::remedy::Action;
 
-    /// `name`, Terminating, a subnamespace of `parent`, with hns's tree labels for `ancestors`
-    /// (nearest first).
-    fn sub(name: &str, parent: &str, ancestors: &[&str]) -> NamespaceState {
+    /// `name`, Terminating, a subnamespace of `parent`.
+    fn sub(name: &str, parent: &str) -> NamespaceState {
         let mut ns = recently_deleted(name);
         ns.annotations.insert(SUBNAMESPACE_OF.into(), parent.into());
-        ns.labels.insert(tree_label(name), "0".into());
-        for (depth, a) in ancestors.iter().enumerate() {
-            ns.labels.insert(tree_label(a), (depth + 1).to_string());
-        }
+        ns
+    }
+
+    /// `ns` holding hns's finalizer for its subnamespaces.
+    fn holding(mut ns: NamespaceState) -> NamespaceState {
+        ns.metadata_finalizers.push(HAS_SUBNAMESPACE_FINALIZER.into());
         ns
     }
 
@@ -134,7 +135,7 @@ mod tests {
     fn three_levels(gone: &[&str]) -> Evidence {
         let mut h1 = recently_deleted("h1");
         h1.annotations.insert(ALLOW_CASCADING_DELETION.into(), "true".into());
-        let all = vec![h1, sub("h1-c", "h1", &["h1"]), sub("h1-c-g", "h1-c", &["h1-c", "h1"])];
+        let all = vec![holding(h1), holding(sub("h1-c", "h1")), sub("h1-c-g", "h1-c")];
         let mut ev = evidence(all.into_iter().filter(|n| !gone.contains(&n.name.as_str())).collect());
         ev.targets = vec!["h1".into()];
         let mut x = leftover(core("configmaps", "ConfigMap"), "h1-c-g", "x");
@@ -175,17 +176,25 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_parent_still_leads_to_what_it_left_behind() {
-        let d = diagnose(&three_levels(&["h1", "h1-c"]));
+    fn a_parent_finalized_by_hand_still_leads_to_what_it_left_behind() {
+        let d = diagnose(&three_levels(&["h1"]));
         let h1 = &d.namespaces[0];
         assert!(!h1.stuck(), "h1 itself is gone");
         assert_eq!(
             h1.causes[0].summary,
-            "h1-c-g, below h1 (gone) through h1-c (gone), is still Terminating: 1 object(s) wait for finalizer example.com/f, which nothing removes"
+            "h1-c-g, below h1 (gone) through h1-c, is still Terminating: 1 object(s) wait for finalizer example.com/f, which nothing removes"
         );
         assert_eq!(h1.causes[0].remedy.as_ref().unwrap().id, leaf_remedy());
         assert_eq!(d.namespaces[1].name, "h1-c-g");
         assert!(d.namespaces[1].stuck(), "so a fix works on it");
+    }
+
+    #[test]
+    fn hns_finalizer_is_not_a_cause_of_its_own_while_the_subnamespaces_terminate() {
+        let d = diagnose(&three_levels(&[]));
+        let finalizer_causes =
+            d.namespaces[0].causes.iter().filter(|c| c.kind == CauseKind::NamespaceFinalizer);
+        assert_eq!(finalizer_causes.count(), 0, "the way down explains it");
     }
 
     #[test]
