@@ -190,6 +190,11 @@ local_action() {
 }
 
 # --- checks ---------------------------------------------------------------------------------
+# The namespaces carrying hns's finalizer for their subnamespaces, one per line.
+held_namespaces() {
+  kubectl get namespaces -o go-template='{{range .items}}{{$ns := .metadata.name}}{{range .metadata.finalizers}}{{if eq . "hnc.x-k8s.io/hasSubnamespace"}}{{$ns}}{{"\n"}}{{end}}{{end}}{{end}}'
+}
+
 same() { # same WHAT EXPECTED_FILE ACTUAL_FILE
   diff -u "$2" "$3" >&2 || die "$1 differs (- before, + after)"
   log "$1: the same"
@@ -225,6 +230,8 @@ same "the hierarchy after moving to hns (copies with their UIDs)" "$WORK/hnc.sna
 tree_of kubectl-hns > "$WORK/hns.tree"
 same "kubectl hns tree -A" "$WORK/hnc.tree" "$WORK/hns.tree"
 kubectl -n team-a get subnamespace team-a-dev >/dev/null || die "hns does not serve team-a-dev as a Subnamespace"
+wait_for 60 sh -c "kubectl get namespace team-a -o jsonpath='{.metadata.finalizers}' | grep -q hasSubnamespace" \
+  || die "hns did not put its finalizer hnc.x-k8s.io/hasSubnamespace on team-a, which has subnamespaces"
 check_propagation_follows "hns"
 kubectl -n acme-org create rolebinding acme-admins --clusterrole view --group acme-admins >/dev/null
 wait_copies "hns"
@@ -235,6 +242,7 @@ wait_copies "hns"
 # back is compared without UIDs.
 log "from hns back to HNC, following $DOC"
 run_phase to-hnc
+[ -z "$(held_namespaces)" ] || die "after uninstalling hns, namespaces still carry its finalizer: $(held_namespaces | tr '\n' ' ')"
 wait_copies "HNC, after the way back,"
 snapshot "$WORK/back.snapshot"
 same "the hierarchy after moving back to HNC (copies without UIDs)" \
