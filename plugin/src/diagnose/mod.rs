@@ -28,6 +28,7 @@ pub mod plan;
 pub mod remedy;
 pub mod report;
 pub mod scan;
+pub mod summary;
 pub mod webhooks;
 
 pub use causes::{diagnose, Cause, CauseKind, Diagnosis, NamespaceDiagnosis, NamespaceStatus};
