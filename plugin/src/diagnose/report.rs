@@ -53,23 +53,29 @@ fn roots_text(out: &mut String, diagnosis: &Diagnosis, stuck: usize, roots: &[Ro
     for (i, r) in roots.iter().enumerate() {
         let _ = writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
         let lead = format!("blocks {} namespace(s): ", r.namespaces.len());
-        names(out, &lead, &r.namespaces);
+        namespace_list(out, "       ", &lead, &r.namespaces);
         cause_body(out, r.cause, paint);
     }
-    let bare: Vec<&str> =
-        diagnosis.namespaces.iter().filter(|n| n.stuck() && n.causes.is_empty()).map(|n| n.name.as_str()).collect();
+    let bare: Vec<&str> = diagnosis
+        .namespaces
+        .iter()
+        .filter(|n| n.stuck() && n.causes.is_empty())
+        .map(|n| n.name.as_str())
+        .collect();
     if !bare.is_empty() {
-        names(out, &format!("no cause found yet in {}: ", bare.len()), &bare);
+        let lead = format!("No cause found yet in {} namespace(s): ", bare.len());
+        namespace_list(out, "  ", &lead, &bare);
     }
     let _ = writeln!(out, "Each namespace follows; a root cause above is referred to by its number.\n");
 }
 
-/// `names` after `lead`, wrapped and elided, indented under a cause.
-fn names(out: &mut String, lead: &str, names: &[&str]) {
-    const INDENT: &str = "       ";
-    for (i, line) in summary::wrap(lead, names, LIST_WIDTH - INDENT.len() - 2, LIST_LINES).iter().enumerate() {
+/// `names` after `lead`, wrapped and elided, each line after `indent`.
+fn namespace_list(out: &mut String, indent: &str, lead: &str, names: &[&str]) {
+    // The lines after the first are indented two more.
+    let width = LIST_WIDTH - indent.len() - 2;
+    for (i, line) in summary::wrap(lead, names, width, LIST_LINES).iter().enumerate() {
         let more = if i == 0 { "" } else { "  " };
-        let _ = writeln!(out, "{INDENT}{more}{line}");
+        let _ = writeln!(out, "{indent}{more}{line}");
     }
 }
 
@@ -203,7 +209,8 @@ pub fn json(diagnosis: &Diagnosis, fix: Option<&FixReport>) -> String {
         fix: Option<&'a FixReport>,
     }
     // Plain data with string keys: serialization cannot fail.
-    serde_json::to_string_pretty(&Document { diagnosis, summary: summary::roots(diagnosis), fix }).unwrap_or_default()
+    serde_json::to_string_pretty(&Document { diagnosis, summary: summary::roots(diagnosis), fix })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -276,6 +283,15 @@ mod tests {
             50
         );
         assert!(details.contains("Namespace team-50: Terminating"));
+    }
+
+    #[test]
+    fn namespaces_without_a_cause_are_named_in_the_summary() {
+        let mut d = many(3);
+        d.namespaces[2].causes.clear();
+        let out = text(&d, &Paint::new(false));
+        assert!(out.contains("blocks 2 namespace(s): team-01, team-02\n"), "{out}");
+        assert!(out.contains("\n  No cause found yet in 1 namespace(s): team-03\n"), "{out}");
     }
 
     #[test]

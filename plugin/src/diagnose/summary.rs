@@ -108,8 +108,8 @@ pub fn wrap(lead: &str, names: &[&str], width: usize, max_lines: usize) -> Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::{diagnose, NamespaceDiagnosis};
     use crate::diagnose::causes::fixtures::*;
+    use crate::diagnose::causes::{diagnose, NamespaceDiagnosis};
     use crate::diagnose::conditions::DISCOVERY_FAILURE;
 
     /// `count` namespaces held by the dead APIService; the ones in `held` also carry a finalizer
@@ -200,13 +200,7 @@ mod tests {
         let names: Vec<String> = (1..=50).map(|i| format!("ns-{i:02}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let lines = wrap("blocks 50: ", &names, 40, 2);
-        assert_eq!(
-            lines,
-            [
-                "blocks 50: ns-01, ns-02, ns-03, ns-04,",
-                "ns-05, ns-06, ns-07, … and 43 more",
-            ]
-        );
+        assert_eq!(lines, ["blocks 50: ns-01, ns-02, ns-03, ns-04,", "ns-05, ns-06, ns-07, … and 43 more",]);
         assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
         assert_eq!(wrap("x: ", &names[..3], 40, 2), ["x: ns-01, ns-02, ns-03"], "all fit");
         assert_eq!(wrap("x: ", &[], 40, 2), ["x: "]);
