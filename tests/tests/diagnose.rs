@@ -317,6 +317,8 @@ fn cause_kinds(doc: &Value) -> Vec<String> {
 
 // === scenarios ===
 
+#[path = "diagnose/many.rs"]
+mod many;
 #[path = "diagnose/nodes.rs"]
 mod nodes;
 

@@ -1,4 +1,4 @@
-//! `kubectl hns diagnose [NS…] [-A] [--fix [--yes] [--force]] [-o json]`: why namespaces are
+//! `kubectl hns diagnose [NS…] [-n NS] [-A] [--fix [--yes] [--force]] [-o json]`: why namespaces are
 //! stuck in Terminating, and the safe way out. This layer parses, prompts and prints; the
 //! library in [`crate::diagnose`] decides.
 
@@ -35,9 +35,14 @@ const EXIT_REFUSED: u8 = 3;
 /// it, with its own remedy. Finalizing a namespace while namespaces below it exist would orphan
 /// them, and needs --force.
 ///
+/// Name the namespaces as arguments or with -n, or give -A for every Terminating one. With more
+/// than one Terminating namespace the report leads with each root cause once, with the
+/// namespaces it blocks, in the order to fix them; each namespace's details follow.
+///
 /// Exit codes: 0 nothing stuck, 2 stuck namespaces found, 3 a fix was refused or failed.
 #[derive(clap::Args, Debug)]
-#[command(group(ArgGroup::new("which").required(true).args(["namespaces", "all_namespaces"])))]
+// Not required here: `-n` is kubectl's global flag, so `target` checks that one is given.
+#[command(group(ArgGroup::new("which").args(["namespaces", "all_namespaces"])))]
 pub struct DiagnoseArgs {
     /// Namespaces to diagnose.
     namespaces: Vec<String>,
@@ -75,9 +80,8 @@ enum Format {
 
 /// Runs `diagnose`.
 pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCode> {
+    let target = target(&args, kube.namespace.as_deref())?;
     let client = kube.client().await?;
-    let target =
-        if args.all_namespaces { Target::AllTerminating } else { Target::Named(args.namespaces.clone()) };
     let progress = Spinner::default();
     let evidence = scan(&client, &target, &progress).await?;
     let mut diagnosis = diagnose(&evidence);
@@ -109,6 +113,27 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
         println!("{}", report::json(&diagnosis, Some(&outcome)));
     }
     Ok(if outcome.fixed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
+}
+
+/// `diagnose` was given no namespace.
+#[derive(Debug, thiserror::Error)]
+#[error("name the namespaces to diagnose (kubectl hns diagnose NS…, or -n NS), or give --all-namespaces (-A) for every Terminating one")]
+struct NoTarget;
+
+/// What to diagnose: every Terminating namespace with -A (which, as in kubectl, outweighs -n),
+/// else the named ones and the one `-n` names.
+fn target(args: &DiagnoseArgs, namespace: Option<&str>) -> Result<Target, NoTarget> {
+    if args.all_namespaces {
+        return Ok(Target::AllTerminating);
+    }
+    let mut names = args.namespaces.clone();
+    if let Some(ns) = namespace.filter(|ns| !names.iter().any(|n| n == ns)) {
+        names.push(ns.to_string());
+    }
+    if names.is_empty() {
+        return Err(NoTarget);
+    }
+    Ok(Target::Named(names))
 }
 
 /// Prompts and narrates the fix on stderr, so stdout stays the report (or JSON).
@@ -262,7 +287,9 @@ mod tests {
 
     #[test]
     fn needs_namespaces_or_all_but_not_both() {
-        assert!(Wrapper::try_parse_from(["x"]).is_err());
+        let none = Wrapper::try_parse_from(["x"]).unwrap();
+        let err = target(&none.args, None).unwrap_err().to_string();
+        assert!(err.contains("--all-namespaces"), "{err}");
         assert!(Wrapper::try_parse_from(["x", "-A", "ns"]).is_err());
         let w = Wrapper::try_parse_from(["x", "a", "b", "--fix", "--yes"]).unwrap();
         assert_eq!(w.args.namespaces, ["a", "b"]);
@@ -270,5 +297,18 @@ mod tests {
         assert!(Wrapper::try_parse_from(["x", "-A", "--yes"]).is_err(), "--yes needs --fix");
         let j = Wrapper::try_parse_from(["x", "-A", "-o", "json"]).unwrap();
         assert_eq!(j.args.output, Format::Json);
+    }
+
+    #[test]
+    fn dash_n_names_a_namespace_as_kubectl_users_expect() {
+        let parse = |argv: &[&str]| Wrapper::try_parse_from(argv).unwrap().args;
+        let named = |t: Target| match t {
+            Target::Named(names) => names,
+            Target::AllTerminating => vec!["-A".to_string()],
+        };
+        assert_eq!(named(target(&parse(&["x"]), Some("foo")).unwrap()), ["foo"]);
+        assert_eq!(named(target(&parse(&["x", "a"]), Some("foo")).unwrap()), ["a", "foo"]);
+        assert_eq!(named(target(&parse(&["x", "foo"]), Some("foo")).unwrap()), ["foo"], "once");
+        assert_eq!(named(target(&parse(&["x", "-A"]), Some("foo")).unwrap()), ["-A"], "-A outweighs -n");
     }
 }

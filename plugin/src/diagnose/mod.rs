@@ -7,6 +7,8 @@
 //!    │ Diagnosis           risk and its remedy (remedy: the exact, guarded API calls)
 //!  fix      (I/O, writes)  one remedy at a time, as plan (pure) decides, its calls made by
 //!                          apply; a re-scan after each; "fixed" only on a 404
+//!  report   (pure)         text and JSON; past one stuck namespace, led by summary (pure):
+//!                          each root cause once, with the namespaces it blocks
 //! ```
 //!
 //! The namespace controller already records what went wrong in five conditions on the
@@ -28,6 +30,7 @@ pub mod plan;
 pub mod remedy;
 pub mod report;
 pub mod scan;
+pub mod summary;
 pub mod webhooks;
 
 pub use causes::{diagnose, Cause, CauseKind, Diagnosis, NamespaceDiagnosis, NamespaceStatus};

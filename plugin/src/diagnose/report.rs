@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::causes::{Cause, Diagnosis, NamespaceDiagnosis, NamespaceStatus};
 use super::conditions::Reading;
 use super::fix::FixReport;
+use super::summary::{self, Root};
 use crate::paint::Paint;
 
 /// The diagnosis as text.
@@ -22,8 +23,14 @@ pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
     if diagnosis.namespaces.is_empty() {
         let _ = writeln!(out, "{}", paint.good("No namespace is Terminating."));
     }
+    // One namespace's causes are its summary; past one, each root cause is stated once, first.
+    let stuck = diagnosis.namespaces.iter().filter(|n| n.stuck()).count();
+    let roots = if stuck > 1 { summary::roots(diagnosis) } else { Vec::new() };
+    if stuck > 1 {
+        roots_text(&mut out, diagnosis, stuck, &roots, paint);
+    }
     for n in &diagnosis.namespaces {
-        namespace(&mut out, n, paint);
+        namespace(&mut out, n, &roots, paint);
     }
     if !diagnosis.gaps.is_empty() {
         let _ = writeln!(out, "{}", paint.head("Not seen by this scan:"));
@@ -35,7 +42,44 @@ pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
     out
 }
 
-fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
+/// Lines of a namespace list, so that 200 names do not flood the screen.
+const LIST_WIDTH: usize = 100;
+const LIST_LINES: usize = 2;
+
+/// Every root cause once, with the namespaces it blocks, in the order to fix them.
+fn roots_text(out: &mut String, diagnosis: &Diagnosis, stuck: usize, roots: &[Root], paint: &Paint) {
+    let head = format!("{stuck} namespaces are Terminating. Their root causes, in the order to fix them:");
+    let _ = writeln!(out, "{}", paint.head(&head));
+    for (i, r) in roots.iter().enumerate() {
+        let _ = writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
+        let lead = format!("blocks {} namespace(s): ", r.namespaces.len());
+        namespace_list(out, "       ", &lead, &r.namespaces);
+        cause_body(out, r.cause, paint);
+    }
+    let bare: Vec<&str> = diagnosis
+        .namespaces
+        .iter()
+        .filter(|n| n.stuck() && n.causes.is_empty())
+        .map(|n| n.name.as_str())
+        .collect();
+    if !bare.is_empty() {
+        let lead = format!("No cause found yet in {} namespace(s): ", bare.len());
+        namespace_list(out, "  ", &lead, &bare);
+    }
+    let _ = writeln!(out, "Each namespace follows; a root cause above is referred to by its number.\n");
+}
+
+/// `names` after `lead`, wrapped and elided, each line after `indent`.
+fn namespace_list(out: &mut String, indent: &str, lead: &str, names: &[&str]) {
+    // The lines after the first are indented two more.
+    let width = LIST_WIDTH - indent.len() - 2;
+    for (i, line) in summary::wrap(lead, names, width, LIST_LINES).iter().enumerate() {
+        let more = if i == 0 { "" } else { "  " };
+        let _ = writeln!(out, "{indent}{more}{line}");
+    }
+}
+
+fn namespace(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &Paint) {
     let mut name = format!("Namespace {}", n.name);
     if n.path.len() > 1 {
         name.push_str(&format!(" (below {})", n.path[..n.path.len() - 1].join(" > ")));
@@ -52,7 +96,7 @@ fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
             let _ = writeln!(out, "{name}: {}\n", paint.good(&format!("{state} (nothing to do)")));
         } else {
             let _ = writeln!(out, "{name}: {state}, but namespaces below it are stuck:");
-            causes(out, n, paint);
+            causes(out, n, roots, paint);
             out.push('\n');
         }
         return;
@@ -81,7 +125,7 @@ fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
         );
     } else {
         let _ = writeln!(out, "  Causes, in the order to fix them:");
-        causes(out, n, paint);
+        causes(out, n, roots, paint);
     }
     if let Some(c) = &n.last_resort {
         cause(out, "Last resort:", c, paint);
@@ -89,9 +133,23 @@ fn namespace(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
     out.push('\n');
 }
 
-fn causes(out: &mut String, n: &NamespaceDiagnosis, paint: &Paint) {
+fn causes(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &Paint) {
     for (i, c) in n.causes.iter().enumerate() {
-        cause(out, &format!("{}.", i + 1), c, paint);
+        let label = format!("{}.", i + 1);
+        match roots.iter().position(|r| summary::same_root(r.cause, c)) {
+            Some(k) => reference(out, &label, c, &roots[k], k + 1, paint),
+            None => cause(out, &label, c, paint),
+        }
+    }
+}
+
+/// A cause stated above as root cause `number`: its words, and only the evidence this namespace
+/// adds.
+fn reference(out: &mut String, label: &str, c: &Cause, root: &Root, number: usize, paint: &Paint) {
+    let see = format!("see root cause {number} above");
+    let _ = writeln!(out, "  {} {}: {}", paint.head(label), paint.bad(&c.summary), paint.dim(&see));
+    for e in c.evidence.iter().filter(|e| !root.cause.evidence.contains(e)) {
+        let _ = writeln!(out, "       evidence: {}", paint.dim(e));
     }
 }
 
@@ -110,6 +168,11 @@ fn condition(out: &mut String, r: &Reading, paint: &Paint) {
 
 fn cause(out: &mut String, label: &str, c: &Cause, paint: &Paint) {
     let _ = writeln!(out, "  {} {}", paint.head(label), paint.bad(&c.summary));
+    cause_body(out, c, paint);
+}
+
+/// A cause's evidence, advice, remedy and risk.
+fn cause_body(out: &mut String, c: &Cause, paint: &Paint) {
     for e in &c.evidence {
         let _ = writeln!(out, "       evidence: {}", paint.dim(e));
     }
@@ -140,11 +203,14 @@ pub fn json(diagnosis: &Diagnosis, fix: Option<&FixReport>) -> String {
     struct Document<'a> {
         #[serde(flatten)]
         diagnosis: &'a Diagnosis,
+        /// Each root cause once, with every namespace it blocks.
+        summary: Vec<Root<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         fix: Option<&'a FixReport>,
     }
     // Plain data with string keys: serialization cannot fail.
-    serde_json::to_string_pretty(&Document { diagnosis, fix }).unwrap_or_default()
+    serde_json::to_string_pretty(&Document { diagnosis, summary: summary::roots(diagnosis), fix })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -183,6 +249,66 @@ mod tests {
         assert!(out.contains("Last resort:"));
         assert!(out.contains("Namespace missing: not found"));
         assert!(!out.contains('\u{1b}'), "no colour when not asked");
+    }
+
+    /// `count` namespaces held by the dead APIService.
+    fn many(count: usize) -> Diagnosis {
+        let namespaces = (1..=count)
+            .map(|i| {
+                let mut ns = terminating(&format!("team-{i:02}"));
+                ns.conditions = vec![cond(
+                    DISCOVERY_FAILURE,
+                    "True",
+                    "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request",
+                )];
+                ns
+            })
+            .collect();
+        let mut ev = evidence(namespaces);
+        ev.api_services.push(dead_api_service());
+        diagnose(&ev)
+    }
+
+    #[test]
+    fn many_namespaces_lead_with_each_root_cause_once() {
+        let out = text(&many(50), &Paint::new(false));
+        let (summary, details) = out.split_once("\nNamespace team-01:").expect(&out);
+        assert!(summary.lines().count() <= 20, "one screen:\n{summary}");
+        assert!(summary.contains("50 namespaces are Terminating. Their root causes, in the order to fix them:\n  1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)\n       blocks 50 namespace(s): team-01, team-02,"), "{summary}");
+        assert!(summary.contains("… and "), "elided: {summary}");
+        assert!(summary.contains("DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com"));
+        assert_eq!(out.matches("remedy: delete APIService").count(), 1, "said once:\n{out}");
+        assert_eq!(
+            details.matches("1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck): see root cause 1 above\n").count(),
+            50
+        );
+        assert!(details.contains("Namespace team-50: Terminating"));
+    }
+
+    #[test]
+    fn namespaces_without_a_cause_are_named_in_the_summary() {
+        let mut d = many(3);
+        d.namespaces[2].causes.clear();
+        let out = text(&d, &Paint::new(false));
+        assert!(out.contains("blocks 2 namespace(s): team-01, team-02\n"), "{out}");
+        assert!(out.contains("\n  No cause found yet in 1 namespace(s): team-03\n"), "{out}");
+    }
+
+    #[test]
+    fn one_namespace_has_no_summary() {
+        let out = text(&many(1), &Paint::new(false));
+        assert!(!out.contains("root cause"), "{out}");
+    }
+
+    #[test]
+    fn json_summarises_each_root_cause_once() {
+        let v: serde_json::Value = serde_json::from_str(&json(&many(50), None)).unwrap();
+        let summary = v["summary"].as_array().unwrap();
+        assert_eq!(summary.len(), 1);
+        assert_eq!(summary[0]["kind"], "unavailable_api_service");
+        assert_eq!(summary[0]["remedy"]["actions"][0]["kind"], "delete_api_service");
+        assert_eq!(summary[0]["namespaces"].as_array().unwrap().len(), 50);
+        assert_eq!(v["namespaces"].as_array().unwrap().len(), 50, "the details stay");
     }
 
     #[test]
