@@ -198,6 +198,50 @@ mod tests {
         }
     }
 
+    /// Namespaces from the cluster, for the completion tests.
+    struct Namespaces;
+
+    impl crate::complete::Lookup for Namespaces {
+        fn namespaces(&self) -> Vec<String> {
+            vec!["team".into()]
+        }
+        fn resources(&self) -> Vec<crate::complete::Resource> {
+            let r = |plural: &str| crate::complete::Resource {
+                group: "g.io".into(),
+                plural: plural.into(),
+                kind: "K".into(),
+            };
+            vec![r("ks")]
+        }
+    }
+
+    #[test]
+    fn completion_knows_where_namespaces_and_kinds_go() {
+        let values = |line: &str| {
+            let words: Vec<String> = line.split(' ').map(str::to_string).collect();
+            let reply = crate::complete::complete(Cli::command(), &words, std::sync::Arc::new(Namespaces));
+            reply.candidates.into_iter().map(|(v, _)| v).collect::<Vec<_>>()
+        };
+        for line in [
+            "tree ",
+            "describe ",
+            "set ",
+            "set x --parent ",
+            "set x -p ",
+            "diagnose ",
+            "create kid -n ",
+            "version --namespace ",
+        ] {
+            assert_eq!(values(line), ["team"], "{line:?}");
+        }
+        assert_eq!(values("config set-resource "), ["ks"]);
+        assert_eq!(values("config delete-type --resource "), ["ks"]);
+        assert_eq!(values("config delete-type --group "), ["g.io"]);
+        assert!(values("config set-resource ks --mode ").contains(&"Propagate".to_string()));
+        assert!(values("tree -").contains(&"--context".to_string()));
+        assert_eq!(values("create "), Vec::<String>::new(), "a new name is not offered");
+    }
+
     #[test]
     fn kubectl_flags_and_kebab_case_anywhere() {
         for argv in [
