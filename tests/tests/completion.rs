@@ -108,7 +108,7 @@ async fn namespaces_from_the_cluster() {
     let nowhere = std::env::temp_dir().join(unique("no-kubeconfig"));
     assert!(values(&nowhere, &["tree", prefix]).is_empty(), "no cluster, no candidates");
     let kubeconfig = env.kubeconfig.to_str().expect("a UTF-8 path");
-    assert_eq!(values(&nowhere, &["tree", "--kubeconfig", kubeconfig, prefix]), [team.clone()]);
+    assert_eq!(values(&nowhere, &["tree", "--kubeconfig", kubeconfig, prefix]), [team.as_str()]);
     // A context that does not exist: nothing offered, nothing said.
     let (lines, directive) = complete(&env.kubeconfig, &["tree", "--context", "nonexistent", ""]);
     assert!(lines.is_empty(), "{lines:?}");
