@@ -85,7 +85,9 @@ pub fn run(cmd: clap::Command, words: Vec<OsString>) -> ExitCode {
     let words: Vec<String> = words.into_iter().map(|w| w.to_string_lossy().into_owned()).collect();
     let typed = words.split_last().map_or(&[][..], |(_, typed)| typed);
     let cluster = Cluster::new(line::kube_flags(typed));
-    print!("{}", complete(cmd, &words, Arc::new(cluster)).render());
+    let reply = complete(cmd, &words, Arc::new(cluster)).render();
+    // A closed stdout (the shell gave up waiting) is no error worth a trace on the prompt.
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), reply.as_bytes());
     ExitCode::SUCCESS
 }
 
@@ -134,7 +136,7 @@ fn summary(c: &CompletionCandidate) -> Option<String> {
 }
 
 /// What an argument's values name, by the argument's id (the field names of the commands'
-/// arguments; the CLI's tests check that each id still exists).
+/// arguments; the CLI's tests complete each place, so a renamed field is caught).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ValueKind {
     /// A namespace: `-n`, and the namespaces of tree, describe, set (and its --parent), diagnose.
