@@ -67,7 +67,11 @@ Examples:
     #[command(after_help = "\
 Examples:
   # Install completion for bash
-  kubectl hns completion bash > /etc/bash_completion.d/kubectl-hns")]
+  kubectl hns completion bash > /etc/bash_completion.d/kubectl-hns
+
+The script completes the kubectl-hns command. kubectl itself (1.26+) completes `kubectl hns`
+by running kubectl_complete-hns from PATH: link it to kubectl-hns once, beside it, e.g. with krew:
+  ln -s kubectl-hns ~/.krew/bin/kubectl_complete-hns")]
     Completion(commands::completion::CompletionArgs),
     /// Find why namespaces are stuck in Terminating, and fix it safely.
     #[command(after_help = "\
