@@ -49,7 +49,9 @@ bench:
 
 # The krew archive for this machine's platform (linux/amd64 here): kubectl-hns and its README at
 # the top level, as deploy/krew/hns.yaml maps them; its sha256 is written into that platform's
-# entry of the manifest.
+# entry of the manifest. The completer kubectl runs for `kubectl hns <TAB>`, kubectl_complete-hns,
+# is kubectl-hns itself under that name: krew refuses symbolic links in archives and links only
+# `bin`, so users make the link (the manifest's caveats and plugin/README.md say how).
 RELEASE_DIR = $(or $(CARGO_TARGET_DIR),target)/release
 release:
 	cargo build --release -p kubectl-hns

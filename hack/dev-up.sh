@@ -7,6 +7,7 @@ cd "$ROOT"
 
 log "building hns-apiserver and kubectl-hns"
 cargo build -p hns-apiserver -p kubectl-hns || die "cargo build failed"
+link_completer
 "$ROOT/hack/control-plane.sh" up "$DIR"
 "$ROOT/hack/hns-up.sh" up "$DIR"
 use_control_plane "$DIR"

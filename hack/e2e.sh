@@ -6,6 +6,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
 cargo build -p hns-apiserver -p kubectl-hns || die "cargo build failed"
+link_completer
 if [ -n "${HNS_E2E_KUBECONFIG:-}" ]; then
   log "running e2e tests against $HNS_E2E_KUBECONFIG"
   exec cargo test -p hns-e2e -- "$@"

@@ -151,3 +151,9 @@ kubeconfig_for() {
   kubectl config --kubeconfig "$f" set-context local --cluster local --user user --namespace default >/dev/null
   kubectl config --kubeconfig "$f" use-context local >/dev/null
 }
+
+# kubectl completes `kubectl hns …` by running kubectl_complete-hns from PATH: kubectl-hns itself,
+# under that name (see plugin/README.md). Put it beside the debug kubectl-hns just built.
+link_completer() {
+  ln -sf kubectl-hns "${CARGO_TARGET_DIR:-$ROOT/target}/debug/kubectl_complete-hns"
+}

@@ -67,7 +67,11 @@ Examples:
     #[command(after_help = "\
 Examples:
   # Install completion for bash
-  kubectl hns completion bash > /etc/bash_completion.d/kubectl-hns")]
+  kubectl hns completion bash > /etc/bash_completion.d/kubectl-hns
+
+The script completes the kubectl-hns command. kubectl itself (1.26+) completes `kubectl hns`
+by running kubectl_complete-hns from PATH: link it to kubectl-hns once, beside it, e.g. with krew:
+  ln -s kubectl-hns ~/.krew/bin/kubectl_complete-hns")]
     Completion(commands::completion::CompletionArgs),
     /// Find why namespaces are stuck in Terminating, and fix it safely.
     #[command(after_help = "\
@@ -196,6 +200,50 @@ mod tests {
                 assert!(help.contains(flag), "{name}: no {flag}");
             }
         }
+    }
+
+    /// Namespaces from the cluster, for the completion tests.
+    struct Namespaces;
+
+    impl crate::complete::Lookup for Namespaces {
+        fn namespaces(&self) -> Vec<String> {
+            vec!["team".into()]
+        }
+        fn resources(&self) -> Vec<crate::complete::Resource> {
+            let r = |plural: &str| crate::complete::Resource {
+                group: "g.io".into(),
+                plural: plural.into(),
+                kind: "K".into(),
+            };
+            vec![r("ks")]
+        }
+    }
+
+    #[test]
+    fn completion_knows_where_namespaces_and_kinds_go() {
+        let values = |line: &str| {
+            let words: Vec<String> = line.split(' ').map(str::to_string).collect();
+            let reply = crate::complete::complete(Cli::command(), &words, std::sync::Arc::new(Namespaces));
+            reply.candidates.into_iter().map(|(v, _)| v).collect::<Vec<_>>()
+        };
+        for line in [
+            "tree ",
+            "describe ",
+            "set ",
+            "set x --parent ",
+            "set x -p ",
+            "diagnose ",
+            "create kid -n ",
+            "version --namespace ",
+        ] {
+            assert_eq!(values(line), ["team"], "{line:?}");
+        }
+        assert_eq!(values("config set-resource "), ["ks"]);
+        assert_eq!(values("config delete-type --resource "), ["ks"]);
+        assert_eq!(values("config delete-type --group "), ["g.io"]);
+        assert!(values("config set-resource ks --mode ").contains(&"Propagate".to_string()));
+        assert!(values("tree -").contains(&"--context".to_string()));
+        assert_eq!(values("create "), Vec::<String>::new(), "a new name is not offered");
     }
 
     #[test]

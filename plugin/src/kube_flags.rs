@@ -8,7 +8,7 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KubeFlags {
     /// Path to the kubeconfig file to use.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub kubeconfig: Option<PathBuf>,
     /// The name of the kubeconfig context to use.
     #[arg(long, global = true)]
@@ -39,13 +39,13 @@ pub struct KubeFlags {
     #[arg(short = 's', long, global = true, value_name = "URL")]
     pub server: Option<String>,
     /// Path to a certificate file for the certificate authority.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub certificate_authority: Option<String>,
     /// Path to a client certificate file for TLS.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub client_certificate: Option<String>,
     /// Path to a client key file for TLS.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub client_key: Option<String>,
     /// Do not check the server's certificate: your connection is insecure.
     #[arg(long, global = true, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]

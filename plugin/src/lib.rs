@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod client;
 pub mod commands;
+pub mod complete;
 pub mod diagnose;
 pub mod forest;
 pub mod hns;

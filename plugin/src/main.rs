@@ -1,12 +1,22 @@
-//! `kubectl-hns`: the kubectl plugin for hierarchical namespaces. Run as `kubectl hns …`.
+//! `kubectl-hns`: the kubectl plugin for hierarchical namespaces. Run as `kubectl hns …`; run
+//! as `kubectl_complete-hns` (a symlink to it), it completes `kubectl hns …` for kubectl.
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use kubectl_hns::cli::Cli;
+use kubectl_hns::complete;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    if complete::invoked_as_completer(args.next().as_deref()) {
+        return complete::run(Cli::command(), args.collect());
+    }
+    run()
+}
 
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.run().await {
         Ok(code) => code,
