@@ -148,7 +148,13 @@ fn causes(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &Pain
 fn reference(out: &mut String, label: &str, c: &Cause, root: &Root, number: usize, paint: &Paint) {
     let see = format!("see root cause {number} above");
     let _ = writeln!(out, "  {} {}: {}", paint.head(label), paint.bad(&c.summary), paint.dim(&see));
-    for e in c.evidence.iter().filter(|e| !root.cause.evidence.contains(e)) {
+    // A chain's evidence repeats its leaf's as "in LEAF: …": stated above as well.
+    let stated = |e: &String| {
+        let bare =
+            e.strip_prefix("in ").and_then(|e| e.split_once(": ")).map_or(e.as_str(), |(_, rest)| rest);
+        root.cause.evidence.iter().any(|r| r == e || r == bare)
+    };
+    for e in c.evidence.iter().filter(|e| !stated(e)) {
         let _ = writeln!(out, "       evidence: {}", paint.dim(e));
     }
 }
@@ -283,6 +289,21 @@ mod tests {
             50
         );
         assert!(details.contains("Namespace team-50: Terminating"));
+    }
+
+    #[test]
+    fn a_chain_refers_to_its_leaf_without_repeating_the_leaf_evidence() {
+        let mut d = many(2);
+        let leaf = d.namespaces[1].causes[0].clone();
+        let chain = &mut d.namespaces[0].causes[0];
+        chain.kind = crate::diagnose::causes::CauseKind::StuckSubtree;
+        chain.summary = format!("team-01 waits for team-02: {}", leaf.summary);
+        chain.evidence = vec!["the way down: team-01 (Terminating) > team-02 (Terminating)".into()];
+        chain.evidence.extend(leaf.evidence.iter().map(|e| format!("in team-02: {e}")));
+        let out = text(&d, &Paint::new(false));
+        let details = out.split_once("\nNamespace team-01:").expect(&out).1;
+        assert!(details.contains("evidence: the way down: team-01"), "{details}");
+        assert!(!details.contains("in team-02:"), "stated in the summary:\n{details}");
     }
 
     #[test]
