@@ -320,6 +320,9 @@ fn cause_kinds(doc: &Value) -> Vec<String> {
 #[path = "diagnose/nodes.rs"]
 mod nodes;
 
+#[path = "diagnose/controllers.rs"]
+mod controllers;
+
 #[tokio::test]
 async fn diagnose_nothing_stuck() {
     let _serial = SERIAL.lock().await;
