@@ -1,29 +1,42 @@
 //! Built-in finalizers whose controller is not there. The local control plane runs no
 //! cloud-controller-manager, so a LoadBalancer Service holding
 //! `service.kubernetes.io/load-balancer-cleanup` is never released by anything, as on any
-//! cluster without a cloud provider. (Its kube-controller-manager must keep running for the
-//! other scenarios, so a disabled or stopped controller is covered by the unit tests.)
+//! cluster without a cloud provider. Its kube-controller-manager must keep running for the other
+//! scenarios: a stopped one is shown by the Lease it leaves behind (the local one runs without
+//! leader election, so it never touches that Lease).
 
 use super::*;
 
 const LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
 
-/// Removes the finalizer from Service `web` of each namespace at the end, whatever happened.
-struct ServiceGuard {
+/// At the end, whatever happened: removes the finalizers of `objects` (type, name, namespace)
+/// and deletes the Lease named `lease` in kube-system.
+struct Guard {
     kubeconfig: PathBuf,
-    namespaces: Vec<String>,
+    objects: Vec<[String; 3]>,
+    lease: Option<String>,
 }
 
-impl Drop for ServiceGuard {
+impl Drop for Guard {
     fn drop(&mut self) {
         let none = r#"{"metadata":{"finalizers":null}}"#;
-        for ns in &self.namespaces {
+        for [kind, name, ns] in &self.objects {
             let _ = kubectl_with(
                 &self.kubeconfig,
-                &["patch", "service", "web", "-n", ns, "--type", "merge", "-p", none],
+                &["patch", kind, name, "-n", ns, "--type", "merge", "-p", none],
+            );
+        }
+        if let Some(lease) = &self.lease {
+            let _ = kubectl_with(
+                &self.kubeconfig,
+                &["delete", "lease", lease, "-n", "kube-system", "--ignore-not-found"],
             );
         }
     }
+}
+
+fn object(kind: &str, name: &str, ns: &str) -> [String; 3] {
+    [kind.to_string(), name.to_string(), ns.to_string()]
 }
 
 /// Service `web` of type LoadBalancer in `ns`, holding the finalizer a cloud-controller-manager
@@ -47,8 +60,11 @@ async fn diagnose_load_balancer_without_cloud_controller() {
     let ns = unique("diag-lb");
     cleanup.namespace(&other);
     cleanup.namespace(&ns);
-    let _guard =
-        ServiceGuard { kubeconfig: env.kubeconfig.clone(), namespaces: vec![other.clone(), ns.clone()] };
+    let _guard = Guard {
+        kubeconfig: env.kubeconfig.clone(),
+        objects: vec![object("service", "web", &other), object("service", "web", &ns)],
+        lease: None,
+    };
     // The same finalizer on a Service that is not deleted: the fix must leave it alone.
     ok(env.kubectl(&["create", "namespace", &other]));
     load_balancer(&env, &other);
@@ -82,4 +98,52 @@ async fn diagnose_load_balancer_without_cloud_controller() {
     assert!(narration.contains(&format!("/api/v1/namespaces/{ns}/services/web")), "{narration}");
     assert_eq!(version(&env, &["service", "web", "-n", &other]), kept, "the live Service is left alone");
     witness.assert_untouched(&env);
+}
+
+/// What a stopped kube-controller-manager leaves: its Lease, no longer renewed.
+const GONE_SINCE: &str = "2026-01-01T00:00:00Z";
+
+#[tokio::test]
+async fn diagnose_controller_manager_down() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let ns = unique("diag-kcm");
+    cleanup.namespace(&ns);
+    let lease = "kube-controller-manager";
+    let existing = get(&env, &["lease", lease, "-n", "kube-system"], "{.metadata.name}");
+    assert_eq!(existing, None, "this control plane's kube-controller-manager runs without leader election");
+    let _guard = Guard {
+        kubeconfig: env.kubeconfig.clone(),
+        objects: vec![object("configmap", "held", &ns)],
+        lease: Some(lease.into()),
+    };
+    apply(
+        &env,
+        &format!(
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {lease}, namespace: kube-system}}\nspec: {{holderIdentity: cp-gone_1f2e, leaseDurationSeconds: 15, acquireTime: \"2025-12-01T00:00:00.000000Z\", renewTime: \"2026-01-01T00:00:00.000000Z\"}}\n"
+        ),
+    );
+    // A finalizer of kube-controller-manager's persistentvolume-protection-controller, which
+    // (stopped) removes nothing; on a ConfigMap, the running one ignores it too.
+    ok(env.kubectl(&["create", "namespace", &ns]));
+    ok(env.kubectl(&["create", "configmap", "held", "-n", &ns]));
+    let finalizers = r#"{"metadata":{"finalizers":["kubernetes.io/pv-protection"]}}"#;
+    ok(env.kubectl(&["patch", "configmap", "held", "-n", &ns, "--type", "merge", "-p", finalizers]));
+    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    condition(&env, &ns, "NamespaceFinalizersRemaining").await;
+
+    let report = dry_run(&env, &ns);
+    for line in [
+        "1. kube-controller-manager is not running: its Lease was last renewed ",
+        &format!("evidence: Lease kube-system/kube-controller-manager: held by cp-gone_1f2e, last renewed at {GONE_SINCE} ("),
+        "evidence: a running kube-controller-manager renews its Lease every few seconds",
+        "evidence: spec.finalizers holds \"kubernetes\", which only its namespace-controller removes",
+        "evidence: kubernetes.io/pv-protection, removed by its persistentvolume-protection-controller, holds 1 deleted object(s): configmaps/held",
+        "Start kube-controller-manager again",
+        "risk: None: nothing is changed.",
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    assert_eq!(cause_kinds(&json(&env, &ns)), ["controller_manager_down"], "said once, not per finalizer");
 }
