@@ -3,7 +3,8 @@
 //! `service.kubernetes.io/load-balancer-cleanup` is never released by anything, as on any
 //! cluster without a cloud provider. Its kube-controller-manager must keep running for the other
 //! scenarios: a stopped one is shown by the Lease it leaves behind (the local one runs without
-//! leader election, so it never touches that Lease).
+//! leader election, so it never touches that Lease), and a disabled controller runs on a
+//! control plane of its own.
 
 use super::*;
 
@@ -146,4 +147,82 @@ async fn diagnose_controller_manager_down() {
         assert!(report.contains(line), "missing {line:?} in:\n{report}");
     }
     assert_eq!(cause_kinds(&json(&env, &ns)), ["controller_manager_down"], "said once, not per finalizer");
+}
+
+/// A control plane of its own whose kube-controller-manager runs without controller `disabled`
+/// (`hack/control-plane.sh`, about 20s to start), stopped at the end, whatever happened.
+struct ControlPlane {
+    dir: PathBuf,
+}
+
+impl ControlPlane {
+    fn up(dir: PathBuf, disabled: &str) -> ControlPlane {
+        let plane = ControlPlane { dir };
+        let out = Command::new("bash")
+            .arg(script())
+            .arg("up")
+            .arg(&plane.dir)
+            .env("HNS_KCM_DISABLE", disabled)
+            .output()
+            .expect("bash");
+        assert!(out.status.success(), "control plane did not start:\n{}", stderr(&out));
+        plane
+    }
+
+    fn env(&self) -> Env {
+        Env { kubeconfig: self.dir.join("kubeconfig"), local: None }
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(script()).arg("down").arg(&self.dir).output();
+    }
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/control-plane.sh")
+}
+
+#[tokio::test]
+async fn diagnose_disabled_pvc_protection_controller() {
+    let _serial = SERIAL.lock().await;
+    let shared = Env::get();
+    let Some(local) = shared.local_or_skip("diagnose_disabled_pvc_protection_controller") else { return };
+    let controller = "persistentvolumeclaim-protection-controller";
+    let plane = ControlPlane::up(local.dir.join("without-pvc-protection"), controller);
+    let env = plane.env();
+    let ns = unique("diag-pvc");
+    ok(env.kubectl(&["create", "namespace", &ns]));
+    // Admission adds kubernetes.io/pvc-protection; only the disabled controller removes it.
+    apply(
+        &env,
+        &format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: {ns}}}\nspec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}\n"),
+    );
+    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    condition(&env, &ns, "NamespaceFinalizersRemaining").await;
+    // Just deleted, the claim may still be waiting for a running controller.
+    assert_eq!(cause_kinds(&json(&env, &ns)), ["pending_finalizer"]);
+    eventually("the claim is two minutes past its deletion", Duration::from_secs(300), || async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        (cause_kinds(&json(&env, &ns)) == ["disabled_controller"]).then_some(())
+    })
+    .await;
+
+    let claim = version(&env, &["pvc", "data", "-n", &ns]);
+    let report = dry_run(&env, &ns);
+    for line in [
+        &format!("1. 1 PersistentVolumeClaim(s) keep kubernetes.io/pvc-protection although no pod uses them: kube-controller-manager's {controller} is likely disabled"),
+        "evidence: kubernetes.io/pvc-protection on deleted claim(s): data (deleted ",
+        &format!("evidence: no pod in namespace {ns} mounts them"),
+        "evidence: kube-controller-manager runs: its namespace-controller has written this namespace's deletion conditions",
+        &format!("--controllers flag: an entry -{controller}"),
+        "remedy: remove finalizer kubernetes.io/pvc-protection from 1 object(s)",
+        &format!("PATCH /api/v1/namespaces/{ns}/persistentvolumeclaims/data"),
+        "its volume and data",
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    assert_eq!(version(&env, &["pvc", "data", "-n", &ns]), claim, "dry run");
+    fix_removes(&env, &ns);
 }

@@ -41,8 +41,9 @@ const OWNERS: &[(&str, Component, &str)] = &[
 const LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
 const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
 /// The pvc-protection controller removes its finalizer within seconds of a deleted claim's
-/// last pod going; a claim deleted this long ago that no pod mounts is not waiting for it.
-const PVC_UNUSED_SECONDS: i64 = 300;
+/// last pod going; a claim deleted this long ago that no pod mounts is not waiting for it (two
+/// minutes leave room for a busy or restarting kube-controller-manager).
+const PVC_UNUSED_SECONDS: i64 = 120;
 /// A Lease counts as not renewed this long past its duration: leader election renews it every
 /// few seconds, and the server clocks of the components differ a little.
 const LEASE_SLACK_SECONDS: i64 = 10;
