@@ -10,7 +10,8 @@
 # DIR holds the PKI, data, logs and pid files. Nothing listens anywhere but 127.0.0.1.
 # HNS_AGGREGATOR_ROUTING=1 makes kube-apiserver reach aggregated APIs and webhooks through
 # Service EndpointSlices (as with several hns replicas, hack/hns-up.sh HNS_REPLICAS) rather than one
-# address.
+# address. HNS_KCM_DISABLE=a,b disables kube-controller-manager's controllers a and b as well
+# (a cluster for the e2e test of a controller that is not there).
 source "$(dirname "$0")/lib.sh"
 
 cmd="${1:-}"; DIR="${2:-}"
@@ -130,7 +131,7 @@ start_kcm() {
     --authorization-kubeconfig "$DIR/kube-controller-manager.kubeconfig" \
     --use-service-account-credentials=true \
     --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
-    --controllers '*,-node-ipam-controller,-node-lifecycle-controller' \
+    --controllers "*,-node-ipam-controller,-node-lifecycle-controller${HNS_KCM_DISABLE:+,-${HNS_KCM_DISABLE//,/,-}}" \
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$KCM_PORT"
 }
 start_kcm

@@ -322,6 +322,9 @@ mod many;
 #[path = "diagnose/nodes.rs"]
 mod nodes;
 
+#[path = "diagnose/controllers.rs"]
+mod controllers;
+
 #[tokio::test]
 async fn diagnose_nothing_stuck() {
     let _serial = SERIAL.lock().await;

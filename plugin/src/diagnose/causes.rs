@@ -6,6 +6,7 @@
 mod admission;
 mod cluster;
 mod content;
+mod controllers;
 mod hierarchy;
 mod namespace;
 mod nodes;
@@ -25,6 +26,8 @@ use super::remedy::{Action, Remedy, RemedyId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
+    /// kube-controller-manager is not running (its Lease is not renewed).
+    ControllerManagerDown,
     /// The namespace controller has not acted on the namespace.
     ControllerStalled,
     /// An APIService is unavailable, so discovery fails for every namespace deletion.
@@ -48,6 +51,10 @@ pub enum CauseKind {
     PodsWaitingForNode,
     /// Pods past their grace period that no kubelet confirms gone.
     TerminatingPods,
+    /// Deleted Services wait for a cloud load balancer's cleanup, and no cloud controller runs.
+    NoCloudController,
+    /// Deleted objects wait for a built-in controller that is evidently disabled.
+    DisabledController,
     /// Deleted objects wait for a finalizer.
     PendingFinalizer,
     /// `spec.finalizers` holds an entry other than `kubernetes`.
@@ -243,7 +250,10 @@ fn not_terminating(name: &str, status: NamespaceStatus) -> NamespaceDiagnosis {
 
 fn stuck_namespace(ns: &NamespaceState, ev: &Evidence) -> NamespaceDiagnosis {
     let mut causes = Vec::new();
-    causes.extend(cluster::controller_stalled(ns, ev));
+    let missing = controllers::causes(ns, ev);
+    if !missing.manager_down() {
+        causes.extend(cluster::controller_stalled(ns, ev));
+    }
     let apis = cluster::unavailable_api_services(ns, ev);
     causes.extend(cluster::unexplained_discovery_failure(ns, ev, &apis));
     causes.extend(apis);
@@ -260,7 +270,8 @@ fn stuck_namespace(ns: &NamespaceState, ev: &Evidence) -> NamespaceDiagnosis {
     causes.extend(content::undeleted(ns, ev, &blocked));
     causes.extend(nodes::pods_waiting_for_nodes(ns, ev));
     causes.extend(content::terminating_pods(ns, ev, &nodes::waiting_pod_names(ns, ev)));
-    causes.extend(content::pending_finalizers(ns, ev));
+    causes.extend(content::pending_finalizers(ns, ev, &missing.finalizers));
+    causes.extend(missing.causes);
     causes.extend(namespace::foreign_spec_finalizers(ns));
     causes.extend(hierarchy::subnamespace_finalizer(ns, ev));
     causes.extend(namespace::metadata_finalizers(ns, ev));

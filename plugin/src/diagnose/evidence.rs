@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ApiResource;
 use serde::Serialize;
 
+use super::controllers::ControllerEvidence;
 use super::nodes::NodeEvidence;
 
 /// Everything the diagnosis is decided from.
@@ -36,6 +37,8 @@ pub struct Evidence {
     pub unreadable: Vec<Unreadable>,
     /// Deleted pods bound to a node in the target namespaces, and those nodes.
     pub nodes: NodeEvidence,
+    /// Whether the controllers that remove built-in finalizers run.
+    pub controllers: ControllerEvidence,
 }
 
 /// Something the scan could not read.

@@ -20,6 +20,7 @@ pub mod access;
 pub mod apply;
 pub mod causes;
 pub mod conditions;
+pub mod controllers;
 pub mod discovery;
 pub mod error;
 pub mod evidence;

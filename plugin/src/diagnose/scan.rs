@@ -1,7 +1,7 @@
 //! Gathering the evidence: read-only calls, in parallel where there are many (one metadata-only
 //! list per namespaced type and Terminating namespace).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use futures::{stream, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -15,6 +15,7 @@ use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 
+use super::controllers;
 use super::discovery::discover;
 use super::error::{error_text, is_not_found, Error, Result};
 use super::evidence::{
@@ -95,11 +96,37 @@ async fn gather(client: &Client, target: &Target, progress: &dyn Progress) -> Re
     let (nodes, unreadable) = nodes::read(client, with_deleted_pods).await;
     evidence.nodes = nodes;
     evidence.unreadable.extend(unreadable.into_iter().map(|(what, message)| Unreadable { what, message }));
+    progress.phase("reading the controllers of built-in finalizers", 0);
+    let (services, claims) = waiting_for_controllers(&evidence.leftovers);
+    let (controllers, unreadable) = controllers::read(client, services, claims).await;
+    evidence.controllers = controllers;
+    evidence.unreadable.extend(unreadable.into_iter().map(|(what, message)| Unreadable { what, message }));
     progress.phase("reading webhooks and CRDs", 0);
     let webhooks = read_webhooks(client).await;
     evidence.webhooks = or_unreadable(webhooks, &mut evidence.unreadable);
     evidence.crds = read_crd_names(client).await;
     Ok(evidence)
+}
+
+/// The deleted Services waiting for their cloud load balancer's cleanup (namespace, name), and
+/// the namespaces holding deleted claims with `kubernetes.io/pvc-protection`: what the
+/// controllers of those finalizers look at is read for them only.
+fn waiting_for_controllers(leftovers: &[Leftover]) -> (Vec<(String, String)>, BTreeSet<String>) {
+    let holding = |plural: &'static str, finalizer: &'static str| {
+        leftovers.iter().filter(move |l| {
+            l.deletion_timestamp.is_some()
+                && l.resource.group.is_empty()
+                && l.resource.plural == plural
+                && l.finalizers.iter().any(|f| f == finalizer)
+        })
+    };
+    let services = holding("services", "service.kubernetes.io/load-balancer-cleanup")
+        .map(|l| (l.namespace.clone(), l.name.clone()))
+        .collect();
+    let claims = holding("persistentvolumeclaims", "kubernetes.io/pvc-protection")
+        .map(|l| l.namespace.clone())
+        .collect();
+    (services, claims)
 }
 
 /// The namespaces whose content is listed: the Terminating targets, and the Terminating

@@ -97,11 +97,12 @@ pub fn terminating_pods(ns: &NamespaceState, ev: &Evidence, excluded: &[String])
     })
 }
 
-/// Deleted objects that wait for a finalizer, one cause per finalizer.
-pub fn pending_finalizers(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
+/// Deleted objects that wait for a finalizer, one cause per finalizer. Finalizers in
+/// `explained` are reported already (their controller is missing).
+pub fn pending_finalizers(ns: &NamespaceState, ev: &Evidence, explained: &[String]) -> Vec<Cause> {
     let mut by_finalizer: BTreeMap<&str, Vec<&Leftover>> = BTreeMap::new();
     for l in ev.leftovers_in(&ns.name).filter(|l| l.deletion_timestamp.is_some()) {
-        for f in &l.finalizers {
+        for f in l.finalizers.iter().filter(|f| !explained.contains(f)) {
             by_finalizer.entry(f).or_default().push(l);
         }
     }
@@ -154,6 +155,23 @@ fn finalizer_cause(namespace: &str, finalizer: &str, objects: &[&Leftover], ev: 
             remedy: None,
         };
     }
+    Cause {
+        kind: CauseKind::PendingFinalizer,
+        summary: format!("{} object(s) wait for finalizer {finalizer}, which nothing removes", objects.len()),
+        evidence,
+        advice: format!(
+            "If {} is still installed, bring it back (check its pods and logs): it finishes its cleanup and removes the finalizer. If it was uninstalled, remove this finalizer, and only it.",
+            who.controller
+        ),
+        risk: format!(
+            "Whatever {finalizer} guards outside the cluster (cloud resources, external records) is not cleaned up and may be orphaned."
+        ),
+        remedy: Some(remove_finalizer(namespace, finalizer, objects)),
+    }
+}
+
+/// Removes `finalizer` from each of `objects`, deleted objects of `namespace`.
+pub(super) fn remove_finalizer(namespace: &str, finalizer: &str, objects: &[&Leftover]) -> Remedy {
     let actions = objects
         .iter()
         .map(|l| Action::RemoveFinalizer {
@@ -167,23 +185,14 @@ fn finalizer_cause(namespace: &str, finalizer: &str, objects: &[&Leftover], ev: 
             resource_version: l.resource_version.clone(),
         })
         .collect();
-    Cause {
-        kind: CauseKind::PendingFinalizer,
-        summary: format!("{} object(s) wait for finalizer {finalizer}, which nothing removes", objects.len()),
-        evidence,
-        advice: format!(
-            "If {} is still installed, bring it back (check its pods and logs): it finishes its cleanup and removes the finalizer. If it was uninstalled, remove this finalizer, and only it.",
-            who.controller
-        ),
-        risk: format!(
-            "Whatever {finalizer} guards outside the cluster (cloud resources, external records) is not cleaned up and may be orphaned."
-        ),
-        remedy: Some(Remedy::new(
-            RemedyId::RemoveObjectFinalizer { namespace: namespace.to_string(), finalizer: finalizer.to_string() },
-            format!("remove finalizer {finalizer} from {} object(s)", objects.len()),
-            actions,
-        )),
-    }
+    Remedy::new(
+        RemedyId::RemoveObjectFinalizer {
+            namespace: namespace.to_string(),
+            finalizer: finalizer.to_string(),
+        },
+        format!("remove finalizer {finalizer} from {} object(s)", objects.len()),
+        actions,
+    )
 }
 
 #[cfg(test)]
@@ -233,7 +242,7 @@ mod tests {
         w.deletion_timestamp = Some(ago(120));
         w.finalizers = vec!["other.example.org/x".into(), "stable.example.com/cleanup".into()];
         ev.leftovers.push(w);
-        let causes = pending_finalizers(&ns, &ev);
+        let causes = pending_finalizers(&ns, &ev, &[]);
         assert_eq!(causes.len(), 2);
         let c = causes.iter().find(|c| c.summary.contains("stable.example.com/cleanup")).unwrap();
         assert!(c.evidence[0].contains("widgets.stable.example.com/w (deleted 120s ago)"), "{c:?}");
@@ -265,7 +274,7 @@ mod tests {
         pvc.deletion_timestamp = Some(ago(60));
         pvc.finalizers = vec!["kubernetes.io/pvc-protection".into()];
         ev.leftovers.push(pvc);
-        let causes = pending_finalizers(&ns, &ev);
+        let causes = pending_finalizers(&ns, &ev, &[]);
         assert!(causes[0].remedy.is_none());
         assert!(causes[0].advice.contains("pod"));
     }
