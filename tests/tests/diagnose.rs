@@ -524,22 +524,11 @@ async fn diagnose_names_no_owner_on_a_near_match() {
     fix_removes(&env, &ns);
 }
 
-#[tokio::test]
-async fn diagnose_dead_webhook_blocking_deletion() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
-    let witness = Witness::new(&env, &mut cleanup, None);
-    let ns = unique("diag-hook");
-    let hook = format!("{ns}-deny");
-    cleanup.namespace(&ns);
-    cleanup.webhooks.push(hook.clone());
-    ok(env.kubectl(&["create", "namespace", &ns]));
-    ok(env.kubectl(&["label", "namespace", &ns, &format!("diag-webhook={ns}")]));
-    ok(env.kubectl(&["create", "configmap", "victim", "-n", &ns, "--from-literal=a=b"]));
-    // Fails closed on configmap DELETEs in this namespace only; its Service does not exist.
+/// A `failurePolicy: Fail` webhook `hook` on configmap DELETEs in namespace `ns` only, whose
+/// Service does not exist.
+fn dead_webhook(env: &Env, hook: &str, ns: &str) {
     apply(
-        &env,
+        env,
         &format!(
             r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
@@ -554,10 +543,25 @@ webhooks:
   rules:
   - {{operations: [DELETE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
   namespaceSelector:
-    matchLabels: {{diag-webhook: {ns}}}
+    matchLabels: {{kubernetes.io/metadata.name: {ns}}}
 "#
         ),
     );
+}
+
+#[tokio::test]
+async fn diagnose_dead_webhook_blocking_deletion() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let witness = Witness::new(&env, &mut cleanup, None);
+    let ns = unique("diag-hook");
+    let hook = format!("{ns}-deny");
+    cleanup.namespace(&ns);
+    cleanup.webhooks.push(hook.clone());
+    ok(env.kubectl(&["create", "namespace", &ns]));
+    ok(env.kubectl(&["create", "configmap", "victim", "-n", &ns, "--from-literal=a=b"]));
+    dead_webhook(&env, &hook, &ns);
     ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
     condition(&env, &ns, "NamespaceDeletionContentFailure").await;
 
@@ -723,26 +727,7 @@ async fn diagnose_follows_a_subtree_held_by_a_webhook() {
     let hook = format!("{h1}-deny");
     cleanup.webhooks.push(hook.clone());
     ok(env.kubectl(&["create", "configmap", "victim", "-n", &g, "--from-literal=a=b"]));
-    apply(
-        &env,
-        &format!(
-            r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {{name: {hook}}}
-webhooks:
-- name: deny.diag.example.com
-  failurePolicy: Fail
-  sideEffects: None
-  admissionReviewVersions: [v1]
-  clientConfig:
-    service: {{namespace: default, name: diag-missing, port: 443}}
-  rules:
-  - {{operations: [DELETE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}}
-  namespaceSelector:
-    matchLabels: {{kubernetes.io/metadata.name: {g}}}
-"#
-        ),
-    );
+    dead_webhook(&env, &hook, &g);
     ok(env.kubectl(&["delete", "namespace", &h1, "--wait=false"]));
     condition(&env, &g, "NamespaceDeletionContentFailure").await;
 
