@@ -50,6 +50,17 @@ pub const CONDITIONS: &str = "hnc.x-k8s.io/conditions";
 /// holds, that lets hns tell state it wrote from state written while its webhook was skipped.
 pub const SEAL: &str = "hnc.x-k8s.io/seal";
 
+/// Annotation holding the namespace's HierarchicalResourceQuotas (JSON: name to stored quota),
+/// written by hns only.
+pub const RESOURCE_QUOTAS: &str = "hnc.x-k8s.io/hierarchical-resource-quotas";
+
+/// Label on the ResourceQuota hns keeps in each namespace a hierarchical quota covers (HNC's).
+pub const HRQ_LABEL: &str = "hnc.x-k8s.io/hrq";
+
+/// Label on a namespace that entered a hierarchical quota's subtree and whose usage hns does not
+/// count yet: objects may not be created in it until hns removes the label.
+pub const HRQ_PENDING_LABEL: &str = "hnc.x-k8s.io/hrq-pending";
+
 /// Finalizer on a namespace while it has subnamespaces (HNC's name; HNC put it on the
 /// namespace's HierarchyConfiguration): a namespace is not gone before its subnamespaces are.
 pub const HAS_SUBNAMESPACE_FINALIZER: &str = "hnc.x-k8s.io/hasSubnamespace";
@@ -64,13 +75,17 @@ pub const HNS_ANNOTATIONS: &[&str] = &[
     MANAGED_ANNOTATIONS,
     HIERARCHY_OBJECT_META,
     SUBNAMESPACE_OBJECT_META,
+    RESOURCE_QUOTAS,
     SEAL,
 ];
 
 /// Whether hns maintains the label `key`: it sets and removes it, and users may not change it
 /// (`included-namespace` may also be written as `"true"` by users, as HNC allows).
 pub fn is_hns_label(key: &str) -> bool {
-    key == HIERARCHY_MEMBER || key == INCLUDED_NAMESPACE || tree_label_ancestor(key).is_some()
+    key == HIERARCHY_MEMBER
+        || key == INCLUDED_NAMESPACE
+        || key == HRQ_PENDING_LABEL
+        || tree_label_ancestor(key).is_some()
 }
 
 /// The tree label of `ancestor`, e.g. `acme-org.tree.hnc.x-k8s.io/depth`.

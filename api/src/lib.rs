@@ -11,6 +11,7 @@ pub mod config;
 pub mod duration;
 pub mod hierarchy;
 pub mod keys;
+pub mod quota;
 pub mod subnamespace;
 
 pub use config::{
@@ -18,6 +19,9 @@ pub use config::{
 };
 pub use hierarchy::{
     HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp,
+};
+pub use quota::{
+    HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus,
 };
 pub use subnamespace::{
     Subnamespace, SubnamespaceAnchor, SubnamespaceAnchorSpec, SubnamespaceSpec, SubnamespaceState,

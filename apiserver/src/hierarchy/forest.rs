@@ -48,6 +48,8 @@ pub struct Node {
     pub hierarchy_meta: ObjectLabels,
     /// Labels and annotations of the Subnamespace object of this namespace.
     pub subnamespace_meta: ObjectLabels,
+    /// The HierarchicalResourceQuotas in this namespace, by name.
+    pub quotas: BTreeMap<String, StoredQuota>,
     /// The resourceVersion of the last change to this namespace's set of children.
     pub children_rv: u64,
     /// Hierarchy annotations on the namespace that hns did not write (their keys): the facts
@@ -97,6 +99,23 @@ impl ObjectLabels {
     }
 }
 
+/// A HierarchicalResourceQuota as kept in its namespace's annotation
+/// [`keys::RESOURCE_QUOTAS`]: everything about it but its status, which is derived.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredQuota {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.creationTimestamp` (RFC 3339).
+    pub creation_timestamp: String,
+    /// `spec.hard`, as written.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hard: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    /// Its labels, annotations and managed fields.
+    #[serde(default, flatten)]
+    pub meta: ObjectLabels,
+}
+
 /// Parses a JSON annotation, treating a missing or unreadable value as empty.
 fn json_annotation<T: serde::de::DeserializeOwned + Default>(value: Option<&String>) -> T {
     value.and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default()
@@ -131,6 +150,7 @@ impl Node {
             managed_annotations: json_annotation(raw(keys::MANAGED_ANNOTATIONS)),
             hierarchy_meta: json_annotation(raw(keys::HIERARCHY_OBJECT_META)),
             subnamespace_meta: json_annotation(raw(keys::SUBNAMESPACE_OBJECT_META)),
+            quotas: json_annotation(raw(keys::RESOURCE_QUOTAS)),
             children_rv: 0,
             forgery,
             object: Arc::new(ns),
@@ -147,6 +167,7 @@ impl Node {
         self.managed_annotations = held.managed_annotations.clone();
         self.hierarchy_meta = held.hierarchy_meta.clone();
         self.subnamespace_meta = held.subnamespace_meta.clone();
+        self.quotas = held.quotas.clone();
     }
 
     /// The namespace's name.
@@ -393,6 +414,17 @@ impl Forest {
         out
     }
 
+    /// The hierarchical quotas that cover namespace `name`, nearest first: those in it and in
+    /// each of its ancestors, each with the namespace it lives in.
+    pub fn quotas_covering(&self, name: &str) -> Vec<(&str, &str, &StoredQuota)> {
+        self.ancestry_names(name)
+            .into_iter()
+            .rev()
+            .filter_map(|ns| self.nodes.get_key_value(ns.as_str()))
+            .flat_map(|(ns, node)| node.quotas.iter().map(move |(q, stored)| (ns.as_str(), q.as_str(), stored)))
+            .collect()
+    }
+
     /// Whether deleting `name` may delete its subnamespaces: it, or any ancestor, allows
     /// cascading deletion (HNC's rule).
     pub fn allows_cascading_deletion(&self, name: &str) -> bool {
@@ -615,6 +647,27 @@ mod tests {
         let mut d = f.descendant_names("a");
         d.sort();
         assert_eq!(d, ["b", "below", "c"]);
+    }
+
+    #[test]
+    fn quotas_cover_their_namespace_and_everything_below() {
+        let mut f = forest("acme team-a:~acme svc:team-a other");
+        let mut ns = (*f.get("acme").unwrap().object).clone();
+        let quota = r#"{"org":{"uid":"u1","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"10"}}}"#;
+        ns.metadata.annotations.get_or_insert_default().insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
+        f.upsert(sealed(ns));
+        let mut ns = (*f.get("team-a").unwrap().object).clone();
+        let quota = r#"{"team":{"uid":"u2","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"4"}}}"#;
+        ns.metadata.annotations.get_or_insert_default().insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
+        f.upsert(sealed(ns));
+        let names = |ns: &str| -> Vec<(String, String)> {
+            f.quotas_covering(ns).into_iter().map(|(n, q, _)| (n.to_string(), q.to_string())).collect()
+        };
+        let pair = |n: &str, q: &str| (n.to_string(), q.to_string());
+        assert_eq!(names("svc"), [pair("team-a", "team"), pair("acme", "org")], "nearest first");
+        assert_eq!(names("acme"), [pair("acme", "org")]);
+        assert!(names("other").is_empty());
+        assert_eq!(f.quotas_covering("svc")[1].2.hard["pods"].0, "10");
     }
 
     #[test]

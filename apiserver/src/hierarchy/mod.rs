@@ -1,6 +1,6 @@
 //! The hierarchy as pure logic, no I/O: the forest of namespaces, the administrator's policy,
 //! the rules a change must keep, the conditions and the tree labels a namespace should carry,
-//! the identities of derived objects, and the seal that tells hns's own hierarchy state from forged state.
+//! the identities of derived objects, exact quantities for hierarchical quotas, and the seal that tells hns's own hierarchy state from forged state.
 
 pub mod conditions;
 pub mod forest;
@@ -8,5 +8,6 @@ pub mod identity;
 pub mod objects;
 pub mod plan;
 pub mod policy;
+pub mod quantity;
 pub mod rules;
 pub mod seal;

@@ -41,6 +41,7 @@ pub const SEALED: &[&str] = &[
     keys::MANAGED_ANNOTATIONS,
     keys::HIERARCHY_OBJECT_META,
     keys::SUBNAMESPACE_OBJECT_META,
+    keys::RESOURCE_QUOTAS,
 ];
 
 /// The version prefix of a seal, so the format can change without ambiguity.
