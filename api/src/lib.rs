@@ -20,9 +20,7 @@ pub use config::{
 pub use hierarchy::{
     HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp,
 };
-pub use quota::{
-    HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus,
-};
+pub use quota::{HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus};
 pub use subnamespace::{
     Subnamespace, SubnamespaceAnchor, SubnamespaceAnchorSpec, SubnamespaceSpec, SubnamespaceState,
     SubnamespaceStatus,

@@ -95,14 +95,18 @@ mod tests {
         .unwrap();
         assert_eq!(q.spec.hard["pods"], Quantity("10".into()));
         assert_eq!(q.spec.hard["requests.cpu"], Quantity("1500m".into()));
-        assert_eq!(serde_json::to_value(&q.spec).unwrap(), json!({"hard": {"pods": "10", "requests.cpu": "1500m"}}));
+        assert_eq!(
+            serde_json::to_value(&q.spec).unwrap(),
+            json!({"hard": {"pods": "10", "requests.cpu": "1500m"}})
+        );
     }
 
     #[test]
     fn a_fraction_as_a_json_number_is_refused_with_what_to_write() {
-        let err = serde_json::from_value::<HierarchicalResourceQuotaSpec>(json!({"hard": {"requests.cpu": 1.5}}))
-            .unwrap_err()
-            .to_string();
+        let err =
+            serde_json::from_value::<HierarchicalResourceQuotaSpec>(json!({"hard": {"requests.cpu": 1.5}}))
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("requests.cpu: 1.5 is a JSON number with a fraction"), "{err}");
         assert!(err.contains("(\"1.5\")"), "{err}");
     }

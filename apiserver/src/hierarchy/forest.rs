@@ -101,7 +101,7 @@ impl ObjectLabels {
 
 /// A HierarchicalResourceQuota as kept in its namespace's annotation
 /// [`keys::RESOURCE_QUOTAS`]: everything about it but its status, which is derived.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredQuota {
     /// `metadata.uid`.
@@ -421,7 +421,9 @@ impl Forest {
             .into_iter()
             .rev()
             .filter_map(|ns| self.nodes.get_key_value(ns.as_str()))
-            .flat_map(|(ns, node)| node.quotas.iter().map(move |(q, stored)| (ns.as_str(), q.as_str(), stored)))
+            .flat_map(|(ns, node)| {
+                node.quotas.iter().map(move |(q, stored)| (ns.as_str(), q.as_str(), stored))
+            })
             .collect()
     }
 
@@ -654,11 +656,17 @@ mod tests {
         let mut f = forest("acme team-a:~acme svc:team-a other");
         let mut ns = (*f.get("acme").unwrap().object).clone();
         let quota = r#"{"org":{"uid":"u1","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"10"}}}"#;
-        ns.metadata.annotations.get_or_insert_default().insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
+        ns.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
         f.upsert(sealed(ns));
         let mut ns = (*f.get("team-a").unwrap().object).clone();
         let quota = r#"{"team":{"uid":"u2","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"4"}}}"#;
-        ns.metadata.annotations.get_or_insert_default().insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
+        ns.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
         f.upsert(sealed(ns));
         let names = |ns: &str| -> Vec<(String, String)> {
             f.quotas_covering(ns).into_iter().map(|(n, q, _)| (n.to_string(), q.to_string())).collect()

@@ -68,28 +68,20 @@ impl fmt::Display for Amount {
             return f.write_str("0");
         }
         let unit = NANO as u128;
-        if self.binary && n % unit == 0 {
+        if self.binary && n.is_multiple_of(unit) {
             let v = n / unit;
             for (suffix, power) in [("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1)] {
                 let m = 1u128 << (10 * power);
-                if v % m == 0 {
+                if v.is_multiple_of(m) {
                     return write!(f, "{sign}{}{suffix}", v / m);
                 }
             }
         }
-        for (suffix, scale) in [
-            ("E", 27),
-            ("P", 24),
-            ("T", 21),
-            ("G", 18),
-            ("M", 15),
-            ("k", 12),
-            ("", 9),
-            ("m", 6),
-            ("u", 3),
-        ] {
+        for (suffix, scale) in
+            [("E", 27), ("P", 24), ("T", 21), ("G", 18), ("M", 15), ("k", 12), ("", 9), ("m", 6), ("u", 3)]
+        {
             let m = 10u128.pow(scale);
-            if n % m == 0 {
+            if n.is_multiple_of(m) {
                 return write!(f, "{sign}{}{suffix}", n / m);
             }
         }
@@ -123,7 +115,11 @@ fn parse(text: &str) -> Option<Result<Amount, QuantityError>> {
         Scale::Binary(power) => scale(mantissa, 9, fraction.len(), 1i128 << (10 * power)),
         Scale::Decimal(exp) => scale(mantissa, 9 + exp, fraction.len(), 1),
     };
-    Some(value.map(|nanos| Amount { nanos: if negative { -nanos } else { nanos }, binary }).ok_or_else(too_large))
+    Some(
+        value
+            .map(|nanos| Amount { nanos: if negative { -nanos } else { nanos }, binary })
+            .ok_or_else(too_large),
+    )
 }
 
 /// How a suffix scales a number.
@@ -176,7 +172,9 @@ pub type Amounts = BTreeMap<String, Amount>;
 
 /// Reads every quantity of `list`, naming the first bad one.
 pub fn parse_list(list: &BTreeMap<String, Quantity>) -> Result<Amounts, (String, QuantityError)> {
-    list.iter().map(|(name, q)| Amount::parse(&q.0).map(|a| (name.clone(), a)).map_err(|e| (name.clone(), e))).collect()
+    list.iter()
+        .map(|(name, q)| Amount::parse(&q.0).map(|a| (name.clone(), a)).map_err(|e| (name.clone(), e)))
+        .collect()
 }
 
 /// `a + b`, per resource.
@@ -264,9 +262,15 @@ mod tests {
 
     #[test]
     fn writes_the_shortest_exact_form() {
-        for (text, written) in
-            [("1500m", "1500m"), ("1.5", "1500m"), ("2000", "2k"), ("1536Mi", "1536Mi"), ("1024Ki", "1Mi"), ("0", "0"), ("1e3", "1k")]
-        {
+        for (text, written) in [
+            ("1500m", "1500m"),
+            ("1.5", "1500m"),
+            ("2000", "2k"),
+            ("1536Mi", "1536Mi"),
+            ("1024Ki", "1Mi"),
+            ("0", "0"),
+            ("1e3", "1k"),
+        ] {
             assert_eq!(amount(text).to_string(), written, "{text}");
         }
         assert_eq!(amount("1Gi").plus(amount("512Mi")).to_string(), "1536Mi");
@@ -282,7 +286,10 @@ mod tests {
         assert_eq!(used["pods"], amount("5"));
         let hard = list(&[("pods", "4"), ("requests.cpu", "2"), ("services", "1")]);
         assert_eq!(exceeded(&used, &hard), ["pods"]);
-        assert_eq!(max(&list(&[("pods", "3")]), &list(&[("pods", "5"), ("services", "1")])), list(&[("pods", "5"), ("services", "1")]));
+        assert_eq!(
+            max(&list(&[("pods", "3")]), &list(&[("pods", "5"), ("services", "1")])),
+            list(&[("pods", "5"), ("services", "1")])
+        );
         let written = to_list(&list(&[("memory", "1073741824")]), &list(&[("memory", "2Gi")]));
         assert_eq!(written["memory"].0, "1Gi");
     }
