@@ -62,6 +62,23 @@ pub struct HierarchicalResourceQuotaStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The REQUEST and LIMIT cells of a quota as HNC's plugin prints them: `used/hard` for each
+/// resource of `status.hard`, by name, `limits.*` in the second cell, the others in the first,
+/// e.g. (`"pods: 3/10, requests.cpu: 1500m/4"`, `"limits.memory: 1Gi/8Gi"`).
+pub fn usage_cells(status: &HierarchicalResourceQuotaStatus) -> (String, String) {
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    for (name, hard) in &status.hard {
+        let used = status.used.get(name).map_or("0", |q| q.0.as_str());
+        let cell = format!("{name}: {used}/{}", hard.0);
+        if name.starts_with("limits.") {
+            limits.push(cell)
+        } else {
+            requests.push(cell)
+        }
+    }
+    (requests.join(", "), limits.join(", "))
+}
+
 /// A ResourceList whose values may be strings or JSON integers, but not fractions.
 fn resource_list<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Quantity>, D::Error> {
     let raw = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
@@ -98,6 +115,23 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&q.spec).unwrap(),
             json!({"hard": {"pods": "10", "requests.cpu": "1500m"}})
+        );
+    }
+
+    #[test]
+    fn usage_cells_split_limits_from_the_rest() {
+        let q = |s: &str| Quantity(s.into());
+        let status = HierarchicalResourceQuotaStatus {
+            hard: [("pods", "10"), ("limits.memory", "8Gi"), ("requests.cpu", "4")]
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), q(v)))
+                .collect(),
+            used: [("pods".to_string(), q("3")), ("requests.cpu".to_string(), q("1500m"))].into(),
+            conditions: vec![],
+        };
+        assert_eq!(
+            usage_cells(&status),
+            ("pods: 3/10, requests.cpu: 1500m/4".to_string(), "limits.memory: 0/8Gi".to_string())
         );
     }
 

@@ -85,6 +85,8 @@ Examples:
   # Apply the remedies, asking before each
   kubectl hns diagnose old --fix")]
     Diagnose(commands::diagnose::DiagnoseArgs),
+    /// Display hierarchical resource quotas and what their subtrees use.
+    Hrq(commands::hrq::HrqArgs),
     /// Print the hierarchy as manifests, for HNC or for hns (migration, backup).
     #[command(after_help = "\
 Examples:
@@ -111,6 +113,7 @@ impl Cli {
             Command::Completion(args) => commands::completion::run(args, Cli::command()),
             Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,
             Command::Export(args) => commands::export::run(&kube, args).await,
+            Command::Hrq(args) => commands::hrq::run(&kube, args).await,
         }
     }
 }

@@ -4,7 +4,10 @@
 
 use hns_api::config::CONFIG_SINGLETON;
 use hns_api::hierarchy::HIERARCHY_SINGLETON;
-use hns_api::{HNCConfiguration, HierarchyConfiguration, ResourceSpec, Subnamespace, API_VERSION};
+use hns_api::{
+    HNCConfiguration, HierarchicalResourceQuota, HierarchyConfiguration, ResourceSpec, Subnamespace,
+    API_VERSION,
+};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
@@ -189,6 +192,24 @@ impl Hns {
         let api: Api<Subnamespace> = Api::namespaced(self.client.clone(), parent);
         api.delete(child, &DeleteParams::default()).await.map_err(classify)?;
         Ok(())
+    }
+
+    /// The hierarchical resource quotas of `ns`.
+    pub async fn quotas(&self, ns: &str) -> Result<Vec<HierarchicalResourceQuota>> {
+        let api: Api<HierarchicalResourceQuota> = Api::namespaced(self.client.clone(), ns);
+        Ok(api.list(&ListParams::default()).await.map_err(|e| in_namespace(classify(e), ns))?.items)
+    }
+
+    /// Every hierarchical resource quota in the cluster, in one request.
+    pub async fn all_quotas(&self) -> Result<Vec<HierarchicalResourceQuota>> {
+        let api: Api<HierarchicalResourceQuota> = Api::all(self.client.clone());
+        Ok(api.list(&ListParams::default()).await.map_err(classify)?.items)
+    }
+
+    /// Quota `name` of `ns`.
+    pub async fn quota(&self, ns: &str, name: &str) -> Result<HierarchicalResourceQuota> {
+        let api: Api<HierarchicalResourceQuota> = Api::namespaced(self.client.clone(), ns);
+        api.get(name).await.map_err(classify)
     }
 
     /// The cluster's HNCConfiguration.
