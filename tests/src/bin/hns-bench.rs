@@ -14,6 +14,10 @@
 //!                          straight to it and dropped (does it give the memory back?)
 //!   hns-bench tree         `kubectl hns tree -A` with a forest of 1,000 and 10,000 namespaces vs
 //!                          an HNC-style client making two requests per namespace
+//!   hns-bench quotas       hierarchical quotas: pods admitted beyond the budget over
+//!                          $HNS_BENCH_QUOTA_TRIALS (default 1,000) trials of racing creations,
+//!                          pod creation under 3 quotas vs a plain ResourceQuota, and how fast a
+//!                          quota over 1,000 namespaces shows new usage
 
 use std::time::{Duration, Instant};
 
@@ -39,8 +43,15 @@ async fn main() -> anyhow::Result<()> {
         "tree" => tree(&client, &env).await,
         "deletion" => deletion(&client).await,
         "watches" => watches(&env).await,
+        "quotas" => {
+            let trials =
+                std::env::var("HNS_BENCH_QUOTA_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(1_000);
+            hns_e2e::quota_bench::run(&client, trials).await
+        }
         other => {
-            anyhow::bail!("unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches")
+            anyhow::bail!(
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas"
+            )
         }
     }
 }

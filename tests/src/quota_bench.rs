@@ -1,0 +1,191 @@
+//! `hns-bench quotas`: hierarchical quotas measured against a live cluster.
+//!
+//! - **Overspend**: trials of 9 pods created at the same moment in 8 sibling subnamespaces of a
+//!   parent whose quota allows 8 pods: pods admitted beyond the budget, over every trial (the
+//!   target is 0), and trials that admitted fewer than the budget allowed (false refusals).
+//! - **Cost**: pod creation latency in a namespace under a chain of 3 quotas vs in a namespace
+//!   with a plain ResourceQuota of the same limits, interleaved so both see the same load.
+//! - **Convergence**: how long a quota over 1,000 namespaces takes to show a new pod in its
+//!   `status.used`.
+
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::quotas::{count_pods, create_pod, delete_pods, race_pods, set_quota, until_used};
+use crate::{create_namespace, create_subns};
+
+/// Pods the parent's quota allows in the overspend trials (one per sibling).
+const BUDGET: usize = 8;
+
+/// Runs the three benchmarks; `trials` overspend trials.
+pub async fn run(client: &Client, trials: usize) -> anyhow::Result<()> {
+    overspend(client, trials).await?;
+    cost(client).await?;
+    convergence(client).await
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Waits until every namespace in `namespaces` has its ResourceQuota `hrq.hnc.x-k8s.io` with a
+/// computed status, so that pods can be counted there.
+async fn until_counted(client: &Client, namespaces: &[String]) -> anyhow::Result<()> {
+    let started = Instant::now();
+    for ns in namespaces {
+        let api: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
+        loop {
+            let ready = api.get_opt(hns_api::quota::RESOURCE_QUOTA_NAME).await?.and_then(|q| q.status?.hard);
+            if ready.is_some() {
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(300),
+                "no counting ResourceQuota in {ns}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
+    let root = create_namespace(client, "bq-root", &[]).await;
+    let siblings: Vec<String> = (0..BUDGET).map(|i| format!("bq-s{i}")).collect();
+    for s in &siblings {
+        create_subns(client, &root, s).await?;
+    }
+    set_quota(client, &root, "budget", &[("pods", &BUDGET.to_string())]).await?;
+    until_counted(client, &siblings).await?;
+    let (mut beyond, mut short, mut other) = (0usize, 0usize, 0usize);
+    let started = Instant::now();
+    for t in 0..trials {
+        let mut targets: Vec<(String, String)> =
+            siblings.iter().map(|s| (s.clone(), format!("p{t}"))).collect();
+        targets.push((siblings[t % BUDGET].clone(), format!("p{t}-extra")));
+        let outcomes = race_pods(client, &targets, "10m").await;
+        other += outcomes.iter().filter(|o| matches!(o, crate::quotas::Admission::Failed(_))).count();
+        let admitted = count_pods(client, &siblings).await;
+        beyond += admitted.saturating_sub(BUDGET);
+        short += usize::from(admitted < BUDGET);
+        delete_pods(client, &siblings).await;
+        if until_used(client, &root, "budget", "pods", "0", Duration::from_secs(60)).await.is_none() {
+            anyhow::bail!("trial {t}: the quota's usage did not return to 0 after deleting the pods");
+        }
+    }
+    println!();
+    println!("Overspend: {trials} trials of {} pods created at once in {BUDGET} sibling subnamespaces, parent quota pods: {BUDGET}", BUDGET + 1);
+    println!("  pods admitted beyond the budget, all trials   {beyond}   (target 0)");
+    println!("  trials admitting fewer than the budget        {short}");
+    println!("  creations failing other than by quota          {other}");
+    println!(
+        "  time per trial (create, count, delete, wait)   {:.2} s",
+        started.elapsed().as_secs_f64() / trials.max(1) as f64
+    );
+    Ok(())
+}
+
+async fn cost(client: &Client) -> anyhow::Result<()> {
+    let hard = [("pods", "100000"), ("requests.cpu", "10000")];
+    let root = create_namespace(client, "bl-root", &[]).await;
+    create_subns(client, &root, "bl-mid").await?;
+    create_subns(client, "bl-mid", "bl-leaf").await?;
+    for ns in [root.as_str(), "bl-mid", "bl-leaf"] {
+        set_quota(client, ns, "chain", &hard).await?;
+    }
+    let plain = create_namespace(client, "bl-plain", &[]).await;
+    let quota: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "plain"},
+        "spec": {"hard": {"pods": "100000", "requests.cpu": "10000"}},
+    }))?;
+    Api::<ResourceQuota>::namespaced(client.clone(), &plain).create(&PostParams::default(), &quota).await?;
+    until_counted(client, &["bl-leaf".to_string()]).await?;
+    let api: Api<ResourceQuota> = Api::namespaced(client.clone(), &plain);
+    while api.get("plain").await?.status.and_then(|s| s.hard).is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    const ROUNDS: usize = 300;
+    let (mut hrq, mut rq) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
+    for i in 0..ROUNDS {
+        let t = Instant::now();
+        let a = create_pod(client, "bl-leaf", &format!("p{i}"), "1m").await;
+        hrq.push(t.elapsed());
+        anyhow::ensure!(a.admitted(), "pod {i} under the quota chain: {a:?}");
+        let t = Instant::now();
+        let a = create_pod(client, &plain, &format!("p{i}"), "1m").await;
+        rq.push(t.elapsed());
+        anyhow::ensure!(a.admitted(), "pod {i} under the plain ResourceQuota: {a:?}");
+    }
+    hrq.sort();
+    rq.sort();
+    println!();
+    println!("Pod creation, {ROUNDS} each, interleaved         p50 (ms)   p99 (ms)");
+    println!(
+        "  plain ResourceQuota (baseline)             {:8.2}   {:8.2}",
+        ms(percentile(&rq, 0.5)),
+        ms(percentile(&rq, 0.99))
+    );
+    println!(
+        "  under a chain of 3 hierarchical quotas     {:8.2}   {:8.2}",
+        ms(percentile(&hrq, 0.5)),
+        ms(percentile(&hrq, 0.99))
+    );
+    println!(
+        "  ratio                                      {:8.2}   {:8.2}   (target <= 1.3)",
+        ms(percentile(&hrq, 0.5)) / ms(percentile(&rq, 0.5)),
+        ms(percentile(&hrq, 0.99)) / ms(percentile(&rq, 0.99))
+    );
+    Ok(())
+}
+
+async fn convergence(client: &Client) -> anyhow::Result<()> {
+    const SIZE: usize = 1_000;
+    let root = create_namespace(client, "bc-root", &[]).await;
+    set_quota(client, &root, "wide", &[("pods", "100000")]).await?;
+    let leaves: Vec<String> = (0..SIZE - 1).map(|i| format!("bc-{i}")).collect();
+    let started = Instant::now();
+    stream::iter(leaves.iter())
+        .for_each_concurrent(32, |leaf| {
+            let root = root.clone();
+            async move {
+                let _ = create_subns(client, &root, leaf).await;
+            }
+        })
+        .await;
+    let mut all = leaves.clone();
+    all.push(root.clone());
+    until_counted(client, &all).await?;
+    println!();
+    println!(
+        "Convergence: a quota over {SIZE} namespaces (set up in {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let mut times = Vec::new();
+    for i in 0..20 {
+        let leaf = &leaves[(i * 37) % leaves.len()];
+        let a = create_pod(client, leaf, &format!("c{i}"), "1m").await;
+        anyhow::ensure!(a.admitted(), "pod {i} in {leaf}: {a:?}");
+        let want = (i + 1).to_string();
+        match until_used(client, &root, "wide", "pods", &want, Duration::from_secs(30)).await {
+            Some(t) => times.push(t),
+            None => anyhow::bail!("the quota never showed {want} pods"),
+        }
+    }
+    times.sort();
+    println!(
+        "  status.used shows a new pod after: p50 {:.0} ms, max {:.0} ms   (target <= 2 s)",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 1.0))
+    );
+    Ok(())
+}

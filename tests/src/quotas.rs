@@ -1,0 +1,125 @@
+//! Hierarchical quotas in the e2e tests, the benchmarks and the reliability suites: quotas,
+//! pods that count against them (no scheduler runs, so they stay Pending, and quota counts them
+//! all the same), and creations raced against a budget.
+
+use std::time::{Duration, Instant};
+
+use futures::future::join_all;
+use hns_api::{HierarchicalResourceQuota, HierarchicalResourceQuotaStatus};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+/// The field manager the tests apply quotas with.
+const MANAGER: &str = "hns-e2e";
+
+/// Creates or changes quota `name` in `ns` to `hard` (server-side apply).
+pub async fn set_quota(client: &Client, ns: &str, name: &str, hard: &[(&str, &str)]) -> anyhow::Result<()> {
+    let hard: serde_json::Map<String, serde_json::Value> =
+        hard.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let quota = json!({
+        "apiVersion": hns_api::API_VERSION,
+        "kind": "HierarchicalResourceQuota",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"hard": hard},
+    });
+    let api: Api<HierarchicalResourceQuota> = Api::namespaced(client.clone(), ns);
+    api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(quota)).await?;
+    Ok(())
+}
+
+/// The status of quota `name` in `ns`, if it can be read.
+pub async fn quota_status(client: &Client, ns: &str, name: &str) -> Option<HierarchicalResourceQuotaStatus> {
+    let api: Api<HierarchicalResourceQuota> = Api::namespaced(client.clone(), ns);
+    api.get(name).await.ok()?.status
+}
+
+/// Waits until quota `name` in `ns` reports `used[resource] == value`; how long that took, or
+/// `None` after `timeout`.
+pub async fn until_used(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    resource: &str,
+    value: &str,
+    timeout: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        let status = quota_status(client, ns, name).await.unwrap_or_default();
+        if status.used.get(resource).map(|q| q.0.as_str()) == Some(value) {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// A pod requesting `cpu`, which no kubelet will ever run.
+pub fn pod(name: &str, cpu: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{
+            "name": "c",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}},
+        }]},
+    }))
+    .expect("a valid Pod")
+}
+
+/// What came of creating an object under a quota.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// Created.
+    Admitted,
+    /// Refused by a quota: the message.
+    OverQuota(String),
+    /// Any other failure: the message.
+    Failed(String),
+}
+
+impl Admission {
+    /// Whether it was created.
+    pub fn admitted(&self) -> bool {
+        *self == Admission::Admitted
+    }
+}
+
+/// Creates pod `name` in `ns`.
+pub async fn create_pod(client: &Client, ns: &str, name: &str, cpu: &str) -> Admission {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    match api.create(&PostParams::default(), &pod(name, cpu)).await {
+        Ok(_) => Admission::Admitted,
+        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("exceeded") => {
+            Admission::OverQuota(s.message)
+        }
+        Err(e) => Admission::Failed(e.to_string()),
+    }
+}
+
+/// Creates one pod per `(namespace, name)` at the same moment: every request is built first,
+/// then all are sent together.
+pub async fn race_pods(client: &Client, targets: &[(String, String)], cpu: &str) -> Vec<Admission> {
+    join_all(targets.iter().map(|(ns, name)| create_pod(client, ns, name, cpu))).await
+}
+
+/// How many pods exist in `namespaces` together.
+pub async fn count_pods(client: &Client, namespaces: &[String]) -> usize {
+    let mut n = 0;
+    for ns in namespaces {
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        n += api.list_metadata(&ListParams::default()).await.map_or(0, |l| l.items.len());
+    }
+    n
+}
+
+/// Deletes every pod in `namespaces` at once (no grace: nothing runs them).
+pub async fn delete_pods(client: &Client, namespaces: &[String]) {
+    for ns in namespaces {
+        let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let params = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        let _ = api.delete_collection(&params, &ListParams::default()).await;
+    }
+}
