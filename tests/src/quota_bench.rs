@@ -16,7 +16,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::quotas::{count_pods, create_pod, delete_pods, race_pods, set_quota, until_used};
+use crate::quotas::{count_pods, create_pod, delete_pods, race_pods, set_quota, until_counted, until_used};
 use crate::{create_namespace, create_subns};
 
 /// Pods the parent's quota allows in the overspend trials (one per sibling).
@@ -35,27 +35,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-/// Waits until every namespace in `namespaces` has its ResourceQuota `hrq.hnc.x-k8s.io` with a
-/// computed status, so that pods can be counted there.
-async fn until_counted(client: &Client, namespaces: &[String]) -> anyhow::Result<()> {
-    let started = Instant::now();
-    for ns in namespaces {
-        let api: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
-        loop {
-            let ready = api.get_opt(hns_api::quota::RESOURCE_QUOTA_NAME).await?.and_then(|q| q.status?.hard);
-            if ready.is_some() {
-                break;
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(300),
-                "no counting ResourceQuota in {ns}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    Ok(())
 }
 
 async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use hns_api::{HierarchicalResourceQuota, HierarchicalResourceQuotaStatus};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -122,4 +122,25 @@ pub async fn delete_pods(client: &Client, namespaces: &[String]) {
         let params = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
         let _ = api.delete_collection(&params, &ListParams::default()).await;
     }
+}
+
+/// Waits until every namespace in `namespaces` has its ResourceQuota `hrq.hnc.x-k8s.io` with a
+/// computed status, so that pods are counted there.
+pub async fn until_counted(client: &Client, namespaces: &[String]) -> anyhow::Result<()> {
+    let started = Instant::now();
+    for ns in namespaces {
+        let api: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
+        loop {
+            let ready = api.get_opt(hns_api::quota::RESOURCE_QUOTA_NAME).await?.and_then(|q| q.status?.hard);
+            if ready.is_some() {
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(300),
+                "no counting ResourceQuota in {ns}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
 }

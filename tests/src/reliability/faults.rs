@@ -1,5 +1,6 @@
 //! Faults: SIGKILL of an hns-apiserver replica (the leader or a follower) at a random moment
-//! during subnamespace creation, a move, a cascading deletion or propagation; and restarts of
+//! during subnamespace creation, a move, a cascading deletion, propagation or pod creations
+//! racing for a hierarchical quota's last places; and restarts of
 //! kube-apiserver and etcd while the same operations run. After each trial the invariants must
 //! hold again (`invariants`), with nobody's help; the time that takes is the figure.
 
@@ -16,6 +17,7 @@ use serde_json::json;
 use super::invariants::converge;
 use super::processes::Role as ReplicaRole;
 use super::{quantile_ms, Context, Figure, Rng};
+use crate::quotas::{count_pods, create_pod, set_quota, until_counted, Admission};
 use crate::{create_namespace, create_subns, set_parent, view_binding};
 
 const SUITE: &str = "faults";
@@ -35,15 +37,21 @@ enum Op {
     Cascade,
     /// A new RoleBinding and Role, and a changed one, propagated to 24 descendants.
     Propagate,
+    /// Nine pods created at once in eight sibling subnamespaces whose parent's quota allows
+    /// eight: never more than eight may exist afterwards.
+    Quota,
 }
 
-const OPS: [Op; 4] = [Op::Create, Op::Move, Op::Cascade, Op::Propagate];
+const OPS: [Op; 5] = [Op::Create, Op::Move, Op::Cascade, Op::Propagate, Op::Quota];
+
+/// Pods the parent's quota allows in a [`Op::Quota`] trial.
+const QUOTA_PODS: usize = 8;
 
 impl Op {
     /// Faults land at a random moment within this window after the operation starts.
     fn window_ms(self) -> u64 {
         match self {
-            Op::Create | Op::Move => 400,
+            Op::Create | Op::Move | Op::Quota => 400,
             Op::Cascade => 600,
             Op::Propagate => 800,
         }
@@ -169,6 +177,12 @@ async fn trial(ctx: &Context, i: usize, op: Op, fault: Fault, rng: &mut Rng) -> 
     }
     let (converged_in, left) = converge(client, &prefix, CONVERGE_DEADLINE).await;
     violations.extend(left);
+    if let Op::Quota = op {
+        let pods = count_pods(client, &siblings(&prefix)).await;
+        if pods > QUOTA_PODS {
+            violations.push(format!("{pods} pods exist under a quota of {QUOTA_PODS}"));
+        }
+    }
     cleanup(client, &prefix).await;
     Outcome { converged_in, violations }
 }
@@ -212,6 +226,13 @@ async fn setup(client: &Client, op: Op, p: &str) -> anyhow::Result<()> {
                 .patch("hierarchy", &PatchParams::default(), &Patch::Merge(cascade))
                 .await?;
         }
+        Op::Quota => {
+            for s in siblings(p) {
+                create_subns(client, &root, &s).await?;
+            }
+            set_quota(client, &root, "budget", &[("pods", &QUOTA_PODS.to_string())]).await?;
+            until_counted(client, &siblings(p)).await?;
+        }
         Op::Propagate => {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &root);
             api.create(&PostParams::default(), &view_binding("rb-old", "before")).await?;
@@ -229,6 +250,16 @@ async fn setup(client: &Client, op: Op, p: &str) -> anyhow::Result<()> {
 async fn operate(client: Client, op: Op, p: String) -> anyhow::Result<()> {
     let root = format!("{p}root");
     match op {
+        Op::Quota => {
+            let mut targets: Vec<(String, String)> =
+                siblings(&p).into_iter().map(|s| (s, "p".to_string())).collect();
+            targets.push((format!("{p}s0"), "p-extra".to_string()));
+            let creates = targets.into_iter().map(|(ns, name)| {
+                let client = client.clone();
+                async move { create_until_decided(&client, &ns, &name).await }
+            });
+            join_all(creates).await.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+        }
         Op::Create => {
             let creates = (0..8).map(|k| {
                 let (client, root, name) = (client.clone(), root.clone(), format!("{p}s{k}"));
@@ -276,6 +307,25 @@ async fn operate(client: Client, op: Op, p: String) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The sibling subnamespaces of a [`Op::Quota`] trial.
+fn siblings(p: &str) -> Vec<String> {
+    (0..QUOTA_PODS).map(|k| format!("{p}s{k}")).collect()
+}
+
+/// Creates a pod, retrying while hns or kube-apiserver is down, until a quota admits or refuses
+/// it (or it turns out the first attempt made it).
+async fn create_until_decided(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    loop {
+        match create_pod(client, ns, name, "10m").await {
+            Admission::Admitted | Admission::OverQuota(_) => return Ok(()),
+            Admission::Failed(e) if e.contains("already exists") => return Ok(()),
+            Admission::Failed(e) if started.elapsed() > OP_DEADLINE => anyhow::bail!("pod {ns}/{name}: {e}"),
+            Admission::Failed(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
 }
 
 /// A create retried after a crash may find its object made by the first attempt.

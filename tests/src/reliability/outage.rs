@@ -4,17 +4,20 @@
 //! cause. (Kubernetes' namespace controller finalizes no namespace while any aggregated API's
 //! discovery fails, so a deletion cannot finish during the outage, whatever hns does.) Parents
 //! forged meanwhile, past the fail-open webhook, are not honoured ([`super::forgery`]).
+//! Creation under a hierarchical quota fails closed meanwhile (nothing could count it), while
+//! namespaces outside every quota are unaffected; it works again once hns is back.
 
 use std::time::{Duration, Instant};
 
 use hns_api::HierarchyConfiguration;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::DeleteParams;
 use kube::Api;
 
 use super::forgery::Forgery;
 use super::{Context, Figure};
-use crate::hns_with;
+use crate::quotas::{create_pod, set_quota, until_counted, Admission};
+use crate::{allow_cascading_deletion, create_namespace, create_subns, hns_with};
 
 const SUITE: &str = "outage";
 const APISERVICE: &str = "v1alpha2.hnc.x-k8s.io";
@@ -24,6 +27,8 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     let names: Vec<String> = (0..n).map(|i| format!("out{}-{i}", std::process::id())).collect();
     let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
     let mut forgery = Forgery::prepare(&ctx.client, ctx.scale.pick(3, 20)).await;
+
+    let quota = QuotaProbe::prepare(&ctx.client).await;
 
     let mut stopped = Vec::new();
     for name in &ctx.replicas.names {
@@ -44,6 +49,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         }
         ok
     };
+    let quota_while_down = quota.try_both(&ctx.client, "down").await;
     for name in &names {
         let _ = namespaces.delete(name, &DeleteParams::default()).await;
     }
@@ -83,6 +89,8 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     }
 
     let forgery = forgery.judge(&ctx.client).await;
+    let quota_after = quota.admitted_again(&ctx.client).await;
+    quota.clean_up(&ctx.client).await;
 
     let mut figures = vec![
         Figure::target(
@@ -113,7 +121,80 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         ),
     ];
     figures.extend(forgery);
+    figures.extend(quota_figures(quota_while_down, quota_after));
     figures
+}
+
+fn quota_figures((under, outside): (Admission, Admission), after: bool) -> Vec<Figure> {
+    let closed = !under.admitted();
+    vec![
+        Figure::target(
+            SUITE,
+            "pod creation under a hierarchical quota with hns down",
+            format!("{under:?}"),
+            "refused",
+            closed,
+        ),
+        Figure::target(
+            SUITE,
+            "pod creation outside every quota with hns down",
+            format!("{outside:?}"),
+            "Admitted",
+            outside.admitted(),
+        ),
+        Figure::target(SUITE, "pod creation under the quota once hns returned", after, "true", after),
+    ]
+}
+
+/// A namespace under a hierarchical quota, and one outside every quota, to create pods in.
+struct QuotaProbe {
+    root: String,
+    covered: String,
+}
+
+impl QuotaProbe {
+    async fn prepare(client: &kube::Client) -> QuotaProbe {
+        let root = create_namespace(client, &format!("outq{}", std::process::id()), &[]).await;
+        let covered = format!("{root}-s");
+        if let Err(e) = create_subns(client, &root, &covered).await {
+            println!("outage: creating {covered}: {e}");
+        }
+        if let Err(e) = set_quota(client, &root, "budget", &[("pods", "8")]).await {
+            println!("outage: setting the quota of {root}: {e:#}");
+        }
+        if let Err(e) = until_counted(client, std::slice::from_ref(&covered)).await {
+            println!("outage: {e:#}");
+        }
+        QuotaProbe { root, covered }
+    }
+
+    /// A pod under the quota, and one in `default`, outside every quota.
+    async fn try_both(&self, client: &kube::Client, tag: &str) -> (Admission, Admission) {
+        let under = create_pod(client, &self.covered, &format!("p-{tag}"), "10m").await;
+        let outside_name = format!("{}-{tag}", self.root);
+        let outside = create_pod(client, "default", &outside_name, "10m").await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let _ = pods.delete(&outside_name, &DeleteParams::default()).await;
+        (under, outside)
+    }
+
+    /// Whether a pod under the quota is admitted within two minutes of hns's return.
+    async fn admitted_again(&self, client: &kube::Client) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(120) {
+            if create_pod(client, &self.covered, "p-after", "10m").await.admitted() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        false
+    }
+
+    async fn clean_up(&self, client: &kube::Client) {
+        let _ = allow_cascading_deletion(client, &self.root).await;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let _ = namespaces.delete(&self.root, &DeleteParams::default()).await;
+    }
 }
 
 async fn count_gone(namespaces: &Api<Namespace>, names: &[String]) -> usize {
