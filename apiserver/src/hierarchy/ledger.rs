@@ -106,6 +106,13 @@ pub struct StatusUpdate {
     pub from_admission: bool,
 }
 
+impl StatusUpdate {
+    /// Whether it increases any resource.
+    pub fn increases(&self) -> bool {
+        !increases(&self.old_used, &self.new_used).is_empty()
+    }
+}
+
 /// The answer to a [`StatusUpdate`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -299,6 +306,11 @@ fn read(namespace: &str, list: &ResourceList) -> Result<Amounts, Refusal> {
 /// tree with its limits, every covered namespace with its chain. Usage of namespaces that stay
 /// covered is kept; entries of namespaces that left the tree or every quota are dropped.
 pub fn membership(forest: &Forest, root: &str, previous: &Ledger) -> Ledger {
+    keep_usage(skeleton(forest, root), previous)
+}
+
+/// The quotas and chains of the tree rooted at `root`, with no usage known.
+pub fn skeleton(forest: &Forest, root: &str) -> Ledger {
     let mut next = Ledger::default();
     for node in forest.iter().filter(|node| root_of(forest, node.name()) == root) {
         for (name, quota) in &node.quotas {
@@ -306,14 +318,22 @@ pub fn membership(forest: &Forest, root: &str, previous: &Ledger) -> Ledger {
         }
         let chain: Vec<String> =
             forest.quotas_covering(node.name()).into_iter().map(|(ns, q, _)| quota_key(ns, q)).collect();
-        if chain.is_empty() {
-            continue;
+        if !chain.is_empty() {
+            next.namespaces.insert(node.name().to_string(), Entry { chain, ..Default::default() });
         }
-        let mut entry = previous.namespaces.get(node.name()).cloned().unwrap_or_default();
-        entry.chain = chain;
-        next.namespaces.insert(node.name().to_string(), entry);
     }
     next
+}
+
+/// `skeleton` with the usage `previous` knows of the namespaces in both.
+pub fn keep_usage(mut skeleton: Ledger, previous: &Ledger) -> Ledger {
+    for (ns, entry) in &mut skeleton.namespaces {
+        if let Some(old) = previous.namespaces.get(ns) {
+            entry.basis = old.basis;
+            entry.used = old.used.clone();
+        }
+    }
+    skeleton
 }
 
 /// The roots of every tree that has a quota.
