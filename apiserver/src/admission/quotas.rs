@@ -80,7 +80,12 @@ async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) 
         (ledger::root_of(&forest, ns), chain)
     };
     let increases = update.from_admission && update.increases();
-    let decided = state.ledgers.modify(&root, |l| decide_with(l, &update, &chain, increases)).await;
+    let decided = if req.dry_run {
+        // A dry run records nothing (sideEffects: NoneOnDryRun): judged against the cache.
+        Ok(decide_with(&state.ledgers.get(&root), &update, &chain, increases).map(|_| ()))
+    } else {
+        state.ledgers.modify(&root, |l| decide_with(l, &update, &chain, increases)).await
+    };
     match decided {
         Ok(Ok(())) => Ok(()),
         Ok(Err(Refusal::Exceeded(m))) => Err(Denial::forbidden(m)),
