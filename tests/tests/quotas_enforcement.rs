@@ -3,9 +3,11 @@
 //! down, creations in covered namespaces fail closed and namespaces outside every quota are
 //! unaffected; hns's ResourceQuotas cannot be edited or deleted by an admin.
 //!
-//! Written against the whole feature: the HierarchicalResourceQuota resource and hns's
-//! per-namespace ResourceQuotas come from the serving half (i18-serve), the ledger and the
-//! webhooks from i18-ledger.
+//! Most tests are written against the whole feature: the HierarchicalResourceQuota resource and
+//! hns's per-namespace ResourceQuotas come from the serving half (i18-serve), the ledger and the
+//! webhooks from i18-ledger. The tests of the enforcement half alone set the quota state up by
+//! hand instead ([`quota_by_hand`]: as hns would write it, a sealed annotation and labelled
+//! ResourceQuotas, written as hns's own ServiceAccount), so they run without the serving half.
 
 use std::time::Duration;
 
@@ -92,12 +94,22 @@ async fn concurrent_creations_in_siblings_never_overspend_the_parent_quota() {
     let client = env.admin().await;
     let limit = SIBLINGS as u32 - 1;
     let (root, siblings) = budget_tree(&client, "hrq-race", limit).await;
-    let mut all = siblings.clone();
-    all.push(root.clone());
+    race(&client, &root, &siblings, limit).await;
+    delete_tree(&client, &root).await;
+}
+
+/// Rounds of one pod more than the budget created at once across the siblings: exactly the
+/// budget is admitted each round, the rest refused with HNC's message.
+async fn race(client: &Client, root: &str, siblings: &[String], limit: u32) {
+    let mut all = siblings.to_vec();
+    all.push(root.to_string());
     for round in 0..4 {
-        // One more pod than the budget, all at once, one per sibling and one more in the first.
+        // One more pod than the budget, all at once, one per sibling and one more in one.
         let mut targets: Vec<&String> = siblings.iter().collect();
-        targets.push(&siblings[round % SIBLINGS]);
+        targets.truncate(limit as usize + 1);
+        while targets.len() <= limit as usize {
+            targets.push(&siblings[(round + targets.len()) % siblings.len()]);
+        }
         let creations = targets.iter().enumerate().map(|(i, ns)| {
             let api: Api<Pod> = Api::namespaced(client.clone(), ns);
             async move { api.create(&PostParams::default(), &pod(&format!("p{round}-{i}"))).await }
@@ -126,7 +138,7 @@ async fn concurrent_creations_in_siblings_never_overspend_the_parent_quota() {
         }
         assert_eq!(counted, limit as usize, "round {round}");
         // Empty the subtree and wait for the ledger to see it before the next round.
-        for ns in &siblings {
+        for ns in siblings {
             let api: Api<Pod> = Api::namespaced(client.clone(), ns);
             api.delete_collection(
                 &DeleteParams { grace_period_seconds: Some(0), ..Default::default() },
@@ -135,8 +147,62 @@ async fn concurrent_creations_in_siblings_never_overspend_the_parent_quota() {
             .await
             .unwrap();
         }
-        ready(&client, &root, &all, "0").await;
+        ready(client, root, &all, "0").await;
     }
+}
+
+/// hns's own ServiceAccount, whose writes skip hns's webhooks.
+const HNS_USER: &str = "system:serviceaccount:hns-system:hns-apiserver";
+
+/// Writes, as hns would, quota `name` of `pods` pods on namespace `ns` (the sealed annotation)
+/// and the labelled ResourceQuota in each of `covered`.
+async fn quota_by_hand(env: &Env, client: &Client, ns: &str, name: &str, pods: u32, covered: &[String]) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "hns-system");
+    let key = secrets.get("hns-hierarchy-seal").await.unwrap().data.unwrap()["key"].0.clone();
+    let sealer = hns_apiserver::hierarchy::seal::Sealer::new(&key).unwrap();
+    let namespace = Api::<Namespace>::all(client.clone()).get(ns).await.unwrap();
+    let mut annotations = namespace.metadata.annotations.unwrap_or_default();
+    let stored = json!({name: {"uid": "e2e", "creationTimestamp": "2026-01-01T00:00:00Z", "hard": {"pods": pods.to_string()}}});
+    annotations.insert(hns_api::keys::RESOURCE_QUOTAS.into(), stored.to_string());
+    annotations.remove(hns_api::keys::SEAL);
+    let seal = sealer.seal(ns, &annotations).unwrap();
+    let patch = json!({"metadata": {"annotations": {hns_api::keys::RESOURCE_QUOTAS: stored.to_string(), hns_api::keys::SEAL: seal}}});
+    ok(env.kubectl(&["--as", HNS_USER, "patch", "namespace", ns, "--type=merge", "-p", &patch.to_string()]));
+    for member in covered {
+        let rq = json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": member, "labels": {hns_api::keys::HRQ_LABEL: ""}},
+            "spec": {"hard": {"pods": pods.to_string()}},
+        });
+        let file = std::env::temp_dir().join(format!("{member}-rq.json"));
+        std::fs::write(&file, rq.to_string()).unwrap();
+        ok(env.kubectl(&["--as", HNS_USER, "apply", "-f", file.to_str().unwrap()]));
+    }
+}
+
+/// [`budget_tree`], with the quota state written by hand ([`quota_by_hand`]).
+async fn budget_tree_by_hand(env: &Env, client: &Client, prefix: &str, limit: u32) -> (String, Vec<String>) {
+    let root = create_namespace(client, &unique(prefix), &[]).await;
+    let mut siblings = Vec::new();
+    for i in 0..SIBLINGS {
+        let name = format!("{root}-{i}");
+        create_subns(client, &root, &name).await.unwrap();
+        siblings.push(name);
+    }
+    let mut all = siblings.clone();
+    all.push(root.clone());
+    quota_by_hand(env, client, &root, "budget", limit, &all).await;
+    ready(client, &root, &all, "0").await;
+    (root, siblings)
+}
+
+#[tokio::test]
+async fn the_ledger_alone_stops_concurrent_creations_over_a_quota() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let limit = SIBLINGS as u32 - 1;
+    let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-hand", limit).await;
+    race(&client, &root, &siblings, limit).await;
     delete_tree(&client, &root).await;
 }
 
@@ -145,7 +211,7 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let env = Env::get();
     let Some(local) = env.local_or_skip("hns_down_fails_closed_in_covered_namespaces_only") else { return };
     let client = env.admin().await;
-    let (root, siblings) = budget_tree(&client, "hrq-down", 20).await;
+    let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-down", 20).await;
     let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
 
     let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
@@ -176,9 +242,7 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
 async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
     let env = Env::get();
     let client = env.admin().await;
-    let root = create_namespace(&client, &unique("hrq-own"), &[]).await;
-    hrq(&client, &root, "budget", 3).await;
-    ready(&client, &root, std::slice::from_ref(&root), "0").await;
+    let (root, _) = budget_tree_by_hand(&env, &client, "hrq-own", 3).await;
     let rqs: Api<ResourceQuota> = Api::namespaced(client.clone(), &root);
 
     let edit = Patch::Merge(json!({"spec": {"hard": {"pods": "100"}}}));
@@ -203,7 +267,8 @@ async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
     assert!(err.to_string().contains("hns makes them for hierarchical quotas"), "{err}");
 
     // The namespace's deletion still takes its ResourceQuota.
-    delete_namespaces(&client, &[&root, &lone]).await;
+    delete_tree(&client, &root).await;
+    delete_namespaces(&client, &[&lone]).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     eventually("the covered namespace gone", Duration::from_secs(120), || async {
         namespaces.get_opt(&root).await.ok()?.is_none().then_some(())
