@@ -22,14 +22,15 @@ use hns_api::keys::HRQ_LABEL;
 use hns_api::quota::RESOURCE_QUOTA_NAME;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::hierarchy::ledger::{self, Ledger, Observed};
 use crate::hierarchy::quantity;
 use crate::resource_version;
-use crate::store::cache::Cache;
+use crate::store::cache::{Cache, Change as CacheChange};
 use crate::store::ledger::{Change, LedgerStore, StoreError};
 
 /// How often a pass runs without a change to prompt it.
@@ -67,7 +68,7 @@ impl LedgerReconciler {
     pub async fn run(self: Arc<Self>, mut leader: watch::Receiver<bool>) {
         let mut changes = self.cache.changes.subscribe();
         let api: Api<ResourceQuota> = Api::all(self.client.clone());
-        let mut quotas = watcher(api, watcher::Config::default().labels(HRQ_LABEL)).boxed();
+        let mut quotas = watcher(api, watcher::Config::default().labels(HRQ_LABEL)).default_backoff().boxed();
         let mut held_before = BTreeSet::new();
         loop {
             if *leader.borrow() && self.cache.is_synced() {
@@ -76,11 +77,21 @@ impl LedgerReconciler {
                     Err(error) => tracing::warn!(%error, "quota ledger pass failed; retrying"),
                 }
             }
-            tokio::select! {
-                change = changes.recv() => if matches!(change, Err(tokio::sync::broadcast::error::RecvError::Closed)) { return },
-                event = quotas.next() => if event.is_none() { return },
-                res = leader.changed() => if res.is_err() { return },
-                _ = tokio::time::sleep(PERIOD) => {}
+            // Wait for a namespace change (propagated objects say nothing about quotas), a
+            // change of one of hns's ResourceQuotas, leadership, or the period.
+            let deadline = tokio::time::sleep(PERIOD);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    change = changes.recv() => match change {
+                        Ok(CacheChange::Objects { .. }) => continue,
+                        Err(RecvError::Closed) => return,
+                        Ok(_) | Err(RecvError::Lagged(_)) => break,
+                    },
+                    event = quotas.next() => if event.is_none() { return } else { break },
+                    res = leader.changed() => if res.is_err() { return } else { break },
+                    _ = &mut deadline => break,
+                }
             }
             tokio::time::sleep(SETTLE).await;
             while changes.try_recv().is_ok() {}
