@@ -24,6 +24,7 @@ use hns_api::quota::RESOURCE_QUOTA_NAME;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use kube::Api;
 
 use super::{invalid, reply, Denial};
 use crate::hierarchy::ledger::{self, Refusal, StatusUpdate, Verdict};
@@ -80,6 +81,9 @@ async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) 
         (ledger::root_of(&forest, ns), chain)
     };
     let increases = update.from_admission && update.increases();
+    if !req.dry_run && !committed_now(state, &update).await? {
+        return Ok(()); // it can no longer commit: nothing to approve or record
+    }
     let decided = if req.dry_run {
         // A dry run records nothing (sideEffects: NoneOnDryRun): judged against the cache.
         Ok(decide_with(&state.ledgers.get(&root), &update, &chain, increases).map(|_| ()))
@@ -98,6 +102,39 @@ async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) 
             Err(Denial { code: 500, reason: "InternalError", message: e.to_string() })
         }
     }
+}
+
+/// Whether oldObject is the ResourceQuota as stored now. The webhook's endpoint answers anyone
+/// who reaches it (as kube-apiserver calls it without a client certificate by default), so
+/// oldObject is checked before the ledger trusts it as a committed state: a forged one could
+/// otherwise lower an entry. If the ResourceQuota has moved on (or is gone), the update cannot
+/// commit; if it is at oldObject's version with other usage, the review is forged.
+async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, Denial> {
+    let api: Api<ResourceQuota> = Api::namespaced(state.client.clone(), &update.namespace);
+    let stored = api.get_opt(RESOURCE_QUOTA_NAME).await.map_err(|e| {
+        Denial::try_again(format!(
+            "cannot read ResourceQuota {RESOURCE_QUOTA_NAME} in namespace {:?} to check the update against it: {e}; try again in a moment",
+            update.namespace
+        ))
+    })?;
+    let Some(stored) = stored else { return Ok(false) };
+    if resource_version::number(&stored.metadata) != update.old_version {
+        return Ok(false);
+    }
+    if !same(&used(&stored)?, &update.old_used) {
+        return Err(Denial {
+            code: 400,
+            reason: "BadRequest",
+            message: "oldObject's status.used is not the stored ResourceQuota's at its resourceVersion"
+                .into(),
+        });
+    }
+    Ok(true)
+}
+
+/// Whether two usages are equal, however each amount is written.
+fn same(a: &Amounts, b: &Amounts) -> bool {
+    a.len() == b.len() && a.iter().all(|(r, x)| b.get(r).is_some_and(|y| !x.exceeds(*y) && !y.exceeds(*x)))
 }
 
 /// [`ledger::approve`], after checking that the ledger and hns's forest agree on which quotas
@@ -229,6 +266,15 @@ mod tests {
         assert_eq!(decide_with(&Ledger::default(), &update("lone"), &none, true), Ok((Change::Keep, ())));
         // The forest no longer sees a quota but the ledger does: the ledger decides.
         assert_eq!(decide_with(&ledger(), &update("a"), &none, true), Ok((Change::Confirm, ())));
+    }
+
+    #[test]
+    fn usages_are_compared_by_amount_not_by_writing() {
+        let list =
+            |q: &str| quantity::parse_list(&[("memory".to_string(), Quantity(q.into()))].into()).unwrap();
+        assert!(same(&list("1Gi"), &list("1073741824")));
+        assert!(!same(&list("1Gi"), &list("1G")));
+        assert!(!same(&list("1Gi"), &Amounts::new()));
     }
 
     #[test]
