@@ -125,6 +125,10 @@ impl LedgerReconciler {
                 })
                 .await?;
             let Ok(written) = written;
+            if written == Ledger::default() {
+                self.store.remove_if_empty(&root).await?;
+                continue;
+            }
             for ns in ledger::held(&written, &observed) {
                 held.insert((ns.clone(), observed[&ns].version));
             }

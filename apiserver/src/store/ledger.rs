@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
@@ -153,6 +153,27 @@ impl LedgerStore {
                 cm.metadata.resource_version = old.metadata.resource_version.clone();
                 self.api.replace(&ledger::configmap_name(root), &pp, &cm).await
             }
+        }
+    }
+
+    /// Deletes the ledger of the tree rooted at `root` if it is empty (its tree has no quota
+    /// left, or the root is gone), guarded by the cached resourceVersion: a ledger written
+    /// since stays. Nothing else ever makes an empty ledger: the webhook writes only entries.
+    pub async fn remove_if_empty(&self, root: &str) -> Result<(), StoreError> {
+        let name = ledger::configmap_name(root);
+        let Some(cm) = self.cached(root).filter(|cm| read_ledger(Some(cm)) == Ledger::default()) else {
+            return Ok(());
+        };
+        let preconditions =
+            Preconditions { resource_version: cm.metadata.resource_version.clone(), uid: None };
+        let dp = DeleteParams { preconditions: Some(preconditions), ..Default::default() };
+        match self.api.delete(&name, &dp).await {
+            Ok(_) => {
+                self.forget(root);
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+            Err(source) => Err(StoreError::Api { name, source }),
         }
     }
 
