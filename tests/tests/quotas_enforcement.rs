@@ -91,7 +91,19 @@ async fn the_ledger_alone_stops_concurrent_creations_over_a_quota() {
     let limit = SIBLINGS as u32 - 1;
     let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-hand", limit).await;
     race(&client, &root, &siblings, limit).await;
+    // A namespace leaving the tree leaves its ledger; the tree gone, so is the ledger.
+    let anchors: Api<hns_api::Subnamespace> = Api::namespaced(client.clone(), &root);
+    anchors.delete(&siblings[0], &DeleteParams::default()).await.unwrap();
+    eventually("the deleted namespace out of the ledger", WAIT, || async {
+        let l = stored_ledger(&client, &root).await?;
+        (!l.namespaces.contains_key(&siblings[0]) && l.namespaces.contains_key(&siblings[1])).then_some(())
+    })
+    .await;
     delete_tree(&client, &root).await;
+    eventually("the ledger deleted with its tree", Duration::from_secs(180), || async {
+        stored_ledger(&client, &root).await.is_none().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
