@@ -15,6 +15,8 @@
 //! own, and `/validate-exceptions` refuses exception annotations
 //! (`propagate.hnc.x-k8s.io/…`) that do not parse, as judged by
 //! [`crate::propagation::exceptions`].
+//!
+//! Three more enforce hierarchical quotas: see [`quotas`].
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use hns_api::config::Mode;
@@ -28,6 +30,8 @@ use crate::propagation::exceptions;
 use crate::propagation::rules::INHERITED_FROM;
 use crate::propagation::ENFORCED;
 use crate::state::AppState;
+
+pub mod quotas;
 
 /// A refusal as kube-apiserver reports it: HTTP code, reason and message.
 struct Denial {
@@ -51,16 +55,28 @@ where
     T: kube::Resource,
     T: serde::de::DeserializeOwned,
 {
-    let request: AdmissionRequest<T> = match review.try_into() {
-        Ok(r) => r,
-        Err(e) => return HttpResponse::Ok().json(AdmissionResponse::invalid(e.to_string()).into_review()),
-    };
-    let response = match decide(&request) {
-        Ok(()) => AdmissionResponse::from(&request),
+    match review.try_into() {
+        Ok(request) => {
+            let decision = decide(&request);
+            reply(&request, decision)
+        }
+        Err(e) => invalid(e),
+    }
+}
+
+/// The answer to a review that could not be decoded.
+fn invalid(error: impl std::fmt::Display) -> HttpResponse {
+    HttpResponse::Ok().json(AdmissionResponse::invalid(error.to_string()).into_review())
+}
+
+/// The answer to `request`: allowed, or the denial (logged).
+fn reply<T: kube::Resource>(request: &AdmissionRequest<T>, decision: Result<(), Denial>) -> HttpResponse {
+    let response = match decision {
+        Ok(()) => AdmissionResponse::from(request),
         Err(denial) => {
             tracing::info!(namespace = ?request.namespace, name = %request.name, user = ?request.user_info.username,
                 operation = ?request.operation, reason = %denial.message, "denied");
-            let mut denied = AdmissionResponse::from(&request).deny(denial.message);
+            let mut denied = AdmissionResponse::from(request).deny(denial.message);
             denied.result.code = denial.code;
             denied.result.reason = denial.reason.into();
             denied

@@ -13,6 +13,7 @@ use crate::auth::authz::Authorizer;
 use crate::auth::certs::{self, SelfManaged, ServingCert, Source};
 use crate::auth::tls;
 use crate::controller::events::Events;
+use crate::controller::quota_ledger::LedgerReconciler;
 use crate::controller::Controller;
 use crate::hierarchy::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::leader;
@@ -23,6 +24,7 @@ use crate::server;
 use crate::state::AppState;
 use crate::store::cache::{self, Cache};
 use crate::store::config_store::{self, ConfigStore};
+use crate::store::ledger::LedgerStore;
 use crate::store::parent_lock::ParentLock;
 use crate::store::writer::Writer;
 
@@ -124,7 +126,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         events: Events::new(client.clone(), identity.clone()),
     });
-    tokio::spawn(controller.run(leading));
+    tokio::spawn(controller.run(leading.clone()));
+    let ledgers = Arc::new(LedgerStore::new(client.clone(), &args.namespace));
+    tokio::spawn(ledgers.clone().run());
+    let reconciler =
+        Arc::new(LedgerReconciler { cache: cache.clone(), store: ledgers.clone(), client: client.clone() });
+    tokio::spawn(reconciler.run(leading));
     let (release_client, release_identity) = (client.clone(), identity.clone());
     let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));
     let state = web::Data::new(AppState {
@@ -139,6 +146,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         serving,
         propagation,
         parent_lock,
+        ledgers,
     });
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);

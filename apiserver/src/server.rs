@@ -32,6 +32,9 @@ fn always_allowed(path: &str) -> bool {
             | "/validate-namespaces"
             | "/validate-objects"
             | "/validate-exceptions"
+            | "/validate-quota-status"
+            | "/validate-quota-objects"
+            | "/validate-quota-pending"
     )
 }
 
@@ -184,6 +187,18 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/validate-exceptions")
                 .route(web::post().to(crate::admission::validate_exceptions)),
+        )
+        .service(
+            web::resource("/validate-quota-status")
+                .route(web::post().to(crate::admission::quotas::validate_status)),
+        )
+        .service(
+            web::resource("/validate-quota-objects")
+                .route(web::post().to(crate::admission::quotas::validate_objects)),
+        )
+        .service(
+            web::resource("/validate-quota-pending")
+                .route(web::post().to(crate::admission::quotas::validate_pending)),
         )
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))

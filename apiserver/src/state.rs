@@ -10,6 +10,7 @@ use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
 use crate::store::cache::Cache;
 use crate::store::config_store::ConfigStore;
+use crate::store::ledger::LedgerStore;
 use crate::store::parent_lock::ParentLock;
 use crate::store::writer::Writer;
 
@@ -37,4 +38,6 @@ pub struct AppState {
     pub propagation: Arc<Propagation>,
     /// Takes parent changes one at a time across replicas.
     pub parent_lock: Arc<ParentLock>,
+    /// The hierarchical quotas' ledgers.
+    pub ledgers: Arc<LedgerStore>,
 }

@@ -376,7 +376,11 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
         "jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{\"\\n\"}{end}",
     ]));
     let bundles: Vec<&str> = webhooks.lines().collect();
-    assert_eq!(bundles.len(), 4, "namespaces (two entries), propagated objects and exception annotations");
+    assert_eq!(
+        bundles.len(),
+        7,
+        "namespaces (two entries), propagated objects, exception annotations and hierarchical quotas (three)"
+    );
     assert!(bundles.iter().all(|b| b.trim() == ca.trim()), "every webhook trusts hns's CA");
 }
 

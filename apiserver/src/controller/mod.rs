@@ -10,6 +10,7 @@
 pub mod error;
 pub mod events;
 pub mod namespaces;
+pub mod quota_ledger;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -43,6 +43,11 @@ impl Amount {
         Amount { nanos: self.nanos.saturating_add(other.nanos), binary: self.binary || other.binary }
     }
 
+    /// `self - other`, written as `self` is.
+    pub fn minus(self, other: Amount) -> Amount {
+        Amount { nanos: self.nanos.saturating_sub(other.nanos), ..self }
+    }
+
     /// Whether it is above `limit`.
     pub fn exceeds(self, limit: Amount) -> bool {
         self.nanos > limit.nanos

@@ -37,6 +37,7 @@ pub fn state(spec: &str) -> AppState {
         writer: Writer::new(client.clone()),
         config: Arc::new(ConfigStore::default()),
         parent_lock: Arc::new(ParentLock::new(client.clone(), "hns-system", "test".into())),
+        ledgers: Arc::new(crate::store::ledger::LedgerStore::new(client.clone(), "hns-system")),
         client,
         namespace: "hns-system".into(),
         serving: ServingCert::empty(),

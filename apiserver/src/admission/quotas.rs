@@ -1,0 +1,287 @@
+//! The webhooks that make hierarchical quotas impossible to overspend (`docs/quotas.md`):
+//!
+//! - `/validate-quota-status` (`resourcequotas.hns.hnc.x-k8s.io`): every `status.used` update
+//!   of a ResourceQuota labelled `hnc.x-k8s.io/hrq` is decided by [`ledger::approve`] against
+//!   its tree's ledger, and an approval is written (compare-and-swap) before it is answered.
+//!   Only Kubernetes' quota admission (user `system:apiserver`) can be refused; recalculations
+//!   (kube-controller-manager's quota controller) are allowed and recorded.
+//! - `/validate-quota-objects` (`resourcequota-objects.hns.hnc.x-k8s.io`): those ResourceQuotas
+//!   are hns's; nobody else creates, edits or deletes them, except that they go with their
+//!   namespace.
+//! - `/validate-quota-pending` (`hrq-pending.hns.hnc.x-k8s.io`): nothing is created in a
+//!   namespace labelled `hnc.x-k8s.io/hrq-pending` (kube-apiserver sends only those).
+//!
+//! Answer codes: over a quota is 403 Forbidden, as HNC answers; "try again" (the ledger is
+//! being filled, a namespace is joining, the ledger is contended) is 429 TooManyRequests.
+//! Kubernetes' quota admission retries a refused status update 3 times with a fresh
+//! ResourceQuota whatever the code, then fails the request with the webhook's message and code;
+//! 429 tells the client that the same request may pass later, where 409 would claim its object
+//! conflicts.
+
+use actix_web::{web, HttpResponse};
+use hns_api::keys::HRQ_LABEL;
+use hns_api::quota::RESOURCE_QUOTA_NAME;
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::api::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use kube::Api;
+
+use super::{invalid, reply, Denial};
+use crate::hierarchy::ledger::{self, Refusal, StatusUpdate, Verdict};
+use crate::hierarchy::quantity::{self, Amounts};
+use crate::resource_version;
+use crate::state::AppState;
+use crate::store::ledger::{Change, StoreError};
+
+/// Kubernetes' quota admission, updating `status.used` before it admits an object.
+pub const QUOTA_ADMISSION_USER: &str = "system:apiserver";
+
+/// Kubernetes' namespace controller (kube-controller-manager with
+/// `--use-service-account-credentials`, as kubeadm and most distributions run it).
+pub const NAMESPACE_CONTROLLER_USERS: [&str; 2] =
+    ["system:serviceaccount:kube-system:namespace-controller", "system:kube-controller-manager"];
+
+impl Denial {
+    fn try_again(message: String) -> Self {
+        Denial { code: 429, reason: "TooManyRequests", message }
+    }
+}
+
+/// `POST /validate-quota-status`.
+pub async fn validate_status(
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<ResourceQuota>>,
+) -> HttpResponse {
+    let request: AdmissionRequest<ResourceQuota> = match review.into_inner().try_into() {
+        Ok(r) => r,
+        Err(e) => return invalid(e),
+    };
+    let decision = decide_status(&state, &request).await;
+    reply(&request, decision)
+}
+
+async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) -> Result<(), Denial> {
+    let (Some(old), Some(new), Some(ns)) = (&req.old_object, &req.object, &req.namespace) else {
+        return Ok(());
+    };
+    if req.name != RESOURCE_QUOTA_NAME {
+        return Ok(());
+    }
+    let update = StatusUpdate {
+        namespace: ns.clone(),
+        old_version: resource_version::number(&old.metadata),
+        old_used: used(old)?,
+        new_used: used(new)?,
+        from_admission: req.user_info.username.as_deref() == Some(QUOTA_ADMISSION_USER),
+    };
+    let (root, chain) = {
+        let forest = state.cache.read();
+        let chain: Vec<String> =
+            forest.quotas_covering(ns).into_iter().map(|(n, q, _)| ledger::quota_key(n, q)).collect();
+        (ledger::root_of(&forest, ns), chain)
+    };
+    let increases = update.from_admission && update.increases();
+    if !req.dry_run && !committed_now(state, &update).await? {
+        return Ok(()); // it can no longer commit: nothing to approve or record
+    }
+    let decided = if req.dry_run {
+        // A dry run records nothing (sideEffects: NoneOnDryRun): judged against the cache.
+        Ok(decide_with(&state.ledgers.get(&root), &update, &chain, increases).map(|_| ()))
+    } else {
+        state.ledgers.modify(&root, |l| decide_with(l, &update, &chain, increases)).await
+    };
+    match decided {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Refusal::Exceeded(m))) => Err(Denial::forbidden(m)),
+        Ok(Err(r @ Refusal::NotReady { .. })) => Err(Denial::try_again(r.to_string())),
+        Ok(Err(r @ Refusal::Unreadable { .. })) => {
+            Err(Denial { code: 500, reason: "InternalError", message: r.to_string() })
+        }
+        Err(e @ StoreError::Contended { .. }) => Err(Denial::try_again(e.to_string())),
+        Err(e @ StoreError::Api { .. }) => {
+            Err(Denial { code: 500, reason: "InternalError", message: e.to_string() })
+        }
+    }
+}
+
+/// Whether oldObject is the ResourceQuota as stored now. The webhook's endpoint answers anyone
+/// who reaches it (as kube-apiserver calls it without a client certificate by default), so
+/// oldObject is checked before the ledger trusts it as a committed state: a forged one could
+/// otherwise lower an entry. If the ResourceQuota has moved on (or is gone), the update cannot
+/// commit; if it is at oldObject's version with other usage, the review is forged.
+async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, Denial> {
+    let api: Api<ResourceQuota> = Api::namespaced(state.client.clone(), &update.namespace);
+    let stored = api.get_opt(RESOURCE_QUOTA_NAME).await.map_err(|e| {
+        Denial::try_again(format!(
+            "cannot read ResourceQuota {RESOURCE_QUOTA_NAME} in namespace {:?} to check the update against it: {e}; try again in a moment",
+            update.namespace
+        ))
+    })?;
+    let Some(stored) = stored else { return Ok(false) };
+    if resource_version::number(&stored.metadata) != update.old_version {
+        return Ok(false);
+    }
+    if !same(&used(&stored)?, &update.old_used) {
+        return Err(Denial {
+            code: 400,
+            reason: "BadRequest",
+            message: "oldObject's status.used is not the stored ResourceQuota's at its resourceVersion"
+                .into(),
+        });
+    }
+    Ok(true)
+}
+
+/// Whether two usages are equal, however each amount is written.
+fn same(a: &Amounts, b: &Amounts) -> bool {
+    a.len() == b.len() && a.iter().all(|(r, x)| b.get(r).is_some_and(|y| !x.exceeds(*y) && !y.exceeds(*x)))
+}
+
+/// [`ledger::approve`], after checking that the ledger and hns's forest agree on which quotas
+/// cover the namespace (either may be a moment behind the other).
+fn decide_with(
+    l: &ledger::Ledger,
+    update: &StatusUpdate,
+    chain: &[String],
+    increases: bool,
+) -> Result<(Change, ()), Refusal> {
+    let recorded = l.namespaces.get(&update.namespace).map(|e| e.chain.as_slice());
+    if increases && recorded.is_none() && chain.is_empty() {
+        return Ok((Change::Keep, ())); // no quota covers it (its ResourceQuota is going away)
+    }
+    if increases && !chain.is_empty() && recorded != Some(chain) {
+        return Err(Refusal::NotReady {
+            namespace: update.namespace.clone(),
+            why: "hns's view of the quotas covering it is changing".into(),
+        });
+    }
+    match ledger::approve(l, update) {
+        Verdict::Allow(Some(next)) => Ok((Change::Write(next), ())),
+        // An increase holds only against the ledger as it is now, not as cached.
+        Verdict::Allow(None) if increases => Ok((Change::Confirm, ())),
+        Verdict::Allow(None) => Ok((Change::Keep, ())),
+        Verdict::Deny(refusal) => Err(refusal),
+    }
+}
+
+/// A ResourceQuota's `status.used`, exactly.
+fn used(rq: &ResourceQuota) -> Result<Amounts, Denial> {
+    let list = rq.status.as_ref().and_then(|s| s.used.clone()).unwrap_or_default();
+    quantity::parse_list(&list).map_err(|(resource, e)| Denial {
+        code: 400,
+        reason: "BadRequest",
+        message: format!("status.used.{resource}: {e}"),
+    })
+}
+
+/// `POST /validate-quota-objects`: hns's ResourceQuotas are hns's.
+pub async fn validate_objects(
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<DynamicObject>>,
+) -> HttpResponse {
+    super::answer(review.into_inner(), |request| decide_object(&state, request).map_err(Denial::forbidden))
+}
+
+fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Result<(), String> {
+    let user = req.user_info.username.as_deref().unwrap_or_default();
+    if user == state.policy.hns_user {
+        return Ok(());
+    }
+    let ns = req.namespace.clone().unwrap_or_default();
+    match req.operation {
+        Operation::Delete
+            if NAMESPACE_CONTROLLER_USERS.contains(&user) || state.cache.read().is_terminating(&ns) =>
+        {
+            Ok(())
+        }
+        Operation::Create => Err(format!(
+            "cannot create a ResourceQuota labelled {HRQ_LABEL}: hns makes them for hierarchical quotas; create a HierarchicalResourceQuota instead, or a ResourceQuota without the label"
+        )),
+        Operation::Update | Operation::Delete => Err(format!(
+            "resourcequotas {:?} in namespace {ns:?} belongs to hns: it enforces the hierarchical quotas covering the namespace; change or delete the HierarchicalResourceQuota instead (kubectl hns hrq -n {ns})",
+            req.name
+        )),
+        Operation::Connect => Ok(()),
+    }
+}
+
+/// `POST /validate-quota-pending`: kube-apiserver sends creations in namespaces labelled
+/// `hnc.x-k8s.io/hrq-pending` only (hns's own skip the webhook, so it can make the
+/// ResourceQuota there).
+pub async fn validate_pending(review: web::Json<AdmissionReview<DynamicObject>>) -> HttpResponse {
+    super::answer(review.into_inner(), |request| {
+        let ns = request.namespace.clone().unwrap_or_default();
+        Err(Denial::try_again(pending_message(&ns)))
+    })
+}
+
+fn pending_message(ns: &str) -> String {
+    format!("namespace {ns} is joining a hierarchical quota; hns is setting up its ResourceQuota: try again in a moment")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hierarchy::ledger::{Entry, Ledger};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn update(ns: &str) -> StatusUpdate {
+        let pods =
+            |n: &str| quantity::parse_list(&[("pods".to_string(), Quantity(n.into()))].into()).unwrap();
+        StatusUpdate {
+            namespace: ns.into(),
+            old_version: 5,
+            old_used: pods("0"),
+            new_used: pods("1"),
+            from_admission: true,
+        }
+    }
+
+    fn ledger() -> Ledger {
+        Ledger {
+            quotas: [("acme/q".to_string(), [("pods".to_string(), Quantity("2".into()))].into())].into(),
+            namespaces: [(
+                "a".to_string(),
+                Entry {
+                    chain: vec!["acme/q".into()],
+                    basis: Some(5),
+                    used: [("pods".to_string(), Quantity("1".into()))].into(),
+                },
+            )]
+            .into(),
+        }
+    }
+
+    #[test]
+    fn an_increase_already_recorded_is_confirmed_against_the_current_ledger() {
+        let chain = vec!["acme/q".to_string()];
+        assert_eq!(decide_with(&ledger(), &update("a"), &chain, true), Ok((Change::Confirm, ())));
+    }
+
+    #[test]
+    fn the_ledger_and_the_forest_must_agree_on_the_quotas() {
+        let other = vec!["acme/other".to_string()];
+        assert!(matches!(decide_with(&ledger(), &update("a"), &other, true), Err(Refusal::NotReady { .. })));
+        let none: Vec<String> = Vec::new();
+        assert_eq!(decide_with(&Ledger::default(), &update("lone"), &none, true), Ok((Change::Keep, ())));
+        // The forest no longer sees a quota but the ledger does: the ledger decides.
+        assert_eq!(decide_with(&ledger(), &update("a"), &none, true), Ok((Change::Confirm, ())));
+    }
+
+    #[test]
+    fn usages_are_compared_by_amount_not_by_writing() {
+        let list =
+            |q: &str| quantity::parse_list(&[("memory".to_string(), Quantity(q.into()))].into()).unwrap();
+        assert!(same(&list("1Gi"), &list("1073741824")));
+        assert!(!same(&list("1Gi"), &list("1G")));
+        assert!(!same(&list("1Gi"), &Amounts::new()));
+    }
+
+    #[test]
+    fn the_pending_message_says_what_to_do() {
+        assert_eq!(
+            pending_message("team-a"),
+            "namespace team-a is joining a hierarchical quota; hns is setting up its ResourceQuota: try again in a moment"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! Shared by the hierarchical quota e2e tests: a tree under a quota, set up through the API or
+//! by hand (as hns would write it), and waiting until hns counts it.
+
+use std::time::Duration;
+
+use hns_api::quota::{HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, RESOURCE_QUOTA_NAME};
+use hns_apiserver::hierarchy::ledger::{self, Ledger};
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde_json::json;
+
+pub const WAIT: Duration = Duration::from_secs(90);
+pub const SIBLINGS: usize = 8;
+
+pub fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    }))
+    .unwrap()
+}
+
+/// Puts HierarchicalResourceQuota `name` limiting `pods` in namespace `ns`.
+pub async fn hrq(client: &Client, ns: &str, name: &str, pods: u32) {
+    let api: Api<HierarchicalResourceQuota> = Api::namespaced(client.clone(), ns);
+    let spec =
+        HierarchicalResourceQuotaSpec { hard: [("pods".to_string(), Quantity(pods.to_string()))].into() };
+    api.create(&PostParams::default(), &HierarchicalResourceQuota::new(name, spec)).await.unwrap();
+}
+
+/// The ledger of the tree rooted at `root`, as stored.
+pub async fn stored_ledger(client: &Client, root: &str) -> Option<Ledger> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "hns-system");
+    let cm = cms.get_opt(&ledger::configmap_name(root)).await.ok()??;
+    serde_json::from_str(cm.data?.get(ledger::DATA_KEY)?).ok()
+}
+
+/// Waits until every namespace of `members` is ready for usage: its ResourceQuota counted by
+/// Kubernetes, no longer pending, and its usage known to the ledger as `pods` pods.
+pub async fn ready(client: &Client, root: &str, members: &[String], pods: &str) {
+    eventually(&format!("namespaces under {root} counted at {pods} pods"), WAIT, || async {
+        let l = stored_ledger(client, root).await?;
+        for ns in members {
+            let rq = Api::<ResourceQuota>::namespaced(client.clone(), ns)
+                .get_opt(RESOURCE_QUOTA_NAME)
+                .await
+                .ok()??;
+            rq.status?.used?.get("pods")?;
+            let labels =
+                Api::<Namespace>::all(client.clone()).get(ns).await.ok()?.metadata.labels.unwrap_or_default();
+            if labels.contains_key(hns_api::keys::HRQ_PENDING_LABEL) {
+                return None;
+            }
+            let entry = l.namespaces.get(ns)?;
+            (entry.basis.is_some() && entry.used.get("pods").map(|q| q.0.as_str()) == Some(pods))
+                .then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+}
+
+/// A tree `root` with a quota of `limit` pods and [`SIBLINGS`] subnamespaces, ready.
+pub async fn budget_tree(client: &Client, prefix: &str, limit: u32) -> (String, Vec<String>) {
+    let root = create_namespace(client, &unique(prefix), &[]).await;
+    hrq(client, &root, "budget", limit).await;
+    let mut siblings = Vec::new();
+    for i in 0..SIBLINGS {
+        let name = format!("{root}-{i}");
+        create_subns(client, &root, &name).await.unwrap();
+        siblings.push(name);
+    }
+    let mut all = siblings.clone();
+    all.push(root.clone());
+    ready(client, &root, &all, "0").await;
+    (root, siblings)
+}
+
+/// hns's own ServiceAccount, whose writes skip hns's webhooks.
+pub const HNS_USER: &str = "system:serviceaccount:hns-system:hns-apiserver";
+
+/// Writes, as hns would, quota `name` of `pods` pods on namespace `ns` (the sealed annotation)
+/// and the labelled ResourceQuota in each of `covered`.
+pub async fn quota_by_hand(env: &Env, client: &Client, ns: &str, name: &str, pods: u32, covered: &[String]) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "hns-system");
+    let key = secrets.get("hns-hierarchy-seal").await.unwrap().data.unwrap()["key"].0.clone();
+    let sealer = hns_apiserver::hierarchy::seal::Sealer::new(&key).unwrap();
+    let namespace = Api::<Namespace>::all(client.clone()).get(ns).await.unwrap();
+    let mut annotations = namespace.metadata.annotations.unwrap_or_default();
+    let stored = json!({name: {"uid": "e2e", "creationTimestamp": "2026-01-01T00:00:00Z", "hard": {"pods": pods.to_string()}}});
+    annotations.insert(hns_api::keys::RESOURCE_QUOTAS.into(), stored.to_string());
+    annotations.remove(hns_api::keys::SEAL);
+    let seal = sealer.seal(ns, &annotations).unwrap();
+    let patch = json!({"metadata": {"annotations": {hns_api::keys::RESOURCE_QUOTAS: stored.to_string(), hns_api::keys::SEAL: seal}}});
+    ok(env.kubectl(&["--as", HNS_USER, "patch", "namespace", ns, "--type=merge", "-p", &patch.to_string()]));
+    for member in covered {
+        let rq = json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": member, "labels": {hns_api::keys::HRQ_LABEL: ""}},
+            "spec": {"hard": {"pods": pods.to_string()}},
+        });
+        let file = std::env::temp_dir().join(format!("{member}-rq.json"));
+        std::fs::write(&file, rq.to_string()).unwrap();
+        ok(env.kubectl(&["--as", HNS_USER, "apply", "-f", file.to_str().unwrap()]));
+    }
+}
+
+/// [`budget_tree`], with the quota state written by hand ([`quota_by_hand`]).
+pub async fn budget_tree_by_hand(
+    env: &Env,
+    client: &Client,
+    prefix: &str,
+    limit: u32,
+) -> (String, Vec<String>) {
+    let root = create_namespace(client, &unique(prefix), &[]).await;
+    let mut siblings = Vec::new();
+    for i in 0..SIBLINGS {
+        let name = format!("{root}-{i}");
+        create_subns(client, &root, &name).await.unwrap();
+        siblings.push(name);
+    }
+    let mut all = siblings.clone();
+    all.push(root.clone());
+    quota_by_hand(env, client, &root, "budget", limit, &all).await;
+    ready(client, &root, &all, "0").await;
+    (root, siblings)
+}

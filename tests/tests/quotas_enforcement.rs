@@ -1,0 +1,145 @@
+//! Hierarchical quotas cannot be overspent (issue 18, docs/quotas.md "How it is enforced"):
+//! pod creations racing in sibling namespaces never take a subtree past its quota; hns's
+//! ResourceQuotas cannot be edited or deleted by an admin. (An hns outage: `quotas_outage.rs`.)
+//!
+//! Most tests are written against the whole feature: the HierarchicalResourceQuota resource and
+//! hns's per-namespace ResourceQuotas come from the serving half (i18-serve), the ledger and the
+//! webhooks from i18-ledger. The tests of the enforcement half alone set the quota state up by
+//! hand instead ([`quota_by_hand`]: as hns would write it, a sealed annotation and labelled
+//! ResourceQuotas, written as hns's own ServiceAccount), so they run without the serving half.
+
+use futures::future::join_all;
+use hns_api::quota::RESOURCE_QUOTA_NAME;
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use std::time::Duration;
+
+#[path = "quotas/setup.rs"]
+mod setup;
+use setup::*;
+
+#[tokio::test]
+async fn concurrent_creations_in_siblings_never_overspend_the_parent_quota() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let limit = SIBLINGS as u32 - 1;
+    let (root, siblings) = budget_tree(&client, "hrq-race", limit).await;
+    race(&client, &root, &siblings, limit).await;
+    delete_tree(&client, &root).await;
+}
+
+/// Rounds of one pod more than the budget created at once across the siblings: exactly the
+/// budget is admitted each round, the rest refused with HNC's message.
+async fn race(client: &Client, root: &str, siblings: &[String], limit: u32) {
+    let mut all = siblings.to_vec();
+    all.push(root.to_string());
+    for round in 0..4 {
+        // One more pod than the budget, all at once, one per sibling and one more in one.
+        let mut targets: Vec<&String> = siblings.iter().collect();
+        targets.truncate(limit as usize + 1);
+        while targets.len() <= limit as usize {
+            targets.push(&siblings[(round + targets.len()) % siblings.len()]);
+        }
+        let creations = targets.iter().enumerate().map(|(i, ns)| {
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            async move { api.create(&PostParams::default(), &pod(&format!("p{round}-{i}"))).await }
+        });
+        let results = join_all(creations).await;
+        let admitted = results.iter().filter(|r| r.is_ok()).count();
+        let refusals: Vec<String> =
+            results.into_iter().filter_map(|r| r.err()).map(|e| e.to_string()).collect();
+        assert_eq!(
+            admitted, limit as usize,
+            "round {round}: exactly the budget admitted; refused: {refusals:?}"
+        );
+        let expected = format!("exceeded hierarchical quota in namespace \"{root}\": \"budget\"");
+        for refusal in &refusals {
+            assert!(refusal.contains(&expected), "round {round}: {refusal}");
+        }
+        // The subtree holds exactly the budget, counted by Kubernetes.
+        let mut counted = 0;
+        for ns in &all {
+            counted += Api::<Pod>::namespaced(client.clone(), ns)
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+        }
+        assert_eq!(counted, limit as usize, "round {round}");
+        // Empty the subtree and wait for the ledger to see it before the next round.
+        for ns in siblings {
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            api.delete_collection(
+                &DeleteParams { grace_period_seconds: Some(0), ..Default::default() },
+                &ListParams::default(),
+            )
+            .await
+            .unwrap();
+        }
+        ready(client, root, &all, "0").await;
+    }
+}
+
+#[tokio::test]
+async fn the_ledger_alone_stops_concurrent_creations_over_a_quota() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let limit = SIBLINGS as u32 - 1;
+    let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-hand", limit).await;
+    race(&client, &root, &siblings, limit).await;
+    // A namespace leaving the tree leaves its ledger; the tree gone, so is the ledger.
+    let anchors: Api<hns_api::Subnamespace> = Api::namespaced(client.clone(), &root);
+    anchors.delete(&siblings[0], &DeleteParams::default()).await.unwrap();
+    eventually("the deleted namespace out of the ledger", WAIT, || async {
+        let l = stored_ledger(&client, &root).await?;
+        (!l.namespaces.contains_key(&siblings[0]) && l.namespaces.contains_key(&siblings[1])).then_some(())
+    })
+    .await;
+    delete_tree(&client, &root).await;
+    eventually("the ledger deleted with its tree", Duration::from_secs(180), || async {
+        stored_ledger(&client, &root).await.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let (root, _) = budget_tree_by_hand(&env, &client, "hrq-own", 3).await;
+    let rqs: Api<ResourceQuota> = Api::namespaced(client.clone(), &root);
+
+    let edit = Patch::Merge(json!({"spec": {"hard": {"pods": "100"}}}));
+    let err = rqs.patch(RESOURCE_QUOTA_NAME, &PatchParams::default(), &edit).await.unwrap_err();
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 403), "{err}");
+    assert!(err.to_string().contains("belongs to hns"), "{err}");
+    let unlabel = Patch::Merge(json!({"metadata": {"labels": {hns_api::keys::HRQ_LABEL: null}}}));
+    assert!(rqs.patch(RESOURCE_QUOTA_NAME, &PatchParams::default(), &unlabel).await.is_err());
+    let err = rqs.delete(RESOURCE_QUOTA_NAME, &DeleteParams::default()).await.unwrap_err();
+    assert!(err.to_string().contains("change or delete the HierarchicalResourceQuota instead"), "{err}");
+
+    let lone = create_namespace(&client, &unique("hrq-forge"), &[]).await;
+    let forged: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": RESOURCE_QUOTA_NAME, "labels": {hns_api::keys::HRQ_LABEL: "x"}},
+        "spec": {"hard": {"pods": "100"}},
+    }))
+    .unwrap();
+    let err = Api::<ResourceQuota>::namespaced(client.clone(), &lone)
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("hns makes them for hierarchical quotas"), "{err}");
+
+    // The namespace's deletion still takes its ResourceQuota.
+    delete_tree(&client, &root).await;
+    delete_namespaces(&client, &[&lone]).await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually("the covered namespace gone", Duration::from_secs(120), || async {
+        namespaces.get_opt(&root).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}

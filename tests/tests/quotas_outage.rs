@@ -1,0 +1,45 @@
+//! Hierarchical quotas while hns is down (issue 18): creating what a quota counts fails closed
+//! in covered namespaces, namespaces outside every quota are unaffected, and creation works
+//! again once hns is back. Alone in its file: it stops hns, which other tests would notice.
+
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::PostParams;
+use kube::Api;
+
+#[path = "quotas/setup.rs"]
+#[allow(dead_code)]
+mod setup;
+use setup::*;
+
+#[tokio::test]
+async fn hns_down_fails_closed_in_covered_namespaces_only() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("hns_down_fails_closed_in_covered_namespaces_only") else { return };
+    let client = env.admin().await;
+    let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-down", 20).await;
+    let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
+
+    let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
+    assert!(std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap().success());
+    let covered: Api<Pod> = Api::namespaced(client.clone(), &siblings[0]);
+    let refused = covered.create(&PostParams::default(), &pod("during-outage")).await;
+    let message = refused.expect_err("a covered namespace fails closed").to_string();
+    assert!(message.contains("resourcequotas.hns.hnc.x-k8s.io"), "{message}");
+    let outside: Api<Pod> = Api::namespaced(client.clone(), &lone);
+    outside
+        .create(&PostParams::default(), &pod("during-outage"))
+        .await
+        .expect("outside every quota: unaffected");
+
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let up =
+        std::process::Command::new(repo.join("hack/hns-up.sh")).arg("up").arg(&local.dir).status().unwrap();
+    assert!(up.success(), "hns-apiserver restarts");
+    eventually("a covered namespace accepts pods again", WAIT, || async {
+        covered.create(&PostParams::default(), &pod("after-outage")).await.ok()
+    })
+    .await;
+    delete_tree(&client, &root).await;
+    delete_namespaces(&client, &[&lone]).await;
+}
