@@ -11,12 +11,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
-use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::forest::{Forest, Node, ObjectLabels, StoredQuota};
 use crate::hierarchy::policy::Policy;
+use crate::hierarchy::quotas;
 use crate::hierarchy::seal;
 
 /// The hierarchy facts hns keeps on one namespace.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HierarchyState {
     /// Parent of a full namespace (a subnamespace's parent never changes).
     pub parent: Option<String>,
@@ -30,6 +31,8 @@ pub struct HierarchyState {
     pub hierarchy_meta: ObjectLabels,
     /// Labels and annotations of the Subnamespace object.
     pub subnamespace_meta: ObjectLabels,
+    /// The HierarchicalResourceQuotas stored on the namespace.
+    pub quotas: BTreeMap<String, StoredQuota>,
 }
 
 impl HierarchyState {
@@ -42,8 +45,13 @@ impl HierarchyState {
             managed_annotations: node.managed_annotations.clone(),
             hierarchy_meta: node.hierarchy_meta.clone(),
             subnamespace_meta: node.subnamespace_meta.clone(),
+            quotas: node.quotas.clone(),
         }
     }
+}
+
+fn quotas_annotation(quotas: &BTreeMap<String, StoredQuota>) -> Option<String> {
+    (!quotas.is_empty()).then(|| serde_json::to_string(quotas).unwrap_or_default())
 }
 
 fn kvp_annotation(v: &[MetaKvp]) -> Option<String> {
@@ -60,6 +68,7 @@ fn sealed_annotations(state: &HierarchyState, is_subnamespace: bool) -> BTreeMap
         (keys::MANAGED_ANNOTATIONS, kvp_annotation(&state.managed_annotations)),
         (keys::HIERARCHY_OBJECT_META, state.hierarchy_meta.to_annotation()),
         (keys::SUBNAMESPACE_OBJECT_META, state.subnamespace_meta.to_annotation()),
+        (keys::RESOURCE_QUOTAS, quotas_annotation(&state.quotas)),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
@@ -149,7 +158,11 @@ pub fn new_subnamespace(
     name: &str,
     state: &HierarchyState,
 ) -> Namespace {
-    let labels = hierarchy_labels(forest, policy, name, Some(parent));
+    let mut labels = hierarchy_labels(forest, policy, name, Some(parent));
+    // Created in a quota's subtree: pending from its first moment (see `quotas::pending`).
+    if !forest.quotas_covering(parent).is_empty() {
+        labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
+    }
     let state = HierarchyState { parent: Some(parent.to_string()), ..state.clone() };
     let mut annotations = sealed_annotations(&state, true);
     if let Some(seal) = forest.sealer().seal(name, &annotations) {
@@ -232,8 +245,18 @@ fn membership_labels(
             changes.insert(k.clone(), Value::String(v.clone()));
         }
     }
-    for k in current.keys().filter(|k| keys::is_hns_label(k) && !want.contains_key(*k)) {
+    // The pending label is the controller's to remove, once the namespace's usage is counted.
+    let hierarchy_owned = |k: &str| keys::is_hns_label(k) && k != keys::HRQ_PENDING_LABEL;
+    for k in current.keys().filter(|k| hierarchy_owned(k) && !want.contains_key(*k)) {
         changes.insert(k.clone(), Value::Null);
+    }
+    // Moving into a quota's subtree: pending in the same write, so nothing is created there
+    // before its usage is counted.
+    if parent != node.parent.as_deref()
+        && !current.contains_key(keys::HRQ_PENDING_LABEL)
+        && quotas::enters_quota(forest, node.name(), parent)
+    {
+        changes.insert(keys::HRQ_PENDING_LABEL.to_string(), Value::String("true".into()));
     }
     changes
 }

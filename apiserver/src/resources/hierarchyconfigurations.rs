@@ -203,6 +203,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         managed_annotations: hc.spec.annotations.clone(),
         hierarchy_meta: ObjectLabels::of(&hc.metadata),
         subnamespace_meta: current_state.subnamespace_meta.clone(),
+        quotas: current_state.quotas.clone(),
     };
     authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
     let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| match e.code {

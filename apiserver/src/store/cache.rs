@@ -19,7 +19,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::forest::{Forest, Node, ObservedQuota};
 use crate::hierarchy::policy::Policy;
 use crate::store::changes;
 use crate::store::hub::Hub;
@@ -151,6 +151,42 @@ impl Cache {
         self.reached(&forest);
         let parents = old_parent.into_iter().chain(node.parent.clone()).collect();
         let _ = self.changes.send(Change::Namespace { name: node.name().to_string(), parents });
+    }
+
+    /// Records hns's ResourceQuota in `ns` as observed (`None`: gone) and publishes the changes
+    /// of the quotas above it, whose usage it is part of. The controller is told when the
+    /// ResourceQuota appears, goes or changes its limits, not when only its usage moves.
+    pub fn observe_quota(&self, ns: &str, observed: Option<ObservedQuota>) {
+        let mut forest = self.write();
+        let old = forest.observed_quota(ns).cloned();
+        if old == observed {
+            return;
+        }
+        let controller_cares = old.as_ref().map(|o| &o.hard) != observed.as_ref().map(|o| &o.hard);
+        let keys = changes::quotas_above([ns], &forest);
+        let before = changes::snapshot(&forest, &self.policy, &keys);
+        forest.observe_quota(ns, observed);
+        let after = changes::snapshot(&forest, &self.policy, &keys);
+        // Usage has no resourceVersion of the namespaces' sequence: the change is stamped with
+        // the forest's, so watchers keep seeing resourceVersions that never go back.
+        self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
+        if controller_cares {
+            let _ = self.changes.send(Change::Objects { namespace: ns.to_string(), source: false });
+        }
+    }
+
+    /// Replaces every observed ResourceQuota after their watch re-listed, publishing the changes
+    /// of every quota and telling the controller to look at everything.
+    pub fn replace_quotas(&self, all: std::collections::BTreeMap<String, ObservedQuota>) {
+        let mut forest = self.write();
+        let names: Vec<String> =
+            forest.iter().filter(|n| !n.quotas.is_empty()).map(|n| n.name().to_string()).collect();
+        let keys = changes::quotas_above(names.iter().map(String::as_str), &forest);
+        let before = changes::snapshot(&forest, &self.policy, &keys);
+        forest.replace_observed_quotas(all);
+        let after = changes::snapshot(&forest, &self.policy, &keys);
+        self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
+        let _ = self.changes.send(Change::All);
     }
 
     /// Applies one watch event.

@@ -8,5 +8,6 @@ pub mod config_store;
 pub mod hub;
 pub mod parent_lock;
 pub mod reached;
+pub mod resource_quotas;
 pub mod seal_key;
 pub mod writer;
