@@ -1,0 +1,329 @@
+//! Hierarchical resource quotas end to end: CRUD through kubectl, refused limits (422 with field
+//! causes, nothing written), the usage of a subtree of subnamespaces counted by the real quota
+//! controller, hns's ResourceQuota per namespace with the smallest limit of nested quotas, a
+//! move out lowering the usage, who may set a quota, and HNC's own plugin listing quotas.
+
+use std::time::Duration;
+
+use hns_api::quota::RESOURCE_QUOTA_NAME;
+use hns_api::{keys, HierarchicalResourceQuota};
+use hns_e2e::*;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use kube::api::{ApiResource, DynamicObject, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Binds ClusterRole `role` to `user` in `namespace`.
+fn grant(env: &Env, user: &str, role: &str, namespace: &str) {
+    let name = format!("{user}-{role}");
+    ok(env.kubectl(&[
+        "create",
+        "rolebinding",
+        &name,
+        "-n",
+        namespace,
+        &format!("--clusterrole={role}"),
+        &format!("--user={user}"),
+    ]));
+}
+
+/// Quotas of `ns` as untyped objects, so that bodies the typed API would not allow can be sent.
+fn dynamic(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<HierarchicalResourceQuota>(&()))
+}
+
+/// Creates quota `name` in `ns` with `hard`.
+async fn create_quota(client: &Client, ns: &str, name: &str, hard: Value) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": hns_api::API_VERSION, "kind": "HierarchicalResourceQuota",
+        "metadata": {"name": name, "namespace": ns}, "spec": {"hard": hard},
+    }))
+    .unwrap();
+    dynamic(client, ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {name}: {e}"));
+}
+
+/// `status.used` of quota `name` in `ns`.
+async fn used(client: &Client, ns: &str, name: &str) -> Value {
+    let q = dynamic(client, ns).get(name).await.unwrap();
+    q.data["status"]["used"].clone()
+}
+
+/// Waits until `status.used` of quota `name` in `ns` is `want`.
+async fn used_becomes(client: &Client, ns: &str, name: &str, want: Value) {
+    eventually(&format!("status.used of {ns}/{name} to be {want}"), WAIT, || async {
+        (used(client, ns, name).await == want).then_some(())
+    })
+    .await;
+}
+
+/// hns's ResourceQuota in `ns`, once it exists and the namespace is no longer pending.
+async fn resource_quota(client: &Client, ns: &str) -> ResourceQuota {
+    eventually(&format!("hns's ResourceQuota in {ns}, and {ns} no longer pending"), WAIT, || async {
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), ns).get_opt(RESOURCE_QUOTA_NAME).await.ok()??;
+        let n: Namespace = Api::all(client.clone()).get(ns).await.ok()?;
+        let pending = n.metadata.labels.unwrap_or_default().contains_key(keys::HRQ_PENDING_LABEL);
+        (!pending).then_some(rq)
+    })
+    .await
+}
+
+/// Creates pod `name` in `ns` requesting `cpu`, retrying while Kubernetes' quota admission has
+/// no usage for a new ResourceQuota yet or the namespace's ServiceAccount is not made yet.
+async fn create_pod(client: &Client, ns: &str, name: &str, cpu: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/none",
+                                 "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]},
+    }))
+    .unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("pod {ns}/{name} to be created"), WAIT, || async {
+        match api.create(&PostParams::default(), &pod).await {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => Some(()),
+            Err(_) => None,
+        }
+    })
+    .await;
+}
+
+/// The namespace's labels and annotations, to show a refused request changed nothing.
+async fn state_of(client: &Client, ns: &str) -> Value {
+    let n: Namespace = Api::all(client.clone()).get(ns).await.unwrap();
+    json!([n.metadata.labels, n.metadata.annotations])
+}
+
+#[tokio::test]
+async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("hrq-crud"), &[]).await;
+    let manifest = format!(
+        "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: team-budget\n  namespace: {team}\n\
+         spec:\n  hard:\n    pods: 10\n    requests.cpu: \"1500m\"\n    limits.memory: 2Gi\n"
+    );
+    let file = std::env::temp_dir().join(format!("{team}.yaml"));
+    std::fs::write(&file, manifest).unwrap();
+    let out = ok(env.kubectl(&["apply", "-f", file.to_str().unwrap()]));
+    assert!(out.contains("hierarchicalresourcequota.hnc.x-k8s.io/team-budget created"), "{out}");
+
+    let yaml = ok(env.kubectl(&["get", "hrq", "team-budget", "-n", &team, "-o", "json"]));
+    let q: Value = serde_json::from_str(&yaml).unwrap();
+    assert_eq!(q["spec"]["hard"], json!({"pods": "10", "requests.cpu": "1500m", "limits.memory": "2Gi"}));
+    assert_eq!(q["status"]["hard"], q["spec"]["hard"]);
+    assert!(q["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36), "{q}");
+    assert!(q["metadata"]["creationTimestamp"].is_string(), "{q}");
+
+    let table = ok(env.kubectl(&["get", "hrq", "-A"]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAMESPACE", "NAME", "REQUEST", "LIMIT", "AGE"], "{table}");
+    let row = table.lines().find(|l| l.starts_with(&team)).unwrap_or_else(|| panic!("{team} in {table}"));
+    assert!(row.contains("pods: 0/10, requests.cpu: 0/1500m"), "{row}");
+    assert!(row.contains("limits.memory: 0/2Gi"), "{row}");
+
+    ok(env.kubectl(&["patch", "hrq", "team-budget", "-n", &team, "--type=merge", "-p", r#"{"spec":{"hard":{"pods":"5"}}}"#]));
+    let q: Value = serde_json::from_str(&ok(env.kubectl(&["get", "hrq", "team-budget", "-n", &team, "-o", "json"]))).unwrap();
+    assert_eq!(q["spec"]["hard"]["pods"], "5");
+    // The controller keeps the namespace's ResourceQuota at the quota's limits.
+    eventually("the ResourceQuota to follow the patch", WAIT, || async {
+        let rq = resource_quota(&client, &team).await;
+        (rq.spec?.hard?.get("pods")?.0 == "5").then_some(())
+    })
+    .await;
+
+    let out = ok(env.kubectl(&["delete", "hrq", "team-budget", "-n", &team]));
+    assert!(out.contains("deleted"), "{out}");
+    let err = fails(env.kubectl(&["get", "hrq", "team-budget", "-n", &team]));
+    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    let ns: Namespace = Api::all(client.clone()).get(&team).await.unwrap();
+    assert!(!ns.metadata.annotations.unwrap_or_default().contains_key(keys::RESOURCE_QUOTAS));
+    eventually("the ResourceQuota to go with the last quota", WAIT, || async {
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team).get_opt(RESOURCE_QUOTA_NAME).await.ok()?;
+        rq.is_none().then_some(())
+    })
+    .await;
+    delete_namespaces(&client, &[&team]).await;
+}
+
+#[tokio::test]
+async fn bad_limits_are_refused_at_their_field_and_nothing_is_written() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("hrq-invalid"), &[]).await;
+    let before = state_of(&client, &team).await;
+    let cases = [
+        (json!({"pods": "ten"}), "spec.hard.pods", "not a quantity"),
+        (json!({"pods": "1", "no-such-resource": "1"}), "spec.hard.no-such-resource", "must be a standard resource"),
+        (json!({"requests.cpu": 1.5}), "spec.hard.requests.cpu", "write the quantity as a string (\"1.5\")"),
+    ];
+    for (hard, field, says) in cases {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": hns_api::API_VERSION, "kind": "HierarchicalResourceQuota",
+            "metadata": {"name": "bad"}, "spec": {"hard": hard},
+        }))
+        .unwrap();
+        let status = api_status(dynamic(&client, &team).create(&PostParams::default(), &obj).await.unwrap_err());
+        assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{hard}: {}", status.message);
+        let causes = status.details.and_then(|d| Some(d.causes)).unwrap_or_default();
+        let cause = causes.iter().find(|c| c.field == field).unwrap_or_else(|| panic!("{field} in {causes:?}"));
+        assert!(cause.message.contains(says), "{hard}: {}", cause.message);
+        assert!(!status.message.contains("Quantity("), "no Debug rendering: {}", status.message);
+    }
+    assert_eq!(state_of(&client, &team).await, before, "nothing written");
+    let listed = ok(env.kubectl(&["get", "hrq", "-n", &team, "-o", "name"]));
+    assert!(listed.trim().is_empty(), "{listed}");
+    delete_namespaces(&client, &[&team]).await;
+}
+
+#[tokio::test]
+async fn a_quota_counts_the_usage_of_its_whole_subtree() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("hrq-root"), &[]).await;
+    let (a, b, c) = (format!("{root}-a"), format!("{root}-b"), format!("{root}-c"));
+    create_subns(&client, &root, &a).await.unwrap();
+    create_subns(&client, &a, &b).await.unwrap();
+    create_subns(&client, &b, &c).await.unwrap();
+    create_quota(&client, &root, "budget", json!({"requests.cpu": "2", "pods": "10"})).await;
+    for ns in [&root, &a, &b, &c] {
+        let rq = resource_quota(&client, ns).await;
+        assert_eq!(rq.metadata.labels.unwrap_or_default().get(keys::HRQ_LABEL).map(String::as_str), Some("true"));
+    }
+    create_pod(&client, &b, "p1", "500m").await;
+    create_pod(&client, &c, "p2", "500m").await;
+    create_pod(&client, &c, "p3", "250m").await;
+    used_becomes(&client, &root, "budget", json!({"pods": "3", "requests.cpu": "1250m"})).await;
+    let table = ok(env.kubectl(&["get", "hrq", "-n", &root]));
+    assert!(table.contains("pods: 3/10, requests.cpu: 1250m/2"), "{table}");
+    delete_tree(&client, &root).await;
+}
+
+/// The labels of namespace `ns` in the first version of it whose parent is `parent`, watched
+/// from resourceVersion `rv`: what the write that moved it carried.
+async fn labels_when_moved(client: &Client, ns: &str, parent: &str, rv: &str) -> Value {
+    use futures::{StreamExt, TryStreamExt};
+    let api: Api<Namespace> = Api::all(client.clone());
+    let wp = WatchParams::default().fields(&format!("metadata.name={ns}")).timeout(30);
+    let mut stream = api.watch(&wp, rv).await.unwrap().boxed();
+    while let Some(event) = stream.try_next().await.unwrap() {
+        if let WatchEvent::Modified(n) = event {
+            if n.metadata.annotations.as_ref().and_then(|a| a.get(keys::PARENT)).map(String::as_str) == Some(parent) {
+                return json!(n.metadata.labels);
+            }
+        }
+    }
+    panic!("no version of {ns} under {parent} seen");
+}
+
+#[tokio::test]
+async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("hrq-nest"), &[]).await;
+    let team = format!("{root}-team");
+    create_subns(&client, &root, &team).await.unwrap();
+    let full = create_namespace(&client, &unique("hrq-full"), &[]).await;
+    create_quota(&client, &root, "org", json!({"pods": "10", "services": "5"})).await;
+    create_quota(&client, &team, "team", json!({"pods": "3"})).await;
+
+    // Moving in: the write that moves it marks it pending, and the controller ends that.
+    let rv = Api::<Namespace>::all(client.clone()).get(&full).await.unwrap().metadata.resource_version.unwrap();
+    set_parent(&client, &full, Some(&team)).await.unwrap();
+    let labels = labels_when_moved(&client, &full, &team, &rv).await;
+    assert_eq!(labels[keys::HRQ_PENDING_LABEL], "true", "{labels}");
+    let rq = resource_quota(&client, &full).await;
+    let hard = json!(rq.spec.unwrap().hard);
+    assert_eq!(hard, json!({"pods": "3", "services": "5"}), "the smallest of each");
+    let hard = json!(resource_quota(&client, &root).await.spec.unwrap().hard);
+    assert_eq!(hard, json!({"pods": "10", "services": "5"}));
+
+    create_pod(&client, &full, "p1", "100m").await;
+    used_becomes(&client, &team, "team", json!({"pods": "1"})).await;
+    used_becomes(&client, &root, "org", json!({"pods": "1", "services": "0"})).await;
+
+    set_parent(&client, &full, None).await.unwrap();
+    used_becomes(&client, &team, "team", json!({"pods": "0"})).await;
+    used_becomes(&client, &root, "org", json!({"pods": "0", "services": "0"})).await;
+    eventually("the ResourceQuota of a namespace no quota covers to go", WAIT, || async {
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &full).get_opt(RESOURCE_QUOTA_NAME).await.ok()?;
+        rq.is_none().then_some(())
+    })
+    .await;
+    delete_namespaces(&client, &[&full]).await;
+    delete_tree(&client, &root).await;
+}
+
+#[tokio::test]
+async fn only_admins_of_a_quotas_namespace_may_set_it() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("hrq-rbac"), &[]).await;
+    let sub = format!("{root}-sub");
+    create_subns(&client, &root, &sub).await.unwrap();
+    create_quota(&client, &root, "org", json!({"pods": "10"})).await;
+    let alice = unique("alice");
+    grant(&env, &alice, "admin", &sub);
+    eventually("alice's grant to take effect", WAIT, || async {
+        env.kubectl_as(&alice, &[], &["auth", "can-i", "create", "hierarchicalresourcequotas.hnc.x-k8s.io", "-n", &sub])
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+    let manifest = |ns: &str, name: &str| {
+        format!("apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hard:\n    pods: \"2\"\n")
+    };
+    let file = std::env::temp_dir().join(format!("{sub}-own.yaml"));
+    std::fs::write(&file, manifest(&sub, "mine")).unwrap();
+    let out = ok(env.kubectl_as(&alice, &[], &["apply", "-f", file.to_str().unwrap()]));
+    assert!(out.contains("created"), "{out}");
+    let shown = ok(env.kubectl_as(&alice, &[], &["get", "hrq", "-n", &sub]));
+    assert!(shown.contains("mine"), "{shown}");
+
+    let file = std::env::temp_dir().join(format!("{sub}-parent.yaml"));
+    std::fs::write(&file, manifest(&root, "loose")).unwrap();
+    let err = fails(env.kubectl_as(&alice, &[], &["apply", "-f", file.to_str().unwrap()]));
+    assert!(err.contains("forbidden") || err.contains("Forbidden"), "{err}");
+    let err = fails(env.kubectl_as(
+        &alice,
+        &[],
+        &["patch", "hrq", "org", "-n", &root, "--type=merge", "-p", r#"{"spec":{"hard":{"pods":"1000"}}}"#],
+    ));
+    assert!(err.contains("forbidden") || err.contains("Forbidden"), "{err}");
+    assert_eq!(used(&client, &root, "org").await, json!({"pods": "0"}));
+    let q = dynamic(&client, &root).get("org").await.unwrap();
+    assert_eq!(q.data["spec"]["hard"]["pods"], "10", "unchanged");
+    delete_tree(&client, &root).await;
+}
+
+/// HNC's own kubectl plugin, if `hack/build-hnc.sh` has built it.
+fn hnc_plugin() -> Option<std::path::PathBuf> {
+    let cache = std::env::var_os("HNS_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache/hns")))?;
+    Some(cache.join("hnc/v1.1.0/kubectl-hns")).filter(|p| p.exists())
+}
+
+#[tokio::test]
+async fn hncs_own_plugin_lists_quotas() {
+    let Some(plugin) = hnc_plugin() else {
+        println!("skipped: HNC's kubectl-hns is not built (run hack/build-hnc.sh)");
+        return;
+    };
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("hrq-hnc"), &[]).await;
+    create_quota(&client, &team, "team-budget", json!({"pods": "7", "limits.cpu": "2"})).await;
+    let out = std::process::Command::new(&plugin)
+        .env("KUBECONFIG", &env.kubeconfig)
+        .args(["hrq", "-n", &team])
+        .output()
+        .unwrap();
+    let text = ok(out);
+    assert!(text.contains("team-budget"), "{text}");
+    assert!(text.contains("pods: 0/7"), "{text}");
+    assert!(text.contains("limits.cpu: 0/2"), "{text}");
+    delete_namespaces(&client, &[&team]).await;
+}
