@@ -41,7 +41,10 @@ async fn create_quota(client: &Client, ns: &str, name: &str, hard: Value) {
         "metadata": {"name": name, "namespace": ns}, "spec": {"hard": hard},
     }))
     .unwrap();
-    dynamic(client, ns).create(&PostParams::default(), &obj).await.unwrap_or_else(|e| panic!("create {name}: {e}"));
+    dynamic(client, ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
 }
 
 /// `status.used` of quota `name` in `ns`.
@@ -61,7 +64,10 @@ async fn used_becomes(client: &Client, ns: &str, name: &str, want: Value) {
 /// hns's ResourceQuota in `ns`, once it exists and the namespace is no longer pending.
 async fn resource_quota(client: &Client, ns: &str) -> ResourceQuota {
     eventually(&format!("hns's ResourceQuota in {ns}, and {ns} no longer pending"), WAIT, || async {
-        let rq = Api::<ResourceQuota>::namespaced(client.clone(), ns).get_opt(RESOURCE_QUOTA_NAME).await.ok()??;
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), ns)
+            .get_opt(RESOURCE_QUOTA_NAME)
+            .await
+            .ok()??;
         let n: Namespace = Api::all(client.clone()).get(ns).await.ok()?;
         let pending = n.metadata.labels.unwrap_or_default().contains_key(keys::HRQ_PENDING_LABEL);
         (!pending).then_some(rq)
@@ -123,8 +129,19 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
     assert!(row.contains("pods: 0/10, requests.cpu: 0/1500m"), "{row}");
     assert!(row.contains("limits.memory: 0/2Gi"), "{row}");
 
-    ok(env.kubectl(&["patch", "hrq", "team-budget", "-n", &team, "--type=merge", "-p", r#"{"spec":{"hard":{"pods":"5"}}}"#]));
-    let q: Value = serde_json::from_str(&ok(env.kubectl(&["get", "hrq", "team-budget", "-n", &team, "-o", "json"]))).unwrap();
+    ok(env.kubectl(&[
+        "patch",
+        "hrq",
+        "team-budget",
+        "-n",
+        &team,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"hard":{"pods":"5"}}}"#,
+    ]));
+    let q: Value =
+        serde_json::from_str(&ok(env.kubectl(&["get", "hrq", "team-budget", "-n", &team, "-o", "json"])))
+            .unwrap();
     assert_eq!(q["spec"]["hard"]["pods"], "5");
     // The controller keeps the namespace's ResourceQuota at the quota's limits.
     eventually("the ResourceQuota to follow the patch", WAIT, || async {
@@ -140,7 +157,10 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
     let ns: Namespace = Api::all(client.clone()).get(&team).await.unwrap();
     assert!(!ns.metadata.annotations.unwrap_or_default().contains_key(keys::RESOURCE_QUOTAS));
     eventually("the ResourceQuota to go with the last quota", WAIT, || async {
-        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team).get_opt(RESOURCE_QUOTA_NAME).await.ok()?;
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team)
+            .get_opt(RESOURCE_QUOTA_NAME)
+            .await
+            .ok()?;
         rq.is_none().then_some(())
     })
     .await;
@@ -155,7 +175,11 @@ async fn bad_limits_are_refused_at_their_field_and_nothing_is_written() {
     let before = state_of(&client, &team).await;
     let cases = [
         (json!({"pods": "ten"}), "spec.hard.pods", "not a quantity"),
-        (json!({"pods": "1", "no-such-resource": "1"}), "spec.hard.no-such-resource", "must be a standard resource"),
+        (
+            json!({"pods": "1", "no-such-resource": "1"}),
+            "spec.hard.no-such-resource",
+            "must be a standard resource",
+        ),
         (json!({"requests.cpu": 1.5}), "spec.hard.requests.cpu", "write the quantity as a string (\"1.5\")"),
     ];
     for (hard, field, says) in cases {
@@ -164,10 +188,12 @@ async fn bad_limits_are_refused_at_their_field_and_nothing_is_written() {
             "metadata": {"name": "bad"}, "spec": {"hard": hard},
         }))
         .unwrap();
-        let status = api_status(dynamic(&client, &team).create(&PostParams::default(), &obj).await.unwrap_err());
+        let status =
+            api_status(dynamic(&client, &team).create(&PostParams::default(), &obj).await.unwrap_err());
         assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"), "{hard}: {}", status.message);
-        let causes = status.details.and_then(|d| Some(d.causes)).unwrap_or_default();
-        let cause = causes.iter().find(|c| c.field == field).unwrap_or_else(|| panic!("{field} in {causes:?}"));
+        let causes = status.details.map(|d| d.causes).unwrap_or_default();
+        let cause =
+            causes.iter().find(|c| c.field == field).unwrap_or_else(|| panic!("{field} in {causes:?}"));
         assert!(cause.message.contains(says), "{hard}: {}", cause.message);
         assert!(!status.message.contains("Quantity("), "no Debug rendering: {}", status.message);
     }
@@ -189,7 +215,10 @@ async fn a_quota_counts_the_usage_of_its_whole_subtree() {
     create_quota(&client, &root, "budget", json!({"requests.cpu": "2", "pods": "10"})).await;
     for ns in [&root, &a, &b, &c] {
         let rq = resource_quota(&client, ns).await;
-        assert_eq!(rq.metadata.labels.unwrap_or_default().get(keys::HRQ_LABEL).map(String::as_str), Some("true"));
+        assert_eq!(
+            rq.metadata.labels.unwrap_or_default().get(keys::HRQ_LABEL).map(String::as_str),
+            Some("true")
+        );
     }
     create_pod(&client, &b, "p1", "500m").await;
     create_pod(&client, &c, "p2", "500m").await;
@@ -209,7 +238,9 @@ async fn labels_when_moved(client: &Client, ns: &str, parent: &str, rv: &str) ->
     let mut stream = api.watch(&wp, rv).await.unwrap().boxed();
     while let Some(event) = stream.try_next().await.unwrap() {
         if let WatchEvent::Modified(n) = event {
-            if n.metadata.annotations.as_ref().and_then(|a| a.get(keys::PARENT)).map(String::as_str) == Some(parent) {
+            if n.metadata.annotations.as_ref().and_then(|a| a.get(keys::PARENT)).map(String::as_str)
+                == Some(parent)
+            {
                 return json!(n.metadata.labels);
             }
         }
@@ -229,7 +260,8 @@ async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
     create_quota(&client, &team, "team", json!({"pods": "3"})).await;
 
     // Moving in: the write that moves it marks it pending, and the controller ends that.
-    let rv = Api::<Namespace>::all(client.clone()).get(&full).await.unwrap().metadata.resource_version.unwrap();
+    let rv =
+        Api::<Namespace>::all(client.clone()).get(&full).await.unwrap().metadata.resource_version.unwrap();
     set_parent(&client, &full, Some(&team)).await.unwrap();
     let labels = labels_when_moved(&client, &full, &team, &rv).await;
     assert_eq!(labels[keys::HRQ_PENDING_LABEL], "true", "{labels}");
@@ -247,7 +279,10 @@ async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
     used_becomes(&client, &team, "team", json!({"pods": "0"})).await;
     used_becomes(&client, &root, "org", json!({"pods": "0", "services": "0"})).await;
     eventually("the ResourceQuota of a namespace no quota covers to go", WAIT, || async {
-        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &full).get_opt(RESOURCE_QUOTA_NAME).await.ok()?;
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &full)
+            .get_opt(RESOURCE_QUOTA_NAME)
+            .await
+            .ok()?;
         rq.is_none().then_some(())
     })
     .await;
@@ -266,10 +301,14 @@ async fn only_admins_of_a_quotas_namespace_may_set_it() {
     let alice = unique("alice");
     grant(&env, &alice, "admin", &sub);
     eventually("alice's grant to take effect", WAIT, || async {
-        env.kubectl_as(&alice, &[], &["auth", "can-i", "create", "hierarchicalresourcequotas.hnc.x-k8s.io", "-n", &sub])
-            .status
-            .success()
-            .then_some(())
+        env.kubectl_as(
+            &alice,
+            &[],
+            &["auth", "can-i", "create", "hierarchicalresourcequotas.hnc.x-k8s.io", "-n", &sub],
+        )
+        .status
+        .success()
+        .then_some(())
     })
     .await;
     let manifest = |ns: &str, name: &str| {
@@ -325,5 +364,44 @@ async fn hncs_own_plugin_lists_quotas() {
     assert!(text.contains("team-budget"), "{text}");
     assert!(text.contains("pods: 0/7"), "{text}");
     assert!(text.contains("limits.cpu: 0/2"), "{text}");
+    delete_namespaces(&client, &[&team]).await;
+}
+
+#[tokio::test]
+async fn quotas_are_applied_server_side_explained_and_watched_as_usage_changes() {
+    use futures::{StreamExt, TryStreamExt};
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("hrq-ssa"), &[]).await;
+    let manifest = |pods: &str| {
+        format!("apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: budget\n  namespace: {team}\nspec:\n  hard:\n    pods: \"{pods}\"\n")
+    };
+    let file = std::env::temp_dir().join(format!("{team}-ssa.yaml"));
+    let file = file.to_str().unwrap();
+    std::fs::write(file, manifest("4")).unwrap();
+    let out = ok(env.kubectl(&["apply", "--server-side", "--field-manager=team", "-f", file]));
+    assert!(out.contains("serverside-applied"), "{out}");
+    std::fs::write(file, manifest("6")).unwrap();
+    let err = fails(env.kubectl(&["apply", "--server-side", "--field-manager=intruder", "-f", file]));
+    assert!(err.contains("conflict") && err.contains(".spec.hard.pods"), "{err}");
+    ok(env.kubectl(&["apply", "--server-side", "--field-manager=team", "-f", file]));
+    let q = dynamic(&client, &team).get("budget").await.unwrap();
+    assert_eq!(q.data["spec"]["hard"]["pods"], "6");
+
+    let explained = ok(env.kubectl(&["explain", "hrq.spec"]));
+    assert!(explained.contains("hard"), "{explained}");
+
+    resource_quota(&client, &team).await;
+    let rv = q.metadata.resource_version.clone().unwrap();
+    let wp = WatchParams::default().fields("metadata.name=budget").timeout(60);
+    let mut stream = dynamic(&client, &team).watch(&wp, &rv).await.unwrap().boxed();
+    create_pod(&client, &team, "p1", "100m").await;
+    loop {
+        match stream.try_next().await.unwrap() {
+            Some(WatchEvent::Modified(q)) if q.data["status"]["used"]["pods"] == "1" => break,
+            Some(_) => continue,
+            None => panic!("the watch ended without the quota's usage changing"),
+        }
+    }
     delete_namespaces(&client, &[&team]).await;
 }

@@ -90,11 +90,7 @@ mod tests {
     use crate::hierarchy::forest::ObservedQuota;
 
     fn with_quota(f: &mut Forest, ns: &str, hard: &str) {
-        let mut obj = (*f.get(ns).unwrap().object).clone();
-        let value =
-            format!(r#"{{"q":{{"uid":"u","creationTimestamp":"2026-01-01T00:00:00Z","hard":{hard}}}}}"#);
-        obj.metadata.annotations.get_or_insert_default().insert(hns_api::keys::RESOURCE_QUOTAS.into(), value);
-        f.upsert(sealed(obj));
+        crate::hierarchy::forest::testing::with_quota(f, ns, "q", hard);
     }
 
     fn list(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {

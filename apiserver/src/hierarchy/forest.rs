@@ -574,6 +574,23 @@ pub(crate) mod testing {
         ns
     }
 
+    /// Stores quota `name` with limits `hard` (JSON) on namespace `ns` of `f`, as hns writes it.
+    pub fn with_quota(f: &mut Forest, ns: &str, name: &str, hard: &str) {
+        let mut obj = (*f.get(ns).expect("the namespace is in the forest").object).clone();
+        let annotations = obj.metadata.annotations.get_or_insert_default();
+        let mut quotas: BTreeMap<String, serde_json::Value> = annotations
+            .get(keys::RESOURCE_QUOTAS)
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default();
+        let hard: serde_json::Value = serde_json::from_str(hard).expect("limits as JSON");
+        quotas.insert(
+            name.into(),
+            serde_json::json!({"uid": format!("uid-{ns}-{name}"), "creationTimestamp": "2026-01-01T00:00:00Z", "hard": hard}),
+        );
+        annotations.insert(keys::RESOURCE_QUOTAS.into(), serde_json::to_string(&quotas).unwrap_or_default());
+        f.upsert(sealed(obj));
+    }
+
     /// An empty forest with the unit tests' key.
     pub fn empty() -> Forest {
         Forest::new(crate::hierarchy::seal::testing::sealer())

@@ -316,6 +316,55 @@ mod tests {
     }
 
     #[test]
+    fn entering_a_quotas_subtree_is_pending_from_the_same_write() {
+        let mut f = forest("acme team-a:~acme other");
+        crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        let ns = new_subnamespace(&f, &policy(), "team-a", "dev", &HierarchyState::default());
+        assert_eq!(ns.metadata.labels.unwrap()[keys::HRQ_PENDING_LABEL], "true", "created under a quota");
+        let ns = new_subnamespace(&f, &policy(), "other", "dev", &HierarchyState::default());
+        assert!(!ns.metadata.labels.unwrap().contains_key(keys::HRQ_PENDING_LABEL), "no quota above");
+
+        let node = f.get("other").unwrap();
+        let moved = HierarchyState { parent: Some("team-a".into()), ..HierarchyState::of(node) };
+        let p = hierarchy_patch(&f, &policy(), node, &moved).unwrap();
+        assert_eq!(p["metadata"]["labels"][keys::HRQ_PENDING_LABEL], "true", "moved under a quota");
+        assert_eq!(p["metadata"]["annotations"][keys::PARENT], "team-a", "in the same write");
+    }
+
+    #[test]
+    fn hierarchy_writes_leave_the_pending_label_to_the_controller() {
+        let mut f = forest("acme team-a:~acme");
+        crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        let mut ns = (*f.get("team-a").unwrap().object).clone();
+        let mut labels = hierarchy_labels(&f, &policy(), "team-a", Some("acme"));
+        labels.insert(keys::HRQ_PENDING_LABEL.into(), "true".into());
+        ns.metadata.labels = Some(labels);
+        f.upsert(ns);
+        let node = f.get("team-a").unwrap();
+        let cascading = HierarchyState { allow_cascading_deletion: true, ..HierarchyState::of(node) };
+        let p = hierarchy_patch(&f, &policy(), node, &cascading).unwrap();
+        assert_eq!(p["metadata"]["labels"].get(keys::HRQ_PENDING_LABEL), None, "{p}");
+    }
+
+    #[test]
+    fn quotas_are_written_sealed_with_the_rest_of_the_hierarchy() {
+        let f = forest("acme");
+        let node = f.get("acme").unwrap();
+        let mut desired = HierarchyState::of(node);
+        let stored = crate::hierarchy::quotas::new_stored(BTreeMap::new(), ObjectLabels::default());
+        desired.quotas.insert("org".into(), stored.clone());
+        let p = hierarchy_patch(&f, &policy(), node, &desired).unwrap();
+        let mut written = (*node.object).clone();
+        let annotations = written.metadata.annotations.get_or_insert_default();
+        for (k, v) in p["metadata"]["annotations"].as_object().unwrap() {
+            annotations.insert(k.clone(), v.as_str().unwrap().to_string());
+        }
+        let read = Node::from_namespace(written, f.sealer());
+        assert!(read.forgery.is_none(), "sealed");
+        assert_eq!(read.quotas["org"], stored);
+    }
+
+    #[test]
     fn set_parent_patch() {
         let f = forest("acme team-a");
         let node = f.get("team-a").unwrap();

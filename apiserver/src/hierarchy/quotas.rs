@@ -59,7 +59,7 @@ fn exceeded_condition(used: &Amounts, hard: &Amounts, since: Option<Time>) -> Op
             "the subtree uses more than this quota allows ({}); new usage is refused until usage is lowered or the limit raised",
             what.join(", ")
         ),
-        last_transition_time: since.unwrap_or_else(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+        last_transition_time: since.unwrap_or(Time(jiff::Timestamp::UNIX_EPOCH)),
         observed_generation: Some(1),
     })
 }
@@ -209,29 +209,12 @@ pub fn summary(obj: &Value) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hierarchy::forest::testing::{forest, sealed};
+    use crate::hierarchy::forest::testing::forest;
     use crate::hierarchy::forest::ObservedQuota;
     use serde_json::json;
 
-    /// `f` with quota `name` (`hard` as JSON) stored on `ns`.
     fn with_quota(f: &mut Forest, ns: &str, name: &str, hard: Value) {
-        let mut obj = (*f.get(ns).unwrap().object).clone();
-        let mut quotas: BTreeMap<String, Value> = obj
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(hns_api::keys::RESOURCE_QUOTAS))
-            .map(|v| serde_json::from_str(v).unwrap())
-            .unwrap_or_default();
-        quotas.insert(
-            name.into(),
-            json!({"uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z", "hard": hard}),
-        );
-        obj.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(hns_api::keys::RESOURCE_QUOTAS.into(), serde_json::to_string(&quotas).unwrap());
-        f.upsert(sealed(obj));
+        crate::hierarchy::forest::testing::with_quota(f, ns, name, &hard.to_string());
     }
 
     fn used(f: &mut Forest, ns: &str, used: &[(&str, &str)]) {

@@ -142,7 +142,9 @@ async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiE
         return Ok((name, None));
     }
     let name = call.req.name.clone();
-    match quotas::quota_value(&call.state.cache.read(), ns, &name) {
+    // Bound first: the cache's lock must not be held across the authorization below.
+    let found = quotas::quota_value(&call.state.cache.read(), ns, &name);
+    match found {
         Some(current) => Ok((name, Some(current))),
         None if managed::is_apply(call) => {
             // An apply that creates needs `create` on top of `patch`, as kube-apiserver asks.

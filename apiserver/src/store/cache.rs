@@ -273,6 +273,45 @@ mod tests {
     }
 
     #[test]
+    fn a_usage_change_is_an_event_of_every_quota_above() {
+        let cache = cache();
+        let mut buf = Vec::new();
+        let mut acme = namespace("acme", None, false);
+        acme.metadata.annotations.get_or_insert_default().insert(
+            hns_api::keys::RESOURCE_QUOTAS.into(),
+            r#"{"org":{"uid":"u","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"10"}}}"#.into(),
+        );
+        let acme = crate::hierarchy::forest::testing::sealed(acme);
+        for e in [
+            Event::Init,
+            Event::InitApply(acme),
+            Event::InitApply(namespace("dev", Some("acme"), true)),
+            Event::InitDone,
+        ] {
+            cache.apply(e, &mut buf);
+        }
+        let mut rx = cache.hub.subscribe();
+        let mut changes = cache.changes.subscribe();
+        let used = [("pods".to_string(), crate::hierarchy::quantity::Amount::parse("3").unwrap())];
+        let observed = ObservedQuota { used: used.into(), ..Default::default() };
+        cache.observe_quota("dev", Some(observed.clone()));
+        match rx.try_recv() {
+            Ok(crate::store::hub::Message::Events(batch)) => {
+                assert_eq!(batch.len(), 1);
+                assert_eq!(batch[0].1.object["metadata"]["name"], "org");
+                assert_eq!(batch[0].1.object["status"]["used"]["pods"], "3");
+            }
+            other => panic!("expected the quota's change, got {other:?}"),
+        }
+        assert!(
+            matches!(changes.try_recv(), Ok(Change::Objects { .. })),
+            "a new ResourceQuota is the controller's business"
+        );
+        cache.observe_quota("dev", Some(observed));
+        assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
+    }
+
+    #[test]
     fn a_relist_replaces_everything() {
         let cache = cache();
         let mut buf = Vec::new();

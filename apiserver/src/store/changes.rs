@@ -202,6 +202,22 @@ mod tests {
     }
 
     #[test]
+    fn a_move_into_a_quotas_subtree_changes_the_quotas_usage() {
+        let mut f = forest("acme team-a:~acme other");
+        crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        let used = [("pods".to_string(), crate::hierarchy::quantity::Amount::parse("2").unwrap())];
+        f.observe_quota(
+            "other",
+            Some(crate::hierarchy::forest::ObservedQuota { used: used.into(), ..Default::default() }),
+        );
+        let events = change(&mut f, namespace("other", Some("team-a"), false), false);
+        let quota: Vec<_> = events.iter().filter(|e| e.family == Family::Quota).collect();
+        assert_eq!(quota.len(), 1, "{:?}", summary(&events));
+        assert_eq!(quota[0].kind, "MODIFIED");
+        assert_eq!(quota[0].object["status"]["used"]["pods"], "2");
+    }
+
+    #[test]
     fn a_move_modifies_both_parents() {
         let mut f = forest("a b c:a");
         let events = change(&mut f, namespace("c", Some("b"), false), false);
