@@ -150,6 +150,26 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
     })
     .await;
 
+    ok(env.kubectl(&["apply", "-f", file.to_str().unwrap()]));
+    let more = json!({"pods": "1"});
+    create_quota(&client, &team, "second", more).await;
+    // kubectl deletes one by one; deletecollection is a client's single call.
+    let api = dynamic(&client, &team);
+    let dry = kube::api::DeleteParams { dry_run: true, ..Default::default() };
+    api.delete_collection(&dry, &kube::api::ListParams::default()).await.unwrap();
+    assert_eq!(
+        ok(env.kubectl(&["get", "hrq", "-n", &team, "-o", "name"])).lines().count(),
+        2,
+        "a dry run deletes nothing"
+    );
+    // Only `second` goes; `team-budget` stays for the single delete below.
+    let only_second = kube::api::ListParams::default().fields("metadata.name=second");
+    api.delete_collection(&kube::api::DeleteParams::default(), &only_second).await.unwrap();
+    assert_eq!(
+        ok(env.kubectl(&["get", "hrq", "-n", &team, "-o", "name"])).trim(),
+        "hierarchicalresourcequota.hnc.x-k8s.io/team-budget"
+    );
+
     let out = ok(env.kubectl(&["delete", "hrq", "team-budget", "-n", &team]));
     assert!(out.contains("deleted"), "{out}");
     let err = fails(env.kubectl(&["get", "hrq", "team-budget", "-n", &team]));
@@ -274,6 +294,21 @@ async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
     create_pod(&client, &full, "p1", "100m").await;
     used_becomes(&client, &team, "team", json!({"pods": "1"})).await;
     used_becomes(&client, &root, "org", json!({"pods": "1", "services": "0"})).await;
+
+    // A limit lowered below the usage: allowed, and the quota says it is exceeded.
+    let lowered = json!({"spec": {"hard": {"pods": "0"}}});
+    dynamic(&client, &team)
+        .patch("team", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(lowered))
+        .await
+        .unwrap();
+    let q = dynamic(&client, &team).get("team").await.unwrap();
+    let exceeded = &q.data["status"]["conditions"][0];
+    assert_eq!(
+        (exceeded["type"].as_str(), exceeded["status"].as_str()),
+        (Some("Exceeded"), Some("True")),
+        "{q:?}"
+    );
+    assert!(exceeded["message"].as_str().unwrap().contains("pods: 1 used of 0"), "{exceeded}");
 
     set_parent(&client, &full, None).await.unwrap();
     used_becomes(&client, &team, "team", json!({"pods": "0"})).await;

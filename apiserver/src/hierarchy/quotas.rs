@@ -158,9 +158,11 @@ pub fn enters_quota(forest: &Forest, ns: &str, parent: Option<&str>) -> bool {
 }
 
 /// Whether `ns` should be pending: a quota covers it and hns's ResourceQuota there, through
-/// which Kubernetes counts its usage, has not been observed yet.
+/// which Kubernetes counts its usage, has not been observed yet. A terminating namespace is
+/// not: its ResourceQuota goes with its other objects, and nothing new is made in it.
 pub fn pending(forest: &Forest, ns: &str) -> bool {
-    !forest.quotas_covering(ns).is_empty() && forest.observed_quota(ns).is_none()
+    let terminating = forest.get(ns).is_some_and(|n| n.object.metadata.deletion_timestamp.is_some());
+    !terminating && !forest.quotas_covering(ns).is_empty() && forest.observed_quota(ns).is_none()
 }
 
 /// A new quota as stored: a fresh uid, created now.

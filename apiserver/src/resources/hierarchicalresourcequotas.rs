@@ -51,7 +51,7 @@ pub const DEF: ResourceDef = ResourceDef {
         update: Some(|c| Box::pin(write(c))),
         patch: Some(|c| Box::pin(write(c))),
         delete: Some(|c| Box::pin(delete(c))),
-        delete_collection: None,
+        delete_collection: Some(|c| Box::pin(delete_collection(c))),
     },
     name_is_namespace: false,
     short_names: &["hrq"],
@@ -344,6 +344,9 @@ async fn validate_hard(
     match api.create(&pp, &probe).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 422 => Err(invalid(name, hard_causes(&s.message))),
+        // Quota admission comes after validation: a namespace that may hold no more
+        // ResourceQuotas has validated the limits already.
+        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("exceeded quota") => Ok(()),
         Err(e) => Err(ApiError::from_kube(e)),
     }
 }
@@ -384,8 +387,8 @@ struct Preconditions {
     resource_version: Option<String>,
 }
 
-/// Deletes a quota: one patch of its namespace. Answers the quota as it was.
-async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
+/// The preconditions of a delete, and whether it is a dry run (asked in the query or the body).
+fn delete_options(call: &Call<'_>) -> Result<(Preconditions, bool), ApiError> {
     let opts = WriteOptions::from_query(call.query)?;
     body::require_json(call.content_type)?;
     let options: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
@@ -395,7 +398,12 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
             .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid: {e}")))?
     };
     let dry_run = opts.dry_run || options.dry_run.iter().any(|d| d == "All");
-    let pre = options.preconditions.unwrap_or_default();
+    Ok((options.preconditions.unwrap_or_default(), dry_run))
+}
+
+/// Deletes a quota: one patch of its namespace. Answers the quota as it was.
+async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let (pre, dry_run) = delete_options(call)?;
     write::retrying(call, Stored::Namespace(&call.req.namespace), || delete_once(call, &pre, dry_run)).await
 }
 
@@ -432,6 +440,48 @@ async fn delete_once(call: &Call<'_>, pre: &Preconditions, dry_run: bool) -> Res
         }
     }
     Ok(Reply::ok(render::object(&DEF, shown, call.render)))
+}
+
+/// Deletes every selected quota: one patch per namespace, each guarded by its resourceVersion
+/// (a namespace that changed meanwhile is read again and its selection deleted again).
+async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let (_, dry_run) = delete_options(call)?;
+    let selected: Vec<Value> = {
+        let forest = call.state.cache.read();
+        let all = current(call.state, &forest, &DEF, &call.req.namespace);
+        paginate(all, &ListOptions { limit: None, after: None, ..opts }, "").items
+    };
+    let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for item in &selected {
+        let at = |f: &str| item["metadata"][f].as_str().unwrap_or_default().to_string();
+        by_namespace.entry(at("namespace")).or_default().push(at("name"));
+    }
+    for (ns, names) in &by_namespace {
+        write::retrying(call, Stored::Namespace(ns), || remove_quotas(call, ns, names, dry_run)).await?;
+    }
+    let rv = call.state.cache.read().resource_version();
+    let page = crate::http::list::Page { items: selected, ..Default::default() };
+    Ok(Reply::ok(render::list(&DEF, page, &rv, call.render)))
+}
+
+/// One attempt at removing quotas `names` (those still there) from namespace `ns`.
+async fn remove_quotas(call: &Call<'_>, ns: &str, names: &[String], dry_run: bool) -> Result<Reply, Failure> {
+    let patch = {
+        let forest = call.state.cache.read();
+        let Some(node) = forest.get(ns) else { return Ok(Reply::ok(Value::Null)) };
+        let mut desired = HierarchyState::of(node);
+        desired.quotas.retain(|q, _| !names.contains(q));
+        plan::hierarchy_patch(&forest, &call.state.policy, node, &desired)
+    };
+    if let Some(patch) = patch {
+        let updated =
+            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, false))?;
+        if !dry_run {
+            await_write(call.state, &updated).await;
+        }
+    }
+    Ok(Reply::ok(Value::Null))
 }
 
 fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
