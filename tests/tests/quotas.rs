@@ -137,16 +137,17 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
         &team,
         "--type=merge",
         "-p",
-        r#"{"spec":{"hard":{"pods":"5"}}}"#,
+        r#"{"spec":{"hard":{"pods":"5","limits.memory":null}}}"#,
     ]));
     let q: Value =
         serde_json::from_str(&ok(env.kubectl(&["get", "hrq", "team-budget", "-n", &team, "-o", "json"])))
             .unwrap();
-    assert_eq!(q["spec"]["hard"]["pods"], "5");
+    assert_eq!(q["spec"]["hard"], json!({"pods": "5", "requests.cpu": "1500m"}));
     // The controller keeps the namespace's ResourceQuota at the quota's limits.
     eventually("the ResourceQuota to follow the patch", WAIT, || async {
         let rq = resource_quota(&client, &team).await;
-        (rq.spec?.hard?.get("pods")?.0 == "5").then_some(())
+        let hard = rq.spec?.hard?;
+        (hard.get("pods")?.0 == "5" && !hard.contains_key("limits.memory")).then_some(())
     })
     .await;
 

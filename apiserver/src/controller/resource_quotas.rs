@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use hns_api::quota::RESOURCE_QUOTA_NAME;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
 use crate::hierarchy::forest::Forest;
 use crate::hierarchy::quantity::{Amount, Amounts};
@@ -22,8 +22,9 @@ pub enum Action {
     None,
     /// Create it with these limits.
     Create(BTreeMap<String, Quantity>),
-    /// Replace its limits; guarded by the resourceVersion observed.
-    Update(BTreeMap<String, Quantity>, Option<String>),
+    /// Change its limits by this merge patch, guarded by the resourceVersion observed: only
+    /// its limits and label are hns's to set, whatever else others put on it stays.
+    Update(serde_json::Value),
     /// Delete it (no quota covers the namespace any more); guarded by the uid observed.
     Delete(Option<String>),
 }
@@ -50,7 +51,22 @@ pub fn plan(forest: &Forest, ns: &str) -> Action {
         (None, None) => Action::None,
         (Some(hard), None) => Action::Create(hard),
         (Some(hard), Some(o)) if same_limits(&hard, &o.hard) => Action::None,
-        (Some(hard), Some(o)) => Action::Update(hard, o.resource_version.clone()),
+        (Some(hard), Some(o)) => {
+            let mut limits: serde_json::Map<String, serde_json::Value> = o
+                .hard
+                .keys()
+                .filter(|k| !hard.contains_key(*k))
+                .map(|k| (k.clone(), serde_json::Value::Null))
+                .collect();
+            limits.extend(hard.into_iter().map(|(k, q)| (k, serde_json::Value::String(q.0))));
+            Action::Update(serde_json::json!({
+                "metadata": {
+                    "resourceVersion": o.resource_version,
+                    "labels": {hns_api::keys::HRQ_LABEL: "true"},
+                },
+                "spec": {"hard": limits},
+            }))
+        }
         (None, Some(o)) => Action::Delete(o.uid.clone()),
     }
 }
@@ -63,10 +79,9 @@ pub async fn apply(client: &kube::Client, ns: &str, action: Action) -> Result<()
     let outcome = match action {
         Action::None => return Ok(()),
         Action::Create(hard) => api.create(&pp, &quotas::resource_quota(ns, hard)).await.map(drop),
-        Action::Update(hard, rv) => {
-            let mut rq = quotas::resource_quota(ns, hard);
-            rq.metadata.resource_version = rv;
-            api.replace(RESOURCE_QUOTA_NAME, &pp, &rq).await.map(drop)
+        Action::Update(patch) => {
+            let pp = PatchParams { field_manager: pp.field_manager, ..Default::default() };
+            api.patch(RESOURCE_QUOTA_NAME, &pp, &Patch::Merge(&patch)).await.map(drop)
         }
         Action::Delete(uid) => {
             let dp = DeleteParams {
@@ -117,8 +132,12 @@ mod tests {
         assert_eq!(plan(&f, "other"), Action::None);
         observe(&mut f, "dev", &[("pods", "4")]);
         assert_eq!(plan(&f, "dev"), Action::None, "converged");
-        observe(&mut f, "team-a", &[("pods", "10")]);
-        assert_eq!(plan(&f, "team-a"), Action::Update(list(&[("pods", "4")]), Some("5".into())));
+        observe(&mut f, "team-a", &[("pods", "10"), ("services", "1")]);
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": "5", "labels": {hns_api::keys::HRQ_LABEL: "true"}},
+            "spec": {"hard": {"pods": "4", "services": null}},
+        });
+        assert_eq!(plan(&f, "team-a"), Action::Update(patch), "a limit no quota sets any more is removed");
         observe(&mut f, "other", &[("pods", "1")]);
         assert_eq!(plan(&f, "other"), Action::Delete(Some("rq".into())));
     }
