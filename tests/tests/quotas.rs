@@ -441,3 +441,56 @@ async fn quotas_are_applied_server_side_explained_and_watched_as_usage_changes()
     }
     delete_namespaces(&client, &[&team]).await;
 }
+
+#[tokio::test]
+async fn a_resource_quota_hns_cannot_write_is_reported_on_the_quota() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = unique("hrq-denied");
+    // An admission policy refusing hns's ResourceQuotas in this namespace only.
+    let policy = format!(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {team}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [\"\"]\n      apiVersions: [v1]\n      operations: [CREATE]\n      resources: [resourcequotas]\n  validations:\n  - expression: \"false\"\n    message: no ResourceQuotas here\n\
+         ---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: {team}\nspec:\n  policyName: {team}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: {team}\n    objectSelector:\n      matchLabels:\n        hnc.x-k8s.io/hrq: \"true\"\n"
+    );
+    let file = std::env::temp_dir().join(format!("{team}-policy.yaml"));
+    std::fs::write(&file, policy).unwrap();
+    let file = file.to_str().unwrap();
+    ok(env.kubectl(&["apply", "-f", file]));
+    create_namespace(&client, &team, &[]).await;
+    // Policies take a moment to be enforced: wait until a ResourceQuota like hns's is refused.
+    let probe = format!(
+        "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: probe\n  namespace: {team}\n  labels:\n    hnc.x-k8s.io/hrq: \"true\"\nspec:\n  hard:\n    pods: \"1\"\n"
+    );
+    let probe_file = std::env::temp_dir().join(format!("{team}-probe.yaml"));
+    std::fs::write(&probe_file, probe).unwrap();
+    eventually("the admission policy to be enforced", WAIT, || async {
+        let out = env.kubectl(&["create", "--dry-run=server", "-f", probe_file.to_str().unwrap()]);
+        String::from_utf8_lossy(&out.stderr).contains("no ResourceQuotas here").then_some(())
+    })
+    .await;
+    create_quota(&client, &team, "budget", json!({"pods": "5"})).await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &team);
+    let event = eventually("CannotWriteResourceQuota on the quota", WAIT, || async {
+        let lp = kube::api::ListParams::default().fields("reason=CannotWriteResourceQuota");
+        events.list(&lp).await.ok()?.items.into_iter().next()
+    })
+    .await;
+    assert_eq!(event.involved_object.kind.as_deref(), Some("HierarchicalResourceQuota"));
+    assert_eq!(event.involved_object.name.as_deref(), Some("budget"));
+    let message = event.message.unwrap_or_default();
+    assert!(
+        message
+            .contains(&format!("could not create/update lower-level ResourceQuota in namespace \"{team}\"")),
+        "{message}"
+    );
+    assert!(message.contains("no ResourceQuotas here"), "{message}");
+    let pending =
+        Api::<Namespace>::all(client.clone()).get(&team).await.unwrap().metadata.labels.unwrap_or_default();
+    assert_eq!(
+        pending.get(keys::HRQ_PENDING_LABEL).map(String::as_str),
+        Some("true"),
+        "pending while uncounted"
+    );
+    ok(env.kubectl(&["delete", "-f", file]));
+    delete_namespaces(&client, &[&team]).await;
+}
