@@ -62,6 +62,23 @@ pub struct HierarchicalResourceQuotaStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The REQUEST and LIMIT cells of a quota, as HNC's plugin prints them: `name: used/hard` for
+/// each resource of `status.hard` in name order (unused ones as `0`), those named `limits.…`
+/// in LIMIT, all others in REQUEST. Served by `kubectl get hrq` and printed by `kubectl hns hrq`.
+pub fn summary(status: &HierarchicalResourceQuotaStatus) -> (String, String) {
+    let (mut requests, mut limits) = (Vec::new(), Vec::new());
+    for (name, hard) in &status.hard {
+        let used = status.used.get(name).map_or("0", |q| q.0.as_str());
+        let cell = format!("{name}: {used}/{}", hard.0);
+        if name.split_once('.').is_some_and(|(first, _)| first == "limits") {
+            limits.push(cell);
+        } else {
+            requests.push(cell);
+        }
+    }
+    (requests.join(", "), limits.join(", "))
+}
+
 /// A ResourceList whose values may be strings or JSON integers, but not fractions.
 fn resource_list<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Quantity>, D::Error> {
     let raw = BTreeMap::<String, serde_json::Value>::deserialize(d)?;
@@ -98,6 +115,19 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&q.spec).unwrap(),
             json!({"hard": {"pods": "10", "requests.cpu": "1500m"}})
+        );
+    }
+
+    #[test]
+    fn summaries_split_requests_and_limits_in_name_order() {
+        let status: HierarchicalResourceQuotaStatus = serde_json::from_value(json!({
+            "hard": {"requests.cpu": "20", "pods": "100", "limits.cpu": "40", "limitsx": "1"},
+            "used": {"requests.cpu": "1500m", "pods": "3"}
+        }))
+        .unwrap();
+        assert_eq!(
+            summary(&status),
+            ("limitsx: 0/1, pods: 3/100, requests.cpu: 1500m/20".to_string(), "limits.cpu: 0/40".to_string())
         );
     }
 

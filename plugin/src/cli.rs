@@ -54,6 +54,8 @@ enum Command {
     Describe(commands::describe::DescribeArgs),
     /// View or change which kinds propagate down the hierarchy.
     Config(commands::config::ConfigArgs),
+    /// List hierarchical resource quotas and the usage of their subtrees.
+    Hrq(commands::hrq::HrqArgs),
     /// Print the plugin's version and whether the cluster serves the hns API.
     #[command(after_help = "\
 Examples:
@@ -107,6 +109,7 @@ impl Cli {
             Command::Tree(args) => commands::tree::run(&kube, args).await,
             Command::Describe(args) => commands::describe::run(&kube, args).await,
             Command::Config(args) => commands::config::run(&kube, args).await,
+            Command::Hrq(args) => commands::hrq::run(&kube, args).await,
             Command::Version(args) => commands::version::run(&kube, args).await,
             Command::Completion(args) => commands::completion::run(args, Cli::command()),
             Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,

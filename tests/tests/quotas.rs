@@ -247,6 +247,18 @@ async fn a_quota_counts_the_usage_of_its_whole_subtree() {
     used_becomes(&client, &root, "budget", json!({"pods": "3", "requests.cpu": "1250m"})).await;
     let table = ok(env.kubectl(&["get", "hrq", "-n", &root]));
     assert!(table.contains("pods: 3/10, requests.cpu: 1250m/2"), "{table}");
+    // The plugin prints HNC's table.
+    let printed = ok(hns(&env, &["hrq", "-n", &root]));
+    let header: Vec<&str> = printed.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE", "REQUEST", "LIMIT"], "{printed}");
+    assert!(printed.lines().nth(1).unwrap().starts_with("budget "), "{printed}");
+    assert!(printed.contains("pods: 3/10, requests.cpu: 1250m/2"), "{printed}");
+    let all = ok(hns(&env, &["hrq", "budget", "-A"]));
+    assert!(all.starts_with("NAMESPACE "), "{all}");
+    assert!(all.lines().any(|l| l.starts_with(&format!("{root} "))), "{all}");
+    let none = hns(&env, &["hrq", "nothing", "-n", &root]);
+    assert_eq!(none.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&none.stdout), format!("No resources found in {root} namespace.\n"));
     delete_tree(&client, &root).await;
 }
 

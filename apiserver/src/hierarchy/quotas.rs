@@ -185,27 +185,11 @@ fn new_uid() -> String {
     format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 
-/// The REQUEST and LIMIT cells of a quota, as HNC's plugin prints them: `name: used/hard` for
-/// each resource of `status.hard` in name order, those named `limits.…` in LIMIT.
+/// The REQUEST and LIMIT cells of a quota as served ([`hns_api::quota::summary`]).
 pub fn summary(obj: &Value) -> (String, String) {
-    let hard = obj["status"]["hard"].as_object().cloned().unwrap_or_default();
-    let used = &obj["status"]["used"];
-    let (mut requests, mut limits) = (Vec::new(), Vec::new());
-    let mut names: Vec<&String> = hard.keys().collect();
-    names.sort();
-    for name in names {
-        let cell = format!(
-            "{name}: {}/{}",
-            used[name.as_str()].as_str().unwrap_or("0"),
-            hard[name.as_str()].as_str().unwrap_or("")
-        );
-        if name.split_once('.').is_some_and(|(first, _)| first == "limits") {
-            limits.push(cell);
-        } else {
-            requests.push(cell);
-        }
-    }
-    (requests.join(", "), limits.join(", "))
+    let status: HierarchicalResourceQuotaStatus =
+        serde_json::from_value(obj["status"].clone()).unwrap_or_default();
+    hns_api::quota::summary(&status)
 }
 
 #[cfg(test)]
