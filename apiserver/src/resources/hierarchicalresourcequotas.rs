@@ -196,7 +196,8 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         None => false,
     };
     validate_hard(call, &name, &hrq.spec.hard).await?;
-    let written = store(call, &name, &hrq, opts.dry_run)
+    let uid = current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
+    let written = store(call, &name, uid, &hrq, opts.dry_run)
         .await
         .map_err(|e| write::write_failed(e, client_precondition))?;
     let code = if current.is_none() { 201 } else { 200 };
@@ -204,10 +205,11 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
 }
 
 /// Writes quota `hrq` onto its namespace (keeping the uid and creation time of the one it
-/// replaces) and returns it as served.
+/// replaces, whose uid the write started from: `None` for a create) and returns it as served.
 async fn store(
     call: &Call<'_>,
     name: &str,
+    uid: Option<&str>,
     hrq: &HierarchicalResourceQuota,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
@@ -218,6 +220,11 @@ async fn store(
         let mut desired = HierarchyState::of(node);
         let meta = ObjectLabels::of(&hrq.metadata);
         let stored = match node.quotas.get(name) {
+            // Made, replaced or deleted while the limits were validated: a conflict, so the
+            // write starts again from what is there now.
+            found if found.map(|q| q.uid.as_str()) != uid => {
+                return Err(ApiError::conflict(DEF.group_resource(), name, "the quota changed meanwhile"))
+            }
             Some(old) => {
                 crate::hierarchy::forest::StoredQuota { hard: hrq.spec.hard.clone(), meta, ..old.clone() }
             }
@@ -492,6 +499,51 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::resources::testing::{send, state};
+
+    fn written(name: &str, hard: Value) -> Value {
+        json!({"apiVersion": hns_api::API_VERSION, "kind": "HierarchicalResourceQuota",
+               "metadata": {"name": name}, "spec": {"hard": hard}})
+    }
+
+    // Decided before kube-apiserver is asked anything: the state's client reaches nothing.
+
+    #[tokio::test]
+    async fn bad_writes_are_refused_at_their_field_before_anything_is_asked() {
+        let state = state("team-a");
+        let refused = |body: Value| {
+            let state = &state;
+            async move { send(state, &DEF, Verb::Create, ("team-a", ""), &body).await.err().unwrap() }
+        };
+        let e = refused(written("q", json!({"requests.cpu": 1.5}))).await;
+        assert_eq!(e.code, 422, "{}", e.message);
+        assert!(e.message.contains("spec.hard.requests.cpu"), "{}", e.message);
+        let e = refused(written("q", json!({"pods": "ten", "services": "-1"}))).await;
+        assert_eq!(e.code, 422, "{}", e.message);
+        assert!(
+            e.message.contains("spec.hard.pods") && e.message.contains("spec.hard.services"),
+            "{}",
+            e.message
+        );
+        let e = refused(written("Bad_Name", json!({}))).await;
+        assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+        let e = refused(json!({"metadata": {}, "spec": {}})).await;
+        assert_eq!(e.code, 422, "a name is required: {}", e.message);
+    }
+
+    #[tokio::test]
+    async fn missing_quotas_and_namespaces_are_not_found() {
+        let state = state("team-a");
+        let e = send(&state, &DEF, Verb::Get, ("team-a", "nope"), &json!({})).await.err().unwrap();
+        assert_eq!(e.code, 404);
+        let body = written("nope", json!({"pods": "1"}));
+        let e = send(&state, &DEF, Verb::Update, ("team-a", "nope"), &body).await.err().unwrap();
+        assert_eq!(e.code, 404, "an update does not create: {}", e.message);
+        let e = send(&state, &DEF, Verb::Create, ("gone", ""), &body).await.err().unwrap();
+        assert_eq!(e.code, 404, "{}", e.message);
+        assert!(e.message.contains("namespaces \"gone\""), "{}", e.message);
+    }
 
     #[test]
     fn limits_are_strings_kubernetes_reads_or_integers() {
