@@ -62,18 +62,18 @@ pub struct HierarchicalResourceQuotaStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// The REQUEST and LIMIT cells of a quota as HNC's plugin prints them: `used/hard` for each
-/// resource of `status.hard`, by name, `limits.*` in the second cell, the others in the first,
-/// e.g. (`"pods: 3/10, requests.cpu: 1500m/4"`, `"limits.memory: 1Gi/8Gi"`).
-pub fn usage_cells(status: &HierarchicalResourceQuotaStatus) -> (String, String) {
+/// The REQUEST and LIMIT cells of a quota, as HNC's plugin prints them: `name: used/hard` for
+/// each resource of `status.hard` in name order (unused ones as `0`), those named `limits.…`
+/// in LIMIT, all others in REQUEST. Served by `kubectl get hrq` and printed by `kubectl hns hrq`.
+pub fn summary(status: &HierarchicalResourceQuotaStatus) -> (String, String) {
     let (mut requests, mut limits) = (Vec::new(), Vec::new());
     for (name, hard) in &status.hard {
         let used = status.used.get(name).map_or("0", |q| q.0.as_str());
         let cell = format!("{name}: {used}/{}", hard.0);
-        if name.starts_with("limits.") {
-            limits.push(cell)
+        if name.split_once('.').is_some_and(|(first, _)| first == "limits") {
+            limits.push(cell);
         } else {
-            requests.push(cell)
+            requests.push(cell);
         }
     }
     (requests.join(", "), limits.join(", "))
@@ -119,19 +119,15 @@ mod tests {
     }
 
     #[test]
-    fn usage_cells_split_limits_from_the_rest() {
-        let q = |s: &str| Quantity(s.into());
-        let status = HierarchicalResourceQuotaStatus {
-            hard: [("pods", "10"), ("limits.memory", "8Gi"), ("requests.cpu", "4")]
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), q(v)))
-                .collect(),
-            used: [("pods".to_string(), q("3")), ("requests.cpu".to_string(), q("1500m"))].into(),
-            conditions: vec![],
-        };
+    fn summaries_split_requests_and_limits_in_name_order() {
+        let status: HierarchicalResourceQuotaStatus = serde_json::from_value(json!({
+            "hard": {"requests.cpu": "20", "pods": "100", "limits.cpu": "40", "limitsx": "1"},
+            "used": {"requests.cpu": "1500m", "pods": "3"}
+        }))
+        .unwrap();
         assert_eq!(
-            usage_cells(&status),
-            ("pods: 3/10, requests.cpu: 1500m/4".to_string(), "limits.memory: 0/8Gi".to_string())
+            summary(&status),
+            ("limitsx: 0/1, pods: 3/100, requests.cpu: 1500m/20".to_string(), "limits.cpu: 0/40".to_string())
         );
     }
 

@@ -84,6 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let cache = Arc::new(Cache::new(policy.clone(), sealer));
     let authn_state = Arc::new(AuthnState::default());
     tokio::spawn(cache::run(client.clone(), cache.clone()));
+    tokio::spawn(crate::store::resource_quotas::run(client.clone(), cache.clone()));
     tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
     let config = Arc::new(ConfigStore::default());
     tokio::spawn(config_store::run(client.clone(), args.namespace.clone(), config.clone(), cache.clone()));

@@ -54,6 +54,8 @@ enum Command {
     Describe(commands::describe::DescribeArgs),
     /// View or change which kinds propagate down the hierarchy.
     Config(commands::config::ConfigArgs),
+    /// List hierarchical resource quotas and the usage of their subtrees.
+    Hrq(commands::hrq::HrqArgs),
     /// Print the plugin's version and whether the cluster serves the hns API.
     #[command(after_help = "\
 Examples:
@@ -85,8 +87,6 @@ Examples:
   # Apply the remedies, asking before each
   kubectl hns diagnose old --fix")]
     Diagnose(commands::diagnose::DiagnoseArgs),
-    /// Display hierarchical resource quotas and what their subtrees use.
-    Hrq(commands::hrq::HrqArgs),
     /// Print the hierarchy as manifests, for HNC or for hns (migration, backup).
     #[command(after_help = "\
 Examples:

@@ -621,11 +621,11 @@ async fn version_reports_client_and_served_api() {
     assert!(lines[1].starts_with("Kubernetes version v1."), "{out}");
     assert_eq!(
         lines[2],
-        "hns API hnc.x-k8s.io/v1alpha2 served: hierarchyconfigurations, hncconfigurations, subnamespaceanchors, subnamespaces"
+        "hns API hnc.x-k8s.io/v1alpha2 served: hierarchicalresourcequotas, hierarchyconfigurations, hncconfigurations, subnamespaceanchors, subnamespaces"
     );
     let v: Value = serde_yaml::from_str(&ok(hns(&env, &["version", "-o", "yaml"]))).unwrap();
     assert_eq!(v["hnsApi"]["served"], true);
-    assert_eq!(v["hnsApi"]["resources"][3], "subnamespaces");
+    assert_eq!(v["hnsApi"]["resources"][4], "subnamespaces");
     assert_eq!(v["clientVersion"], format!("v{}", env!("CARGO_PKG_VERSION")));
 }
 

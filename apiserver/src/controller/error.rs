@@ -30,6 +30,14 @@ pub enum Error {
         /// kube-apiserver's answer.
         source: ApiError,
     },
+    /// Creating, updating or deleting hns's ResourceQuota in a namespace a quota covers.
+    #[error("writing the ResourceQuota of namespace {namespace}: {source}")]
+    ResourceQuota {
+        /// The namespace.
+        namespace: String,
+        /// kube-apiserver's answer.
+        source: ApiError,
+    },
     /// Creating, updating or deleting a propagated copy.
     #[error("propagating {kind} {name} into {namespace}: {source}")]
     Propagation {
@@ -48,7 +56,9 @@ impl Error {
     /// Whether kube-apiserver refused the write as a conflict with a newer version.
     pub fn is_conflict(&self) -> bool {
         match self {
-            Error::Cascade { source, .. } | Error::Namespace { source, .. } => source.code == 409,
+            Error::Cascade { source, .. }
+            | Error::Namespace { source, .. }
+            | Error::ResourceQuota { source, .. } => source.code == 409,
             Error::Propagation { source: kube::Error::Api(s), .. } => s.code == 409,
             Error::Propagation { .. } => false,
         }

@@ -84,6 +84,30 @@ impl Events {
         self.publish("CannotParseSelector", note, regarding).await;
     }
 
+    /// hns's ResourceQuota in `namespace`, below quota `name` of `quota_ns`, could not be
+    /// written: told on the quota, where its owner looks (HNC's reason and words).
+    pub async fn cannot_write_resource_quota(
+        &self,
+        quota_ns: &str,
+        name: &str,
+        uid: &str,
+        namespace: &str,
+        error: &str,
+    ) {
+        let regarding = ObjectReference {
+            api_version: Some(hns_api::API_VERSION.into()),
+            kind: Some("HierarchicalResourceQuota".into()),
+            name: Some(name.into()),
+            namespace: Some(quota_ns.into()),
+            uid: Some(uid.into()),
+            ..Default::default()
+        };
+        let note = format!(
+            "could not create/update lower-level ResourceQuota in namespace \"{namespace}\": {error}"
+        );
+        self.publish("CannotWriteResourceQuota", note, regarding).await;
+    }
+
     /// Writing (`act` is "write") or removing (`act` is "remove") a copy failed with `error`.
     /// As HNC does: `CannotUpdateObject` about the copy, in the destination namespace, and for a
     /// write also `CannotPropagateObject` about the source, where its owner looks.

@@ -11,6 +11,7 @@ pub mod error;
 pub mod events;
 pub mod namespaces;
 pub mod quota_ledger;
+pub mod resource_quotas;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -225,7 +226,7 @@ impl Controller {
                 Err(source) => return Err(Error::Namespace { namespace: ns.to_string(), source }),
             }
         }
-        let mut result = Ok(());
+        let mut result = self.resource_quota(ns).await;
         for syncer in self.propagation.syncers().iter().filter(|s| s.is_synced()) {
             let (actions, unreadable) = {
                 let forest = self.cache.read();
@@ -255,6 +256,29 @@ impl Controller {
             }
         }
         result
+    }
+
+    /// Brings the namespace's ResourceQuota to the limits of the quotas above it. A failed
+    /// write is told on each of those quotas, as HNC does (`CannotWriteResourceQuota`).
+    async fn resource_quota(&self, ns: &str) -> Result<(), Error> {
+        let (action, covering) = {
+            let forest = self.cache.read();
+            let covering: Vec<(String, String, String)> = forest
+                .quotas_covering(ns)
+                .into_iter()
+                .map(|(n, q, stored)| (n.to_string(), q.to_string(), stored.uid.clone()))
+                .collect();
+            (resource_quotas::plan(&forest, ns), covering)
+        };
+        let Err(source) = resource_quotas::apply(&self.client, ns, action).await else { return Ok(()) };
+        if source.code != 409 {
+            for (quota_ns, name, uid) in &covering {
+                self.events.cannot_write_resource_quota(quota_ns, name, uid, ns, &source.message).await;
+            }
+        }
+        let error = Error::ResourceQuota { namespace: ns.to_string(), source };
+        tracing::warn!(%error, "ResourceQuota write failed");
+        Err(error)
     }
 
     /// Makes one propagation write.

@@ -16,6 +16,9 @@ use crate::hierarchy::policy::Policy;
 fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String, String> {
     let Some(node) = forest.get(ns) else { return BTreeMap::new() };
     let mut labels = plan::hierarchy_labels(forest, policy, ns, node.parent.as_deref());
+    if crate::hierarchy::quotas::pending(forest, ns) {
+        labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
+    }
     for kv in inherited(forest, ns, |n| &n.managed_labels) {
         if policy.is_managed_label(&kv.0) {
             labels.insert(kv.0, kv.1);

@@ -197,12 +197,53 @@ pub struct Forest {
     resource_version: u64,
     /// Tells sealed hierarchy state from forged.
     sealer: Sealer,
+    /// hns's ResourceQuota in each namespace that has one, as last observed: the usage that
+    /// the hierarchical quotas above it sum. Not namespace state, but kept here so a quota's
+    /// status is derived, like everything else served, from one consistent picture.
+    resource_quotas: BTreeMap<String, ObservedQuota>,
+}
+
+/// hns's ResourceQuota in one namespace, as observed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObservedQuota {
+    /// Its `spec.hard`.
+    pub hard: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    /// Its `status.used`, exactly (unreadable quantities left out).
+    pub used: crate::hierarchy::quantity::Amounts,
+    /// Its uid and resourceVersion, preconditions of hns's writes to it.
+    pub uid: Option<String>,
+    /// Its resourceVersion.
+    pub resource_version: Option<String>,
 }
 
 impl Forest {
     /// An empty forest honouring state sealed by `sealer`.
     pub fn new(sealer: Sealer) -> Self {
-        Forest { nodes: BTreeMap::new(), children: BTreeMap::new(), resource_version: 0, sealer }
+        Forest {
+            nodes: BTreeMap::new(),
+            children: BTreeMap::new(),
+            resource_version: 0,
+            sealer,
+            resource_quotas: BTreeMap::new(),
+        }
+    }
+
+    /// hns's ResourceQuota in namespace `ns`, as last observed.
+    pub fn observed_quota(&self, ns: &str) -> Option<&ObservedQuota> {
+        self.resource_quotas.get(ns)
+    }
+
+    /// Records hns's ResourceQuota in `ns` (`None`: there is none).
+    pub fn observe_quota(&mut self, ns: &str, observed: Option<ObservedQuota>) {
+        match observed {
+            Some(q) => self.resource_quotas.insert(ns.to_string(), q),
+            None => self.resource_quotas.remove(ns),
+        };
+    }
+
+    /// Replaces every observed ResourceQuota (after their watch re-listed).
+    pub fn replace_observed_quotas(&mut self, all: BTreeMap<String, ObservedQuota>) {
+        self.resource_quotas = all;
     }
 
     /// The sealer, for writers that seal what they write.
@@ -296,7 +337,9 @@ impl Forest {
     /// Replaces the whole forest, e.g. after the watch was re-listed. What the old forest knew
     /// of a namespace's sealed state still stands against a forgery made meanwhile.
     pub fn replace_all(&mut self, namespaces: impl IntoIterator<Item = Namespace>) {
-        let old = std::mem::replace(self, Forest::new(self.sealer.clone()));
+        let mut old = std::mem::replace(self, Forest::new(self.sealer.clone()));
+        // ResourceQuotas have their own watch: a re-list of namespaces does not forget them.
+        self.resource_quotas = std::mem::take(&mut old.resource_quotas);
         for ns in namespaces {
             self.observe_resource_version(ns.metadata.resource_version.as_deref());
             let mut node = Node::from_namespace(ns, &self.sealer);
@@ -529,6 +572,23 @@ pub(crate) mod testing {
             annotations.insert(keys::SEAL.to_string(), seal);
         }
         ns
+    }
+
+    /// Stores quota `name` with limits `hard` (JSON) on namespace `ns` of `f`, as hns writes it.
+    pub fn with_quota(f: &mut Forest, ns: &str, name: &str, hard: &str) {
+        let mut obj = (*f.get(ns).expect("the namespace is in the forest").object).clone();
+        let annotations = obj.metadata.annotations.get_or_insert_default();
+        let mut quotas: BTreeMap<String, serde_json::Value> = annotations
+            .get(keys::RESOURCE_QUOTAS)
+            .and_then(|v| serde_json::from_str(v).ok())
+            .unwrap_or_default();
+        let hard: serde_json::Value = serde_json::from_str(hard).expect("limits as JSON");
+        quotas.insert(
+            name.into(),
+            serde_json::json!({"uid": format!("uid-{ns}-{name}"), "creationTimestamp": "2026-01-01T00:00:00Z", "hard": hard}),
+        );
+        annotations.insert(keys::RESOURCE_QUOTAS.into(), serde_json::to_string(&quotas).unwrap_or_default());
+        f.upsert(sealed(obj));
     }
 
     /// An empty forest with the unit tests' key.

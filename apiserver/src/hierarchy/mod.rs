@@ -10,5 +10,6 @@ pub mod objects;
 pub mod plan;
 pub mod policy;
 pub mod quantity;
+pub mod quotas;
 pub mod rules;
 pub mod seal;

@@ -11,12 +11,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
-use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::forest::{Forest, Node, ObjectLabels, StoredQuota};
 use crate::hierarchy::policy::Policy;
+use crate::hierarchy::quotas;
 use crate::hierarchy::seal;
 
 /// The hierarchy facts hns keeps on one namespace.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct HierarchyState {
     /// Parent of a full namespace (a subnamespace's parent never changes).
     pub parent: Option<String>,
@@ -30,6 +31,8 @@ pub struct HierarchyState {
     pub hierarchy_meta: ObjectLabels,
     /// Labels and annotations of the Subnamespace object.
     pub subnamespace_meta: ObjectLabels,
+    /// The HierarchicalResourceQuotas stored on the namespace.
+    pub quotas: BTreeMap<String, StoredQuota>,
 }
 
 impl HierarchyState {
@@ -42,8 +45,13 @@ impl HierarchyState {
             managed_annotations: node.managed_annotations.clone(),
             hierarchy_meta: node.hierarchy_meta.clone(),
             subnamespace_meta: node.subnamespace_meta.clone(),
+            quotas: node.quotas.clone(),
         }
     }
+}
+
+fn quotas_annotation(quotas: &BTreeMap<String, StoredQuota>) -> Option<String> {
+    (!quotas.is_empty()).then(|| serde_json::to_string(quotas).unwrap_or_default())
 }
 
 fn kvp_annotation(v: &[MetaKvp]) -> Option<String> {
@@ -60,6 +68,7 @@ fn sealed_annotations(state: &HierarchyState, is_subnamespace: bool) -> BTreeMap
         (keys::MANAGED_ANNOTATIONS, kvp_annotation(&state.managed_annotations)),
         (keys::HIERARCHY_OBJECT_META, state.hierarchy_meta.to_annotation()),
         (keys::SUBNAMESPACE_OBJECT_META, state.subnamespace_meta.to_annotation()),
+        (keys::RESOURCE_QUOTAS, quotas_annotation(&state.quotas)),
     ]
     .into_iter()
     .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
@@ -149,7 +158,11 @@ pub fn new_subnamespace(
     name: &str,
     state: &HierarchyState,
 ) -> Namespace {
-    let labels = hierarchy_labels(forest, policy, name, Some(parent));
+    let mut labels = hierarchy_labels(forest, policy, name, Some(parent));
+    // Created in a quota's subtree: pending from its first moment (see `quotas::pending`).
+    if !forest.quotas_covering(parent).is_empty() {
+        labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
+    }
     let state = HierarchyState { parent: Some(parent.to_string()), ..state.clone() };
     let mut annotations = sealed_annotations(&state, true);
     if let Some(seal) = forest.sealer().seal(name, &annotations) {
@@ -232,8 +245,18 @@ fn membership_labels(
             changes.insert(k.clone(), Value::String(v.clone()));
         }
     }
-    for k in current.keys().filter(|k| keys::is_hns_label(k) && !want.contains_key(*k)) {
+    // The pending label is the controller's to remove, once the namespace's usage is counted.
+    let hierarchy_owned = |k: &str| keys::is_hns_label(k) && k != keys::HRQ_PENDING_LABEL;
+    for k in current.keys().filter(|k| hierarchy_owned(k) && !want.contains_key(*k)) {
         changes.insert(k.clone(), Value::Null);
+    }
+    // Moving into a quota's subtree: pending in the same write, so nothing is created there
+    // before its usage is counted.
+    if parent != node.parent.as_deref()
+        && !current.contains_key(keys::HRQ_PENDING_LABEL)
+        && quotas::enters_quota(forest, node.name(), parent)
+    {
+        changes.insert(keys::HRQ_PENDING_LABEL.to_string(), Value::String("true".into()));
     }
     changes
 }
@@ -290,6 +313,55 @@ mod tests {
         assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], "2");
         assert_eq!(labels[keys::HIERARCHY_MEMBER], "true");
         assert_eq!(ns.metadata.annotations.unwrap()[keys::SUBNAMESPACE_OF], "team-a");
+    }
+
+    #[test]
+    fn entering_a_quotas_subtree_is_pending_from_the_same_write() {
+        let mut f = forest("acme team-a:~acme other");
+        crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        let ns = new_subnamespace(&f, &policy(), "team-a", "dev", &HierarchyState::default());
+        assert_eq!(ns.metadata.labels.unwrap()[keys::HRQ_PENDING_LABEL], "true", "created under a quota");
+        let ns = new_subnamespace(&f, &policy(), "other", "dev", &HierarchyState::default());
+        assert!(!ns.metadata.labels.unwrap().contains_key(keys::HRQ_PENDING_LABEL), "no quota above");
+
+        let node = f.get("other").unwrap();
+        let moved = HierarchyState { parent: Some("team-a".into()), ..HierarchyState::of(node) };
+        let p = hierarchy_patch(&f, &policy(), node, &moved).unwrap();
+        assert_eq!(p["metadata"]["labels"][keys::HRQ_PENDING_LABEL], "true", "moved under a quota");
+        assert_eq!(p["metadata"]["annotations"][keys::PARENT], "team-a", "in the same write");
+    }
+
+    #[test]
+    fn hierarchy_writes_leave_the_pending_label_to_the_controller() {
+        let mut f = forest("acme team-a:~acme");
+        crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        let mut ns = (*f.get("team-a").unwrap().object).clone();
+        let mut labels = hierarchy_labels(&f, &policy(), "team-a", Some("acme"));
+        labels.insert(keys::HRQ_PENDING_LABEL.into(), "true".into());
+        ns.metadata.labels = Some(labels);
+        f.upsert(ns);
+        let node = f.get("team-a").unwrap();
+        let cascading = HierarchyState { allow_cascading_deletion: true, ..HierarchyState::of(node) };
+        let p = hierarchy_patch(&f, &policy(), node, &cascading).unwrap();
+        assert_eq!(p["metadata"]["labels"].get(keys::HRQ_PENDING_LABEL), None, "{p}");
+    }
+
+    #[test]
+    fn quotas_are_written_sealed_with_the_rest_of_the_hierarchy() {
+        let f = forest("acme");
+        let node = f.get("acme").unwrap();
+        let mut desired = HierarchyState::of(node);
+        let stored = crate::hierarchy::quotas::new_stored(BTreeMap::new(), ObjectLabels::default());
+        desired.quotas.insert("org".into(), stored.clone());
+        let p = hierarchy_patch(&f, &policy(), node, &desired).unwrap();
+        let mut written = (*node.object).clone();
+        let annotations = written.metadata.annotations.get_or_insert_default();
+        for (k, v) in p["metadata"]["annotations"].as_object().unwrap() {
+            annotations.insert(k.clone(), v.as_str().unwrap().to_string());
+        }
+        let read = Node::from_namespace(written, f.sealer());
+        assert!(read.forgery.is_none(), "sealed");
+        assert_eq!(read.quotas["org"], stored);
     }
 
     #[test]

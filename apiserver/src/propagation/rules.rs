@@ -48,6 +48,10 @@ pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str>
         "ConfigMap" if matches!(name, "kube-root-ca.crt" | "istio-ca-root-cert") => {
             return Some("cluster CA bundles are never propagated")
         }
+        // Every covered namespace has its own, with the limits of the quotas above it.
+        "ResourceQuota" if name == hns_api::quota::RESOURCE_QUOTA_NAME => {
+            return Some("hns's ResourceQuotas of hierarchical quotas are never propagated")
+        }
         _ => {}
     }
     if annotation(obj, "openshift.io/description").is_some() {
@@ -184,6 +188,10 @@ mod tests {
         assert!(never_propagates(&obj("a", "x", &[("cattle.io/creator", "norman")], &[], json!({})), "Role")
             .is_some());
         assert!(never_propagates(&obj("a", "ok", &[], &[], json!({"type": "Opaque"})), "Secret").is_none());
+        assert!(
+            never_propagates(&obj("a", "hrq.hnc.x-k8s.io", &[], &[], json!({})), "ResourceQuota").is_some()
+        );
+        assert!(never_propagates(&obj("a", "compute", &[], &[], json!({})), "ResourceQuota").is_none());
     }
 
     #[test]

@@ -139,7 +139,8 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
 /// Whether the namespace has never been configured: HNC's plugin POSTs a configuration it could
 /// not find, so a POST onto one is taken as its first write.
 fn is_pristine(node: &Node) -> bool {
-    HierarchyState::of(node) == HierarchyState::default()
+    // Quotas live on the namespace too, but are no part of its hierarchy configuration.
+    HierarchyState { quotas: Default::default(), ..HierarchyState::of(node) } == HierarchyState::default()
 }
 
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
@@ -203,6 +204,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         managed_annotations: hc.spec.annotations.clone(),
         hierarchy_meta: ObjectLabels::of(&hc.metadata),
         subnamespace_meta: current_state.subnamespace_meta.clone(),
+        quotas: current_state.quotas.clone(),
     };
     authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
     let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| match e.code {
@@ -486,8 +488,10 @@ mod tests {
 
     #[test]
     fn only_unconfigured_namespaces_take_a_post() {
-        let f = forest("a b:a");
+        let mut f = forest("a b:a");
         assert!(is_pristine(f.get("a").unwrap()));
         assert!(!is_pristine(f.get("b").unwrap()));
+        crate::hierarchy::forest::testing::with_quota(&mut f, "a", "q", r#"{"pods":"1"}"#);
+        assert!(is_pristine(f.get("a").unwrap()), "a quota configures no hierarchy");
     }
 }

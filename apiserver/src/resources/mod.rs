@@ -3,6 +3,7 @@
 
 pub mod checks;
 pub mod def;
+pub mod hierarchicalresourcequotas;
 pub mod hierarchyconfigurations;
 pub mod hncconfigurations;
 pub mod managed;
@@ -31,6 +32,7 @@ pub const ALL: &[&ResourceDef] = &[
     &hncconfigurations::DEF,
     &subnamespaces::SUBNAMESPACES,
     &subnamespaces::ANCHORS,
+    &hierarchicalresourcequotas::DEF,
 ];
 
 /// The definition of the resource with plural name `plural`.

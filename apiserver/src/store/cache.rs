@@ -19,7 +19,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::forest::{Forest, Node, ObservedQuota};
 use crate::hierarchy::policy::Policy;
 use crate::store::changes;
 use crate::store::hub::Hub;
@@ -153,6 +153,42 @@ impl Cache {
         let _ = self.changes.send(Change::Namespace { name: node.name().to_string(), parents });
     }
 
+    /// Records hns's ResourceQuota in `ns` as observed (`None`: gone) and publishes the changes
+    /// of the quotas above it, whose usage it is part of. The controller is told when the
+    /// ResourceQuota appears, goes or changes its limits, not when only its usage moves.
+    pub fn observe_quota(&self, ns: &str, observed: Option<ObservedQuota>) {
+        let mut forest = self.write();
+        let old = forest.observed_quota(ns).cloned();
+        if old == observed {
+            return;
+        }
+        let controller_cares = old.as_ref().map(|o| &o.hard) != observed.as_ref().map(|o| &o.hard);
+        let keys = changes::quotas_above([ns], &forest);
+        let before = changes::snapshot(&forest, &self.policy, &keys);
+        forest.observe_quota(ns, observed);
+        let after = changes::snapshot(&forest, &self.policy, &keys);
+        // Usage has no resourceVersion of the namespaces' sequence: the change is stamped with
+        // the forest's, so watchers keep seeing resourceVersions that never go back.
+        self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
+        if controller_cares {
+            let _ = self.changes.send(Change::Objects { namespace: ns.to_string(), source: false });
+        }
+    }
+
+    /// Replaces every observed ResourceQuota after their watch re-listed, publishing the changes
+    /// of every quota and telling the controller to look at everything.
+    pub fn replace_quotas(&self, all: std::collections::BTreeMap<String, ObservedQuota>) {
+        let mut forest = self.write();
+        let names: Vec<String> =
+            forest.iter().filter(|n| !n.quotas.is_empty()).map(|n| n.name().to_string()).collect();
+        let keys = changes::quotas_above(names.iter().map(String::as_str), &forest);
+        let before = changes::snapshot(&forest, &self.policy, &keys);
+        forest.replace_observed_quotas(all);
+        let after = changes::snapshot(&forest, &self.policy, &keys);
+        self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
+        let _ = self.changes.send(Change::All);
+    }
+
     /// Applies one watch event.
     fn apply(&self, event: Event<Namespace>, relist: &mut Vec<Namespace>) {
         match event {
@@ -234,6 +270,45 @@ mod tests {
         assert_eq!(cache.read().children("a").collect::<Vec<_>>(), ["b"]);
         cache.apply(Event::Delete(namespace("b", Some("a"), true)), &mut buf);
         assert_eq!(cache.read().len(), 1);
+    }
+
+    #[test]
+    fn a_usage_change_is_an_event_of_every_quota_above() {
+        let cache = cache();
+        let mut buf = Vec::new();
+        let mut acme = namespace("acme", None, false);
+        acme.metadata.annotations.get_or_insert_default().insert(
+            hns_api::keys::RESOURCE_QUOTAS.into(),
+            r#"{"org":{"uid":"u","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"10"}}}"#.into(),
+        );
+        let acme = crate::hierarchy::forest::testing::sealed(acme);
+        for e in [
+            Event::Init,
+            Event::InitApply(acme),
+            Event::InitApply(namespace("dev", Some("acme"), true)),
+            Event::InitDone,
+        ] {
+            cache.apply(e, &mut buf);
+        }
+        let mut rx = cache.hub.subscribe();
+        let mut changes = cache.changes.subscribe();
+        let used = [("pods".to_string(), crate::hierarchy::quantity::Amount::parse("3").unwrap())];
+        let observed = ObservedQuota { used: used.into(), ..Default::default() };
+        cache.observe_quota("dev", Some(observed.clone()));
+        match rx.try_recv() {
+            Ok(crate::store::hub::Message::Events(batch)) => {
+                assert_eq!(batch.len(), 1);
+                assert_eq!(batch[0].1.object["metadata"]["name"], "org");
+                assert_eq!(batch[0].1.object["status"]["used"]["pods"], "3");
+            }
+            other => panic!("expected the quota's change, got {other:?}"),
+        }
+        assert!(
+            matches!(changes.try_recv(), Ok(Change::Objects { .. })),
+            "a new ResourceQuota is the controller's business"
+        );
+        cache.observe_quota("dev", Some(observed));
+        assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
     }
 
     #[test]

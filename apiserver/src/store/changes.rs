@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::objects;
 use crate::hierarchy::policy::Policy;
+use crate::hierarchy::quotas;
 use crate::store::hub::{Event, Family};
 
 /// A derived object: its family, namespace and name.
@@ -41,6 +42,7 @@ pub fn keys_for(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
             keys.extend(node.parent.as_deref().map(sub));
         }
     }
+    keys.extend(quota_keys(forest, node, delete));
     if termination_changes {
         keys.extend(
             forest.subnamespaces(ns).map(|c| (Family::Subnamespace, ns.to_string(), c.name().to_string())),
@@ -51,6 +53,35 @@ pub fn keys_for(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
     keys
 }
 
+/// The quotas a change of a namespace to `node` can touch: its own (before and after, their
+/// resourceVersion is the namespace's), and, when it moves or goes, those above it before and
+/// after, whose subtree's usage it leaves or joins.
+fn quota_keys(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
+    let ns = node.name();
+    let old = forest.get(ns);
+    let mut keys: Vec<Key> = old
+        .into_iter()
+        .flat_map(|o| o.quotas.keys())
+        .chain(node.quotas.keys())
+        .map(|q| (Family::Quota, ns.to_string(), q.clone()))
+        .collect();
+    let old_parent = old.and_then(|o| o.parent.as_deref());
+    let new_parent = if delete { None } else { node.parent.as_deref() };
+    if delete || old_parent != new_parent {
+        keys.extend(quotas_above([old_parent, new_parent].into_iter().flatten(), forest));
+    }
+    keys
+}
+
+/// The keys of the quotas covering each of `namespaces`.
+pub fn quotas_above<'a>(namespaces: impl IntoIterator<Item = &'a str>, forest: &Forest) -> Vec<Key> {
+    namespaces
+        .into_iter()
+        .flat_map(|n| forest.quotas_covering(n))
+        .map(|(n, q, _)| (Family::Quota, n.to_string(), q.to_string()))
+        .collect()
+}
+
 /// The objects at `keys` as they stand in `forest` (absent ones are left out).
 pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
     let mut snap = Snapshot::new();
@@ -59,6 +90,7 @@ pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
         let value = match family {
             Family::Hierarchy => objects::hierarchy_configuration_value(forest, ns),
             Family::Config => None,
+            Family::Quota => quotas::quota_value(forest, ns, name),
             Family::Subnamespace => forest
                 .get(name)
                 .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))
@@ -167,6 +199,22 @@ mod tests {
         // And nothing more when dev finally goes.
         let events = change(&mut f, namespace("dev", Some("team-a"), true), true);
         assert!(summary(&events).iter().all(|e| e.1 != Family::Subnamespace));
+    }
+
+    #[test]
+    fn a_move_into_a_quotas_subtree_changes_the_quotas_usage() {
+        let mut f = forest("acme team-a:~acme other");
+        crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        let used = [("pods".to_string(), crate::hierarchy::quantity::Amount::parse("2").unwrap())];
+        f.observe_quota(
+            "other",
+            Some(crate::hierarchy::forest::ObservedQuota { used: used.into(), ..Default::default() }),
+        );
+        let events = change(&mut f, namespace("other", Some("team-a"), false), false);
+        let quota: Vec<_> = events.iter().filter(|e| e.family == Family::Quota).collect();
+        assert_eq!(quota.len(), 1, "{:?}", summary(&events));
+        assert_eq!(quota[0].kind, "MODIFIED");
+        assert_eq!(quota[0].object["status"]["used"]["pods"], "2");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum Family {
     Subnamespace,
     /// The HNC configuration.
     Config,
+    /// HierarchicalResourceQuotas.
+    Quota,
 }
 
 /// One change.

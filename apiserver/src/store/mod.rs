@@ -9,5 +9,6 @@ pub mod hub;
 pub mod ledger;
 pub mod parent_lock;
 pub mod reached;
+pub mod resource_quotas;
 pub mod seal_key;
 pub mod writer;

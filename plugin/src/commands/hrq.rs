@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use hns_api::duration::human_duration;
-use hns_api::quota::usage_cells;
+use hns_api::quota::summary;
 use hns_api::HierarchicalResourceQuota;
 use k8s_openapi::jiff::Timestamp;
 
@@ -16,7 +16,8 @@ use crate::output::{self, DataFormat};
 ///
 /// REQUEST lists `used/limit` for every resource but the `limits.*` ones, which LIMIT lists.
 /// Without names, every quota of the namespace (-n, or the context's) is shown; with -A, every
-/// quota in the cluster. As HNC's plugin did, finding none exits 1.
+/// quota in the cluster. As HNC's plugin did, finding none exits 1, and so does a name that does
+/// not exist.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Examples:
@@ -29,10 +30,10 @@ Examples:
   # Every quota in the cluster
   kubectl hns hrq -A")]
 pub struct HrqArgs {
-    /// The quotas to display (default: all of the namespace).
+    /// The quotas to display (default: all of the namespace, or of every namespace with -A).
     names: Vec<String>,
-    /// Display the quotas of every namespace.
-    #[arg(short = 'A', long, conflicts_with = "names")]
+    /// Display the quotas of every namespace (those of the names given, if any).
+    #[arg(short = 'A', long)]
     all_namespaces: bool,
     /// Add a column with the quotas' labels.
     #[arg(long)]
@@ -48,7 +49,11 @@ pub async fn run(kube: &KubeFlags, args: HrqArgs) -> anyhow::Result<ExitCode> {
     let namespace = kube.namespace.clone().unwrap_or(connection.namespace);
     let hns = Hns::new(connection.client);
     let mut quotas = if args.all_namespaces {
-        hns.all_quotas().await?
+        let mut all = hns.all_quotas().await?;
+        all.retain(|q| {
+            args.names.is_empty() || q.metadata.name.as_ref().is_some_and(|n| args.names.contains(n))
+        });
+        all
     } else if args.names.is_empty() {
         hns.quotas(&namespace).await?
     } else {
@@ -97,7 +102,7 @@ fn table(
     }
     let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
     for q in quotas {
-        let (requests, limits) = usage_cells(&q.status.clone().unwrap_or_default());
+        let (requests, limits) = summary(&q.status.clone().unwrap_or_default());
         let age = q
             .metadata
             .creation_timestamp

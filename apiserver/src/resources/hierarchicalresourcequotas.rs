@@ -1,0 +1,599 @@
+//! `hierarchicalresourcequotas` (short `hrq`): budgets for whole subtrees, stored on their
+//! namespace's annotation [`hns_api::keys::RESOURCE_QUOTAS`] and served with a status derived
+//! from the usage observed below them ([`crate::hierarchy::quotas`]). Writes become one patch of
+//! the namespace, guarded by its resourceVersion.
+
+use std::collections::BTreeMap;
+use std::future::ready;
+
+use hns_api::{HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
+use kube::api::{Api, PostParams};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::checks::{await_write, check_name, check_namespace};
+use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::managed::{self, METADATA};
+use super::write::{self, Failure, Stored};
+use crate::hierarchy::forest::{Forest, ObjectLabels};
+use crate::hierarchy::plan::{self, HierarchyState};
+use crate::hierarchy::quantity::Amount;
+use crate::hierarchy::quotas;
+use crate::hierarchy::rules::is_dns1123_label;
+use crate::http::body::{self, WriteOptions};
+use crate::http::list::{paginate, ListOptions};
+use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
+use crate::http::status::ApiError;
+use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
+use crate::resources::render;
+use crate::ssa::Shape;
+use crate::state::AppState;
+use crate::store::hub::Family;
+
+/// The resource's plural name.
+pub const PLURAL: &str = "hierarchicalresourcequotas";
+
+/// How `hierarchicalresourcequotas` are served.
+pub const DEF: ResourceDef = ResourceDef {
+    plural: PLURAL,
+    singular: "hierarchicalresourcequota",
+    kind: "HierarchicalResourceQuota",
+    list_kind: "HierarchicalResourceQuotaList",
+    namespaced: true,
+    handlers: Handlers {
+        get: Some(|c| Box::pin(ready(get(c)))),
+        list: Some(|c| Box::pin(ready(list(c)))),
+        watch: Some(current),
+        create: Some(|c| Box::pin(write(c))),
+        update: Some(|c| Box::pin(write(c))),
+        patch: Some(|c| Box::pin(write(c))),
+        delete: Some(|c| Box::pin(delete(c))),
+        delete_collection: Some(|c| Box::pin(delete_collection(c))),
+    },
+    name_is_namespace: false,
+    short_names: &["hrq"],
+    columns: &[
+        NAME_COLUMN,
+        Column {
+            name: "Request",
+            kind: "string",
+            format: "",
+            description: "Usage of the subtree and limit, for each resource not named limits.*: \
+                          `requests.cpu: 1500m/20, pods: 3/100`.",
+            priority: 0,
+        },
+        Column {
+            name: "Limit",
+            kind: "string",
+            format: "",
+            description: "Usage of the subtree and limit, for each resource named limits.*.",
+            priority: 0,
+        },
+        AGE_COLUMN,
+    ],
+    cells,
+    family: Family::Quota,
+    description: "A hard limit on what the namespace it lives in and every namespace below it use together. \
+                  spec.hard takes ResourceQuota's resource names; status.used is the usage of the whole subtree.",
+    schemas: |g| {
+        (
+            g.subschema_for::<HierarchicalResourceQuotaSpec>(),
+            Some(g.subschema_for::<HierarchicalResourceQuotaStatus>()),
+        )
+    },
+};
+
+/// The fields of a HierarchicalResourceQuota that writers own: each limit on its own.
+const SHAPE: Shape =
+    Shape::Struct(&[("metadata", METADATA), ("spec", Shape::Struct(&[("hard", Shape::Map)]))]);
+
+/// The quotas of `namespace`, or of every namespace when empty, in key order.
+fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
+    if namespace.is_empty() {
+        forest
+            .iter()
+            .filter(|n| !n.quotas.is_empty())
+            .flat_map(|n| quotas::quotas_in(forest, n.name()))
+            .collect()
+    } else {
+        quotas::quotas_in(forest, namespace)
+    }
+}
+
+fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let forest = call.state.cache.read();
+    let obj = quotas::quota_value(&forest, &call.req.namespace, &call.req.name)
+        .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
+    Ok(Reply::ok(render::object(&DEF, obj, call.render)))
+}
+
+fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let forest = call.state.cache.read();
+    let items = current(call.state, &forest, &DEF, &call.req.namespace);
+    let rv = forest.resource_version();
+    Ok(Reply::ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, call.render)))
+}
+
+async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
+    write::retrying(call, Stored::Namespace(&call.req.namespace), || write_once(call)).await
+}
+
+/// The object a write starts from and the quota's name: nothing for a create (or an apply
+/// creating one), the quota as served otherwise.
+async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiError> {
+    let gr = DEF.group_resource();
+    let ns = call.req.namespace.as_str();
+    if call.state.cache.read().get(ns).is_none() {
+        return Err(ApiError::not_found(
+            crate::http::status::GroupResource { group: "", resource: "namespaces" },
+            ns,
+        ));
+    }
+    if call.req.verb == Verb::Create {
+        let value = body::parse_json(call.body, call.content_type)?;
+        let name = check_name(&DEF, "", value.pointer("/metadata/name").and_then(Value::as_str))?;
+        if quotas::quota_value(&call.state.cache.read(), ns, &name).is_some() {
+            return Err(ApiError::already_exists(gr, &name));
+        }
+        return Ok((name, None));
+    }
+    let name = call.req.name.clone();
+    // Bound first: the cache's lock must not be held across the authorization below.
+    let found = quotas::quota_value(&call.state.cache.read(), ns, &name);
+    match found {
+        Some(current) => Ok((name, Some(current))),
+        None if managed::is_apply(call) => {
+            // An apply that creates needs `create` on top of `patch`, as kube-apiserver asks.
+            let create = ResourceRequest { verb: Verb::Create, ..call.req.clone() };
+            call.state.authz.authorize(call.who, &RequestInfo::Resource(create)).await?;
+            Ok((name, None))
+        }
+        None => Err(ApiError::not_found(gr, &name)),
+    }
+}
+
+/// One attempt of a create, update or patch.
+async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
+    let ns = call.req.namespace.as_str();
+    let opts = WriteOptions::from_query(call.query)?;
+    let (name, current) = starting_point(call).await?;
+    let bare = json!({
+        "apiVersion": hns_api::API_VERSION, "kind": DEF.kind,
+        "metadata": {"name": name, "namespace": ns},
+    });
+    let base = current.clone().unwrap_or(bare);
+    let (mut desired, mut warnings) = match (call.req.verb, &current) {
+        (Verb::Create, _) => {
+            let value = body::parse_json(call.body, call.content_type)?;
+            (managed::track_update(call, &opts, &SHAPE, &json!({}), value)?, Vec::new())
+        }
+        _ => managed::desired::<HierarchicalResourceQuota>(call, &opts, &SHAPE, &base)?,
+    };
+    // The current resourceVersion a patch carries over is no precondition of the client's.
+    if current.is_some()
+        && desired.pointer("/metadata/resourceVersion") == base.pointer("/metadata/resourceVersion")
+    {
+        desired.get_mut("metadata").and_then(Value::as_object_mut).map(|m| m.remove("resourceVersion"));
+    }
+    check_hard_syntax(&name, &desired["spec"]["hard"])?;
+    let (hrq, more): (HierarchicalResourceQuota, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
+    warnings.extend(more);
+    check_name(&DEF, &name, hrq.metadata.name.as_deref())?;
+    check_namespace(ns, hrq.metadata.namespace.as_deref())?;
+    check_subdomain(&name)?;
+    let client_precondition = match &current {
+        Some(current) => write::check_resource_version(
+            call,
+            DEF.group_resource(),
+            &name,
+            current,
+            hrq.metadata.resource_version.as_deref(),
+        )?,
+        None => false,
+    };
+    validate_hard(call, &name, &hrq.spec.hard).await?;
+    let uid = current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
+    let written = store(call, &name, uid, &hrq, opts.dry_run)
+        .await
+        .map_err(|e| write::write_failed(e, client_precondition))?;
+    let code = if current.is_none() { 201 } else { 200 };
+    Ok(Reply { code, body: render::object(&DEF, written, call.render), warnings })
+}
+
+/// Writes quota `hrq` onto its namespace (keeping the uid and creation time of the one it
+/// replaces, whose uid the write started from: `None` for a create) and returns it as served.
+async fn store(
+    call: &Call<'_>,
+    name: &str,
+    uid: Option<&str>,
+    hrq: &HierarchicalResourceQuota,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let ns = call.req.namespace.as_str();
+    let patch = {
+        let forest = call.state.cache.read();
+        let node = forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), name))?;
+        let mut desired = HierarchyState::of(node);
+        let meta = ObjectLabels::of(&hrq.metadata);
+        let stored = match node.quotas.get(name) {
+            // Made, replaced or deleted while the limits were validated: a conflict, so the
+            // write starts again from what is there now.
+            found if found.map(|q| q.uid.as_str()) != uid => {
+                return Err(ApiError::conflict(DEF.group_resource(), name, "the quota changed meanwhile"))
+            }
+            Some(old) => {
+                crate::hierarchy::forest::StoredQuota { hard: hrq.spec.hard.clone(), meta, ..old.clone() }
+            }
+            None => quotas::new_stored(hrq.spec.hard.clone(), meta),
+        };
+        desired.quotas.insert(name.to_string(), stored);
+        plan::hierarchy_patch(&forest, &call.state.policy, node, &desired)
+    };
+    let Some(patch) = patch else {
+        return served(call, name, None);
+    };
+    let updated = call.state.writer.patch(ns, &patch, dry_run).await?;
+    if !dry_run {
+        await_write(call.state, &updated).await;
+        return served(call, name, None);
+    }
+    served(call, name, Some(updated))
+}
+
+/// The quota as served now, or as it would be with the namespace `as_if` (a dry run).
+fn served(call: &Call<'_>, name: &str, as_if: Option<Namespace>) -> Result<Value, ApiError> {
+    let ns = call.req.namespace.as_str();
+    let forest = call.state.cache.read();
+    let found = match as_if {
+        Some(written) => {
+            let mut forest = forest.clone();
+            forest.upsert(written);
+            quotas::quota_value(&forest, ns, name)
+        }
+        None => quotas::quota_value(&forest, ns, name),
+    };
+    found.ok_or_else(|| ApiError::not_found(DEF.group_resource(), name))
+}
+
+/// A 422 for quota `name` with one cause per field.
+fn invalid(name: &str, causes: Vec<(String, String)>) -> ApiError {
+    ApiError::invalid(
+        DEF.group_resource(),
+        DEF.kind,
+        name,
+        causes
+            .into_iter()
+            .map(|(field, message)| StatusCause {
+                field: Some(field),
+                message: Some(message),
+                reason: Some("FieldValueInvalid".into()),
+            })
+            .collect(),
+    )
+}
+
+/// Every limit of `spec.hard` (as written) is a quantity: a string Kubernetes reads or a JSON
+/// integer. Checked before decoding so the answer is a 422 naming each field, not a 400.
+fn check_hard_syntax(name: &str, hard: &Value) -> Result<(), ApiError> {
+    let Some(hard) = hard.as_object() else { return Ok(()) };
+    let causes: Vec<(String, String)> = hard
+        .iter()
+        .filter_map(|(resource, value)| {
+            hard_value_problem(resource, value).map(|m| (format!("spec.hard.{resource}"), m))
+        })
+        .collect();
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(name, causes))
+    }
+}
+
+/// What is wrong with one written limit, if anything.
+fn hard_value_problem(resource: &str, value: &Value) -> Option<String> {
+    // The type's own reading decides what a JSON value may be (and says what to write).
+    let one = json!({ "hard": { resource: value } });
+    if let Err(e) = serde_json::from_value::<HierarchicalResourceQuotaSpec>(one) {
+        return Some(format!("Invalid value: {value}: {e}"));
+    }
+    let text = value.as_str().map_or_else(|| value.to_string(), str::to_string);
+    match Amount::parse(&text) {
+        Ok(a) if Amount::ZERO.exceeds(a) => Some(format!("Invalid value: \"{text}\": a limit must not be negative")),
+        Ok(_) => None,
+        Err(_) => Some(format!(
+            "Invalid value: \"{text}\": not a quantity; write a number with an optional suffix, such as \"10\", \"500m\" or \"2Gi\""
+        )),
+    }
+}
+
+/// The name must be a DNS-1123 subdomain, as Kubernetes' object names.
+fn check_subdomain(name: &str) -> Result<(), ApiError> {
+    if name.len() <= 253 && name.split('.').all(is_dns1123_label) {
+        return Ok(());
+    }
+    Err(invalid(
+        name,
+        vec![(
+            "metadata.name".into(),
+            format!("Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
+        )],
+    ))
+}
+
+/// Validates `spec.hard` exactly as Kubernetes validates a ResourceQuota's: a server-side dry
+/// run of one with these limits in the quota's namespace (nothing is stored). Its field causes
+/// are mapped onto `spec.hard.<resource>`.
+async fn validate_hard(
+    call: &Call<'_>,
+    name: &str,
+    hard: &BTreeMap<String, Quantity>,
+) -> Result<(), ApiError> {
+    if hard.is_empty() {
+        return Ok(());
+    }
+    let api: Api<ResourceQuota> = Api::namespaced(call.state.client.clone(), &call.req.namespace);
+    let probe = ResourceQuota {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some("hns-hrq-validation-".into()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::ResourceQuotaSpec {
+            hard: Some(hard.clone()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pp = PostParams { dry_run: true, field_manager: Some(crate::store::writer::FIELD_MANAGER.into()) };
+    match api.create(&pp, &probe).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 422 => Err(invalid(name, hard_causes(&s.message))),
+        // Quota admission comes after validation: a namespace that may hold no more
+        // ResourceQuotas has validated the limits already.
+        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("exceeded quota") => Ok(()),
+        Err(e) => Err(ApiError::from_kube(e)),
+    }
+}
+
+/// The causes of a refused ResourceQuota (`... is invalid: [spec.hard[foo]: Invalid value:
+/// "foo": must be a standard resource for quota, ...]`) as causes at `spec.hard.<resource>`.
+fn hard_causes(message: &str) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let mut rest = message;
+    while let Some(at) = rest.find("spec.hard[") {
+        let after = &rest[at + "spec.hard[".len()..];
+        let Some(close) = after.find("]: ") else { break };
+        let resource = &after[..close];
+        let text = &after[close + 3..];
+        let end = text.find(", spec.").or_else(|| text.rfind(']')).unwrap_or(text.len());
+        causes.push((format!("spec.hard.{resource}"), text[..end].to_string()));
+        rest = &text[end..];
+    }
+    if causes.is_empty() {
+        causes.push(("spec.hard".into(), message.to_string()));
+    }
+    causes
+}
+
+/// `DeleteOptions` fields hns honours.
+#[derive(Deserialize, Default)]
+struct DeleteOptions {
+    #[serde(default)]
+    preconditions: Option<Preconditions>,
+    #[serde(default, rename = "dryRun")]
+    dry_run: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Preconditions {
+    uid: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+/// The preconditions of a delete, and whether it is a dry run (asked in the query or the body).
+fn delete_options(call: &Call<'_>) -> Result<(Preconditions, bool), ApiError> {
+    let opts = WriteOptions::from_query(call.query)?;
+    body::require_json(call.content_type)?;
+    let options: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        serde_json::from_slice(call.body)
+            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid: {e}")))?
+    };
+    let dry_run = opts.dry_run || options.dry_run.iter().any(|d| d == "All");
+    Ok((options.preconditions.unwrap_or_default(), dry_run))
+}
+
+/// Deletes a quota: one patch of its namespace. Answers the quota as it was.
+async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let (pre, dry_run) = delete_options(call)?;
+    write::retrying(call, Stored::Namespace(&call.req.namespace), || delete_once(call, &pre, dry_run)).await
+}
+
+async fn delete_once(call: &Call<'_>, pre: &Preconditions, dry_run: bool) -> Result<Reply, Failure> {
+    let (ns, name) = (call.req.namespace.as_str(), call.req.name.as_str());
+    let gr = DEF.group_resource();
+    let (shown, patch) = {
+        let forest = call.state.cache.read();
+        let shown = quotas::quota_value(&forest, ns, name).ok_or_else(|| ApiError::not_found(gr, name))?;
+        if pre.uid.as_deref().is_some_and(|u| Some(u) != shown["metadata"]["uid"].as_str()) {
+            return Err(Failure::Final(ApiError::conflict(
+                gr,
+                name,
+                "Precondition failed: UID in precondition does not match the UID of the object",
+            )));
+        }
+        if pre
+            .resource_version
+            .as_deref()
+            .is_some_and(|rv| Some(rv) != shown["metadata"]["resourceVersion"].as_str())
+        {
+            return Err(Failure::Final(ApiError::stale(gr, name)));
+        }
+        let node = forest.get(ns).ok_or_else(|| ApiError::not_found(gr, name))?;
+        let mut desired = HierarchyState::of(node);
+        desired.quotas.remove(name);
+        (shown, plan::hierarchy_patch(&forest, &call.state.policy, node, &desired))
+    };
+    if let Some(patch) = patch {
+        let updated =
+            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, false))?;
+        if !dry_run {
+            await_write(call.state, &updated).await;
+        }
+    }
+    Ok(Reply::ok(render::object(&DEF, shown, call.render)))
+}
+
+/// Deletes every selected quota: one patch per namespace, each guarded by its resourceVersion
+/// (a namespace that changed meanwhile is read again and its selection deleted again).
+async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    let (_, dry_run) = delete_options(call)?;
+    let selected: Vec<Value> = {
+        let forest = call.state.cache.read();
+        let all = current(call.state, &forest, &DEF, &call.req.namespace);
+        paginate(all, &ListOptions { limit: None, after: None, ..opts }, "").items
+    };
+    let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for item in &selected {
+        let at = |f: &str| item["metadata"][f].as_str().unwrap_or_default().to_string();
+        by_namespace.entry(at("namespace")).or_default().push(at("name"));
+    }
+    for (ns, names) in &by_namespace {
+        write::retrying(call, Stored::Namespace(ns), || remove_quotas(call, ns, names, dry_run)).await?;
+    }
+    let rv = call.state.cache.read().resource_version();
+    let page = crate::http::list::Page { items: selected, ..Default::default() };
+    Ok(Reply::ok(render::list(&DEF, page, &rv, call.render)))
+}
+
+/// One attempt at removing quotas `names` (those still there) from namespace `ns`.
+async fn remove_quotas(call: &Call<'_>, ns: &str, names: &[String], dry_run: bool) -> Result<Reply, Failure> {
+    let patch = {
+        let forest = call.state.cache.read();
+        let Some(node) = forest.get(ns) else { return Ok(Reply::ok(Value::Null)) };
+        let mut desired = HierarchyState::of(node);
+        desired.quotas.retain(|q, _| !names.contains(q));
+        plan::hierarchy_patch(&forest, &call.state.policy, node, &desired)
+    };
+    if let Some(patch) = patch {
+        let updated =
+            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, false))?;
+        if !dry_run {
+            await_write(call.state, &updated).await;
+        }
+    }
+    Ok(Reply::ok(Value::Null))
+}
+
+fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+    let (request, limit) = quotas::summary(obj);
+    vec![obj["metadata"]["name"].clone(), request.into(), limit.into(), age(obj, now)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::resources::testing::{send, state};
+
+    fn written(name: &str, hard: Value) -> Value {
+        json!({"apiVersion": hns_api::API_VERSION, "kind": "HierarchicalResourceQuota",
+               "metadata": {"name": name}, "spec": {"hard": hard}})
+    }
+
+    // Decided before kube-apiserver is asked anything: the state's client reaches nothing.
+
+    #[tokio::test]
+    async fn bad_writes_are_refused_at_their_field_before_anything_is_asked() {
+        let state = state("team-a");
+        let refused = |body: Value| {
+            let state = &state;
+            async move { send(state, &DEF, Verb::Create, ("team-a", ""), &body).await.err().unwrap() }
+        };
+        let e = refused(written("q", json!({"requests.cpu": 1.5}))).await;
+        assert_eq!(e.code, 422, "{}", e.message);
+        assert!(e.message.contains("spec.hard.requests.cpu"), "{}", e.message);
+        let e = refused(written("q", json!({"pods": "ten", "services": "-1"}))).await;
+        assert_eq!(e.code, 422, "{}", e.message);
+        assert!(
+            e.message.contains("spec.hard.pods") && e.message.contains("spec.hard.services"),
+            "{}",
+            e.message
+        );
+        let e = refused(written("Bad_Name", json!({}))).await;
+        assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+        let e = refused(json!({"metadata": {}, "spec": {}})).await;
+        assert_eq!(e.code, 422, "a name is required: {}", e.message);
+    }
+
+    #[tokio::test]
+    async fn missing_quotas_and_namespaces_are_not_found() {
+        let state = state("team-a");
+        let e = send(&state, &DEF, Verb::Get, ("team-a", "nope"), &json!({})).await.err().unwrap();
+        assert_eq!(e.code, 404);
+        let body = written("nope", json!({"pods": "1"}));
+        let e = send(&state, &DEF, Verb::Update, ("team-a", "nope"), &body).await.err().unwrap();
+        assert_eq!(e.code, 404, "an update does not create: {}", e.message);
+        let e = send(&state, &DEF, Verb::Create, ("gone", ""), &body).await.err().unwrap();
+        assert_eq!(e.code, 404, "{}", e.message);
+        assert!(e.message.contains("namespaces \"gone\""), "{}", e.message);
+    }
+
+    #[test]
+    fn limits_are_strings_kubernetes_reads_or_integers() {
+        assert_eq!(hard_value_problem("pods", &json!(10)), None);
+        assert_eq!(hard_value_problem("requests.cpu", &json!("1500m")), None);
+        let fraction = hard_value_problem("requests.cpu", &json!(1.5)).unwrap();
+        assert!(fraction.contains("write the quantity as a string (\"1.5\")"), "{fraction}");
+        let bad = hard_value_problem("pods", &json!("ten")).unwrap();
+        assert!(bad.contains("not a quantity"), "{bad}");
+        assert!(hard_value_problem("pods", &json!("-1")).unwrap().contains("negative"));
+        assert!(hard_value_problem("pods", &json!(true)).is_some());
+    }
+
+    #[test]
+    fn a_refused_resource_quota_names_each_limit() {
+        let message = "ResourceQuota \"x\" is invalid: [spec.hard[foo]: Invalid value: \"foo\": must be a standard resource for quota, spec.hard[bar.io/x]: Invalid value: \"bar.io/x\": must be a standard resource for quota]";
+        let causes = hard_causes(message);
+        assert_eq!(
+            causes,
+            [
+                (
+                    "spec.hard.foo".to_string(),
+                    "Invalid value: \"foo\": must be a standard resource for quota".to_string()
+                ),
+                (
+                    "spec.hard.bar.io/x".to_string(),
+                    "Invalid value: \"bar.io/x\": must be a standard resource for quota".to_string()
+                ),
+            ]
+        );
+        let one = "ResourceQuota \"x\" is invalid: spec.hard[foo]: Invalid value: \"foo\": must be a standard resource for quota";
+        assert_eq!(hard_causes(one)[0].0, "spec.hard.foo");
+        assert!(hard_causes(one)[0].1.ends_with("for quota"));
+    }
+
+    #[test]
+    fn names_are_subdomains() {
+        assert!(check_subdomain("team-budget").is_ok());
+        assert!(check_subdomain("team.budget").is_ok());
+        assert_eq!(check_subdomain("Team_Budget").unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn table_cells_split_requests_and_limits() {
+        let obj = json!({"metadata": {"name": "b"}, "status": {
+            "hard": {"requests.cpu": "20", "pods": "100", "limits.cpu": "40"},
+            "used": {"requests.cpu": "1500m", "pods": "3"}}});
+        let c = cells(&obj, jiff::Timestamp::now());
+        assert_eq!(c[1], "pods: 3/100, requests.cpu: 1500m/20");
+        assert_eq!(c[2], "limits.cpu: 0/40");
+        assert_eq!(c.len(), DEF.columns.len());
+    }
+}

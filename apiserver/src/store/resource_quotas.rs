@@ -1,0 +1,61 @@
+//! The watch on hns's ResourceQuotas (`hrq.hnc.x-k8s.io`, labelled `hnc.x-k8s.io/hrq`) in every
+//! namespace: the usage Kubernetes counts there is what a hierarchical quota's `status.used`
+//! sums, and whether one exists is what ends a namespace's pending state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+
+use crate::hierarchy::forest::ObservedQuota;
+use crate::hierarchy::quantity::Amount;
+use crate::store::cache::Cache;
+
+/// What hns keeps of a ResourceQuota: its limits, its usage read exactly, its identity.
+pub fn observed(rq: &ResourceQuota) -> ObservedQuota {
+    let used = rq
+        .status
+        .as_ref()
+        .and_then(|s| s.used.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|(n, q)| Amount::parse(&q.0).ok().map(|a| (n.clone(), a)))
+        .collect();
+    ObservedQuota {
+        hard: rq.spec.as_ref().and_then(|s| s.hard.clone()).unwrap_or_default(),
+        used,
+        uid: rq.metadata.uid.clone(),
+        resource_version: rq.metadata.resource_version.clone(),
+    }
+}
+
+fn namespace_of(rq: &ResourceQuota) -> String {
+    rq.metadata.namespace.clone().unwrap_or_default()
+}
+
+/// Watches hns's ResourceQuotas into `cache` until shutdown; errors are retried with backoff.
+pub async fn run(client: Client, cache: Arc<Cache>) {
+    let api: Api<ResourceQuota> = Api::all(client);
+    let config = watcher::Config::default()
+        .labels(&format!("{}=true", hns_api::keys::HRQ_LABEL))
+        .fields(&format!("metadata.name={}", hns_api::quota::RESOURCE_QUOTA_NAME));
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist = BTreeMap::new();
+    loop {
+        match stream.try_next().await {
+            Ok(Some(Event::Init)) => relist.clear(),
+            Ok(Some(Event::InitApply(rq))) => {
+                relist.insert(namespace_of(&rq), observed(&rq));
+            }
+            Ok(Some(Event::InitDone)) => cache.replace_quotas(std::mem::take(&mut relist)),
+            Ok(Some(Event::Apply(rq))) => cache.observe_quota(&namespace_of(&rq), Some(observed(&rq))),
+            Ok(Some(Event::Delete(rq))) => cache.observe_quota(&namespace_of(&rq), None),
+            Ok(None) => return,
+            Err(error) => tracing::warn!(%error, "ResourceQuota watch failed; retrying"),
+        }
+    }
+}
