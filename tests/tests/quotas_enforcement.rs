@@ -1,12 +1,7 @@
 //! Hierarchical quotas cannot be overspent (issue 18, docs/quotas.md "How it is enforced"):
 //! pod creations racing in sibling namespaces never take a subtree past its quota; hns's
 //! ResourceQuotas cannot be edited or deleted by an admin. (An hns outage: `quotas_outage.rs`.)
-//!
-//! Most tests are written against the whole feature: the HierarchicalResourceQuota resource and
-//! hns's per-namespace ResourceQuotas come from the serving half (i18-serve), the ledger and the
-//! webhooks from i18-ledger. The tests of the enforcement half alone set the quota state up by
-//! hand instead ([`quota_by_hand`]: as hns would write it, a sealed annotation and labelled
-//! ResourceQuotas, written as hns's own ServiceAccount), so they run without the serving half.
+//! The ledgers follow their trees: a namespace leaving takes its entry, a tree gone its ledger.
 
 use futures::future::join_all;
 use hns_api::quota::RESOURCE_QUOTA_NAME;
@@ -85,11 +80,11 @@ async fn race(client: &Client, root: &str, siblings: &[String], limit: u32) {
 }
 
 #[tokio::test]
-async fn the_ledger_alone_stops_concurrent_creations_over_a_quota() {
+async fn the_ledger_follows_its_tree() {
     let env = Env::get();
     let client = env.admin().await;
     let limit = SIBLINGS as u32 - 1;
-    let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-hand", limit).await;
+    let (root, siblings) = budget_tree(&client, "hrq-tree", limit).await;
     race(&client, &root, &siblings, limit).await;
     // A namespace leaving the tree leaves its ledger; the tree gone, so is the ledger.
     let anchors: Api<hns_api::Subnamespace> = Api::namespaced(client.clone(), &root);
@@ -110,7 +105,7 @@ async fn the_ledger_alone_stops_concurrent_creations_over_a_quota() {
 async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
     let env = Env::get();
     let client = env.admin().await;
-    let (root, _) = budget_tree_by_hand(&env, &client, "hrq-own", 3).await;
+    let (root, _) = budget_tree(&client, "hrq-own", 3).await;
     let rqs: Api<ResourceQuota> = Api::namespaced(client.clone(), &root);
 
     let edit = Patch::Merge(json!({"spec": {"hard": {"pods": "100"}}}));

@@ -17,7 +17,7 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let env = Env::get();
     let Some(local) = env.local_or_skip("hns_down_fails_closed_in_covered_namespaces_only") else { return };
     let client = env.admin().await;
-    let (root, siblings) = budget_tree_by_hand(&env, &client, "hrq-down", 20).await;
+    let (root, siblings) = budget_tree(&client, "hrq-down", 20).await;
     let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
 
     let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();

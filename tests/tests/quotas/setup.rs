@@ -1,5 +1,5 @@
-//! Shared by the hierarchical quota e2e tests: a tree under a quota, set up through the API or
-//! by hand (as hns would write it), and waiting until hns counts it.
+//! Shared by the hierarchical quota e2e tests: a tree under a quota, set up through the API, and
+//! waiting until hns counts it.
 
 use std::time::Duration;
 
@@ -75,56 +75,6 @@ pub async fn budget_tree(client: &Client, prefix: &str, limit: u32) -> (String, 
     }
     let mut all = siblings.clone();
     all.push(root.clone());
-    ready(client, &root, &all, "0").await;
-    (root, siblings)
-}
-
-/// hns's own ServiceAccount, whose writes skip hns's webhooks.
-pub const HNS_USER: &str = "system:serviceaccount:hns-system:hns-apiserver";
-
-/// Writes, as hns would, quota `name` of `pods` pods on namespace `ns` (the sealed annotation)
-/// and the labelled ResourceQuota in each of `covered`.
-pub async fn quota_by_hand(env: &Env, client: &Client, ns: &str, name: &str, pods: u32, covered: &[String]) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), "hns-system");
-    let key = secrets.get("hns-hierarchy-seal").await.unwrap().data.unwrap()["key"].0.clone();
-    let sealer = hns_apiserver::hierarchy::seal::Sealer::new(&key).unwrap();
-    let namespace = Api::<Namespace>::all(client.clone()).get(ns).await.unwrap();
-    let mut annotations = namespace.metadata.annotations.unwrap_or_default();
-    let stored = json!({name: {"uid": "e2e", "creationTimestamp": "2026-01-01T00:00:00Z", "hard": {"pods": pods.to_string()}}});
-    annotations.insert(hns_api::keys::RESOURCE_QUOTAS.into(), stored.to_string());
-    annotations.remove(hns_api::keys::SEAL);
-    let seal = sealer.seal(ns, &annotations).unwrap();
-    let patch = json!({"metadata": {"annotations": {hns_api::keys::RESOURCE_QUOTAS: stored.to_string(), hns_api::keys::SEAL: seal}}});
-    ok(env.kubectl(&["--as", HNS_USER, "patch", "namespace", ns, "--type=merge", "-p", &patch.to_string()]));
-    for member in covered {
-        let rq = json!({
-            "apiVersion": "v1", "kind": "ResourceQuota",
-            "metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": member, "labels": {hns_api::keys::HRQ_LABEL: ""}},
-            "spec": {"hard": {"pods": pods.to_string()}},
-        });
-        let file = std::env::temp_dir().join(format!("{member}-rq.json"));
-        std::fs::write(&file, rq.to_string()).unwrap();
-        ok(env.kubectl(&["--as", HNS_USER, "apply", "-f", file.to_str().unwrap()]));
-    }
-}
-
-/// [`budget_tree`], with the quota state written by hand ([`quota_by_hand`]).
-pub async fn budget_tree_by_hand(
-    env: &Env,
-    client: &Client,
-    prefix: &str,
-    limit: u32,
-) -> (String, Vec<String>) {
-    let root = create_namespace(client, &unique(prefix), &[]).await;
-    let mut siblings = Vec::new();
-    for i in 0..SIBLINGS {
-        let name = format!("{root}-{i}");
-        create_subns(client, &root, &name).await.unwrap();
-        siblings.push(name);
-    }
-    let mut all = siblings.clone();
-    all.push(root.clone());
-    quota_by_hand(env, client, &root, "budget", limit, &all).await;
     ready(client, &root, &all, "0").await;
     (root, siblings)
 }
