@@ -38,8 +38,9 @@ fn ms(d: Duration) -> f64 {
 }
 
 async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
-    let root = create_namespace(client, "bq-root", &[]).await;
-    let siblings: Vec<String> = (0..BUDGET).map(|i| format!("bq-s{i}")).collect();
+    let id = std::process::id();
+    let root = create_namespace(client, &format!("bq{id}-root"), &[]).await;
+    let siblings: Vec<String> = (0..BUDGET).map(|i| format!("bq{id}-s{i}")).collect();
     for s in &siblings {
         create_subns(client, &root, s).await?;
     }
@@ -75,19 +76,21 @@ async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
 
 async fn cost(client: &Client) -> anyhow::Result<()> {
     let hard = [("pods", "100000"), ("requests.cpu", "10000")];
-    let root = create_namespace(client, "bl-root", &[]).await;
-    create_subns(client, &root, "bl-mid").await?;
-    create_subns(client, "bl-mid", "bl-leaf").await?;
-    for ns in [root.as_str(), "bl-mid", "bl-leaf"] {
+    let id = std::process::id();
+    let root = create_namespace(client, &format!("bl{id}-root"), &[]).await;
+    let (mid, leaf) = (format!("bl{id}-mid"), format!("bl{id}-leaf"));
+    create_subns(client, &root, &mid).await?;
+    create_subns(client, &mid, &leaf).await?;
+    for ns in [&root, &mid, &leaf] {
         set_quota(client, ns, "chain", &hard).await?;
     }
-    let plain = create_namespace(client, "bl-plain", &[]).await;
+    let plain = create_namespace(client, &format!("bl{id}-plain"), &[]).await;
     let quota: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": "plain"},
         "spec": {"hard": {"pods": "100000", "requests.cpu": "10000"}},
     }))?;
     Api::<ResourceQuota>::namespaced(client.clone(), &plain).create(&PostParams::default(), &quota).await?;
-    until_counted(client, &["bl-leaf".to_string()]).await?;
+    until_counted(client, std::slice::from_ref(&leaf)).await?;
     let api: Api<ResourceQuota> = Api::namespaced(client.clone(), &plain);
     while api.get("plain").await?.status.and_then(|s| s.hard).is_none() {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -97,7 +100,7 @@ async fn cost(client: &Client) -> anyhow::Result<()> {
     let (mut hrq, mut rq) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
     for i in 0..ROUNDS {
         let t = Instant::now();
-        let a = create_pod(client, "bl-leaf", &format!("p{i}"), "1m").await;
+        let a = create_pod(client, &leaf, &format!("p{i}"), "1m").await;
         hrq.push(t.elapsed());
         anyhow::ensure!(a.admitted(), "pod {i} under the quota chain: {a:?}");
         let t = Instant::now();
@@ -129,9 +132,10 @@ async fn cost(client: &Client) -> anyhow::Result<()> {
 
 async fn convergence(client: &Client) -> anyhow::Result<()> {
     const SIZE: usize = 1_000;
-    let root = create_namespace(client, "bc-root", &[]).await;
+    let id = std::process::id();
+    let root = create_namespace(client, &format!("bc{id}-root"), &[]).await;
     set_quota(client, &root, "wide", &[("pods", "100000")]).await?;
-    let leaves: Vec<String> = (0..SIZE - 1).map(|i| format!("bc-{i}")).collect();
+    let leaves: Vec<String> = (0..SIZE - 1).map(|i| format!("bc{id}-{i}")).collect();
     let started = Instant::now();
     stream::iter(leaves.iter())
         .for_each_concurrent(32, |leaf| {

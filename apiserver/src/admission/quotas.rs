@@ -109,7 +109,20 @@ async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) 
 /// oldObject is checked before the ledger trusts it as a committed state: a forged one could
 /// otherwise lower an entry. If the ResourceQuota has moved on (or is gone), the update cannot
 /// commit; if it is at oldObject's version with other usage, the review is forged.
+///
+/// hns's watch of its ResourceQuotas answers first: at oldObject's version it settles the
+/// question without a request, and past it the update cannot commit. Only when the watch has not
+/// yet seen that version is the stored object read.
 async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, Denial> {
+    let cached = state.cache.read().observed_quota(&update.namespace).map(|q| {
+        let version = q.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        (version, q.used.clone())
+    });
+    match cached {
+        Some((version, used)) if version == update.old_version => return checked(&used, update),
+        Some((version, _)) if version > update.old_version => return Ok(false),
+        _ => {}
+    }
     let api: Api<ResourceQuota> = Api::namespaced(state.client.clone(), &update.namespace);
     let stored = api.get_opt(RESOURCE_QUOTA_NAME).await.map_err(|e| {
         Denial::try_again(format!(
@@ -121,7 +134,13 @@ async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, 
     if resource_version::number(&stored.metadata) != update.old_version {
         return Ok(false);
     }
-    if !same(&used(&stored)?, &update.old_used) {
+    checked(&used(&stored)?, update)
+}
+
+/// Whether oldObject's usage is `stored`, the ResourceQuota's at oldObject's version: if not,
+/// the review is forged.
+fn checked(stored: &Amounts, update: &StatusUpdate) -> Result<bool, Denial> {
+    if !same(stored, &update.old_used) {
         return Err(Denial {
             code: 400,
             reason: "BadRequest",
