@@ -85,6 +85,15 @@ impl Admission {
     pub fn admitted(&self) -> bool {
         *self == Admission::Admitted
     }
+
+    /// In a word for a report: `admitted`, `over quota` or `refused`.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Admission::Admitted => "admitted",
+            Admission::OverQuota(_) => "over quota",
+            Admission::Failed(_) => "refused",
+        }
+    }
 }
 
 /// Creates pod `name` in `ns`.
@@ -95,6 +104,7 @@ pub async fn create_pod(client: &Client, ns: &str, name: &str, cpu: &str) -> Adm
         Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("exceeded") => {
             Admission::OverQuota(s.message)
         }
+        Err(kube::Error::Api(s)) => Admission::Failed(s.message),
         Err(e) => Admission::Failed(e.to_string()),
     }
 }

@@ -131,15 +131,15 @@ fn quota_figures((under, outside): (Admission, Admission), after: bool) -> Vec<F
         Figure::target(
             SUITE,
             "pod creation under a hierarchical quota with hns down",
-            format!("{under:?}"),
+            under.outcome(),
             "refused",
             closed,
         ),
         Figure::target(
             SUITE,
             "pod creation outside every quota with hns down",
-            format!("{outside:?}"),
-            "Admitted",
+            outside.outcome(),
+            "admitted",
             outside.admitted(),
         ),
         Figure::target(SUITE, "pod creation under the quota once hns returned", after, "true", after),
