@@ -1,10 +1,13 @@
 //! The webhooks that make hierarchical quotas impossible to overspend (`docs/quotas.md`):
 //!
-//! - `/validate-quota-status` (`resourcequotas.hns.hnc.x-k8s.io`): every `status.used` update
-//!   of a ResourceQuota labelled `hnc.x-k8s.io/hrq` is decided by [`ledger::approve`] against
-//!   its tree's ledger, and an approval is written (compare-and-swap) before it is answered.
-//!   Only Kubernetes' quota admission (user `system:apiserver`) can be refused; recalculations
-//!   (kube-controller-manager's quota controller) are allowed and recorded.
+//! - `/mutate-quota-status` (`resourcequotas.hns.hnc.x-k8s.io`, mutating): a `status.used`
+//!   update of a ResourceQuota labelled `hnc.x-k8s.io/hrq` that goes beyond the allocation
+//!   annotated on it (kube-apiserver admits the others without asking, by the webhook's
+//!   matchConditions) is decided by [`ledger::approve`] against its tree's ledger; a grant is
+//!   written (compare-and-swap) before it is answered, and the answer raises the allocation in
+//!   the same update (a JSONPatch). Only Kubernetes' quota admission (user `system:apiserver`)
+//!   can be refused; recalculations (kube-controller-manager's quota controller) are allowed
+//!   and recorded.
 //! - `/validate-quota-objects` (`resourcequota-objects.hns.hnc.x-k8s.io`): those ResourceQuotas
 //!   are hns's; nobody else creates, edits or deletes them, except that they go with their
 //!   namespace.
@@ -18,19 +21,22 @@
 //! 429 tells the client that the same request may pass later, where 409 would claim its object
 //! conflicts.
 
+use std::collections::BTreeMap;
+
 use actix_web::{web, HttpResponse};
 use hns_api::keys::HRQ_LABEL;
 use hns_api::quota::RESOURCE_QUOTA_NAME;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::Api;
 
 use super::{invalid, reply, Denial};
-use crate::hierarchy::ledger::{self, Refusal, StatusUpdate, Verdict};
+use crate::hierarchy::ledger::{self, Observed, Refusal, ResourceList, StatusUpdate, Verdict};
 use crate::hierarchy::quantity::{self, Amounts};
 use crate::resource_version;
 use crate::state::AppState;
+use crate::store::allocations;
 use crate::store::ledger::{Change, StoreError};
 
 /// Kubernetes' quota admission, updating `status.used` before it admits an object.
@@ -47,8 +53,8 @@ impl Denial {
     }
 }
 
-/// `POST /validate-quota-status`.
-pub async fn validate_status(
+/// `POST /mutate-quota-status`.
+pub async fn admit_status(
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<ResourceQuota>>,
 ) -> HttpResponse {
@@ -56,16 +62,46 @@ pub async fn validate_status(
         Ok(r) => r,
         Err(e) => return invalid(e),
     };
-    let decision = decide_status(&state, &request).await;
-    reply(&request, decision)
+    match decide_status(&state, &request).await {
+        Ok(Some(allocation)) => match raise(&request, &allocation) {
+            Ok(response) => HttpResponse::Ok().json(response.into_review()),
+            Err(e) => invalid(e),
+        },
+        Ok(None) => reply(&request, Ok(())),
+        Err(denial) => reply(&request, Err(denial)),
+    }
 }
 
-async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) -> Result<(), Denial> {
+/// The answer that admits the update and sets the allocation annotation on its object.
+fn raise(request: &AdmissionRequest<ResourceQuota>, allocation: &ResourceList) -> Result<AdmissionResponse, String> {
+    let text = serde_json::Value::String(ledger::allocation_text(allocation));
+    let has_annotations = request.object.as_ref().is_some_and(|o| o.metadata.annotations.is_some());
+    let op = if has_annotations {
+        serde_json::json!({"op": "add", "path": format!("/metadata/annotations/{}", ledger::ALLOCATION_ANNOTATION.replace('/', "~1")), "value": text})
+    } else {
+        serde_json::json!({"op": "add", "path": "/metadata/annotations", "value": {ledger::ALLOCATION_ANNOTATION: text}})
+    };
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([op])).map_err(|e| e.to_string())?;
+    AdmissionResponse::from(request).with_patch(patch).map_err(|e| e.to_string())
+}
+
+/// The decision on one update: allowed (with the allocation to set, if the ledger granted one)
+/// or refused.
+async fn decide_status(
+    state: &AppState,
+    req: &AdmissionRequest<ResourceQuota>,
+) -> Result<Option<ResourceList>, Denial> {
     let (Some(old), Some(new), Some(ns)) = (&req.old_object, &req.object, &req.namespace) else {
-        return Ok(());
+        return Ok(None);
     };
     if req.name != RESOURCE_QUOTA_NAME {
-        return Ok(());
+        return Ok(None);
+    }
+    if allocation_of(old) != allocation_of(new) {
+        return Err(Denial::forbidden(format!(
+            "the annotation {} on ResourceQuota {RESOURCE_QUOTA_NAME} is hns's: it holds what namespace {ns:?} may use without asking hns, and no status update may change it",
+            ledger::ALLOCATION_ANNOTATION
+        )));
     }
     let update = StatusUpdate {
         namespace: ns.clone(),
@@ -80,18 +116,32 @@ async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) 
             forest.quotas_covering(ns).into_iter().map(|(n, q, _)| ledger::quota_key(n, q)).collect();
         (ledger::root_of(&forest, ns), chain)
     };
-    let increases = update.from_admission && update.increases();
-    if !req.dry_run && !committed_now(state, &update).await? {
-        return Ok(()); // it can no longer commit: nothing to approve or record
-    }
-    let decided = if req.dry_run {
+    if req.dry_run {
         // A dry run records nothing (sideEffects: NoneOnDryRun): judged against the cache.
-        Ok(decide_with(&state.ledgers.get(&root), &update, &chain, increases).map(|_| ()))
-    } else {
-        state.ledgers.modify(&root, |l| decide_with(l, &update, &chain, increases)).await
-    };
+        return answer(Ok(decide_with(&state.ledgers.get(&root), &update, &chain).map(|_| None)));
+    }
+    if !committed_now(state, &update).await? {
+        return Ok(None); // it can no longer commit: nothing to approve or record
+    }
+    let decided = state.ledgers.modify(&root, |l| decide_with(l, &update, &chain)).await;
+    if matches!(decided, Ok(Err(Refusal::Exceeded(_)))) && reclaim_slack(state, &root, &chain, ns).await {
+        // Other namespaces held grants beyond their usage, lowered now: decide again.
+        return answer(state.ledgers.modify(&root, |l| decide_with(l, &update, &chain)).await);
+    }
+    answer(decided)
+}
+
+/// The allocation annotated on a ResourceQuota.
+fn allocation_of(rq: &ResourceQuota) -> Option<&String> {
+    rq.metadata.annotations.as_ref().and_then(|a| a.get(ledger::ALLOCATION_ANNOTATION))
+}
+
+/// A decision as the webhook answers it.
+fn answer(
+    decided: Result<Result<Option<ResourceList>, Refusal>, StoreError>,
+) -> Result<Option<ResourceList>, Denial> {
     match decided {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(allocation)) => Ok(allocation),
         Ok(Err(Refusal::Exceeded(m))) => Err(Denial::forbidden(m)),
         Ok(Err(r @ Refusal::NotReady { .. })) => Err(Denial::try_again(r.to_string())),
         Ok(Err(r @ Refusal::Unreadable { .. })) => {
@@ -100,6 +150,36 @@ async fn decide_status(state: &AppState, req: &AdmissionRequest<ResourceQuota>) 
         Err(e @ StoreError::Contended { .. }) => Err(Denial::try_again(e.to_string())),
         Err(e @ StoreError::Api { .. }) => {
             Err(Denial { code: 500, reason: "InternalError", message: e.to_string() })
+        }
+    }
+}
+
+/// Before refusing an increase over a quota of `chain`, lowers what the other namespaces under
+/// those quotas hold beyond their usage as hns last saw it (their grants' headroom, or usage
+/// since deleted). True if any grant was lowered.
+async fn reclaim_slack(state: &AppState, root: &str, chain: &[String], ns: &str) -> bool {
+    let current = state.ledgers.get(root);
+    let observed: BTreeMap<String, Observed> = {
+        let forest = state.cache.read();
+        current
+            .namespaces
+            .keys()
+            .filter_map(|m| {
+                let q = forest.observed_quota(m)?;
+                let version = q.resource_version.as_deref().and_then(|v| v.parse().ok())?;
+                Some((m.clone(), Observed { version, used: Some(q.used.clone()) }))
+            })
+            .collect()
+    };
+    let plan = ledger::slack(&current, &observed, chain, ns);
+    if plan.is_empty() {
+        return false;
+    }
+    match allocations::lower(&state.client, &state.ledgers, root, plan).await {
+        Ok(lowered) => lowered > 0,
+        Err(error) => {
+            tracing::warn!(%error, namespace = ns, "cannot take back quota grants held beyond their usage");
+            false
         }
     }
 }
@@ -162,11 +242,11 @@ fn decide_with(
     l: &ledger::Ledger,
     update: &StatusUpdate,
     chain: &[String],
-    increases: bool,
-) -> Result<(Change, ()), Refusal> {
+) -> Result<(Change, Option<ResourceList>), Refusal> {
+    let increases = update.from_admission && update.increases();
     let recorded = l.namespaces.get(&update.namespace).map(|e| e.chain.as_slice());
     if increases && recorded.is_none() && chain.is_empty() {
-        return Ok((Change::Keep, ())); // no quota covers it (its ResourceQuota is going away)
+        return Ok((Change::Keep, None)); // no quota covers it (its ResourceQuota is going away)
     }
     if increases && !chain.is_empty() && recorded != Some(chain) {
         return Err(Refusal::NotReady {
@@ -175,10 +255,8 @@ fn decide_with(
         });
     }
     match ledger::approve(l, update) {
-        Verdict::Allow(Some(next)) => Ok((Change::Write(next), ())),
-        // An increase holds only against the ledger as it is now, not as cached.
-        Verdict::Allow(None) if increases => Ok((Change::Confirm, ())),
-        Verdict::Allow(None) => Ok((Change::Keep, ())),
+        Verdict::Allow(Some(grant)) => Ok((Change::Write(grant.next), grant.allocation)),
+        Verdict::Allow(None) => Ok((Change::Keep, None)),
         Verdict::Deny(refusal) => Err(refusal),
     }
 }

@@ -1,7 +1,8 @@
-//! The quota ledger of one tree: what hns approves ResourceQuota usage against, so that no
-//! subtree can spend more than its hierarchical quotas allow, however many admissions race.
-//! Pure logic, no I/O; `store::ledger` reads and writes it, `admission` and the ledger
-//! reconciler decide with it. Why it cannot be overspent is in `docs/quotas.md`.
+//! The quota ledger of one tree: the budget of every hierarchical quota, shared out among the
+//! namespaces under it, so that no subtree can spend more than its quotas allow however many
+//! admissions race. Pure logic, no I/O; `store::ledger` reads and writes it, `store::allocations`
+//! lowers grants, `admission` and the ledger reconciler decide with it. Why it cannot be
+//! overspent is in `docs/quotas.md`.
 //!
 //! One ledger per tree (per root namespace of the forest), in the ConfigMap
 //! `hns-system/hrq-ledger-<root>`, labelled `hnc.x-k8s.io/hrq-ledger`, under the data key
@@ -11,7 +12,7 @@
 //! {
 //!   "quotas": { "acme/budget": { "pods": "10", "requests.cpu": "4" } },
 //!   "namespaces": {
-//!     "acme":   { "chain": ["acme/budget"], "basis": 812, "used": { "pods": "3" } },
+//!     "acme":   { "chain": ["acme/budget"], "granted": { "pods": "3", "requests.cpu": "1" }, "approvals": 7 },
 //!     "team-a": { "chain": ["acme/budget"] }
 //!   }
 //! }
@@ -20,14 +21,20 @@
 //! - `quotas`: each hierarchical quota of the tree, as `<namespace>/<name>`, with its limits
 //!   (`spec.hard`), copied from the forest by the reconciler.
 //! - `namespaces`: each namespace at least one quota covers: `chain`, the quotas covering it
-//!   (nearest first), and, once known, `used`, an upper bound of its ResourceQuota's
-//!   `status.used`, valid from the ResourceQuota's resourceVersion `basis` on. A namespace
-//!   without `basis` has no known usage yet: increases anywhere under its quotas are refused
-//!   with "try again" until the reconciler fills it.
+//!   (nearest first); `granted`, what it may use: an upper bound of its ResourceQuota's
+//!   `status.used` in every state that may still commit, and never below the allocation
+//!   annotation on that ResourceQuota; `approvals`, how many approvals have granted or confirmed
+//!   it. A namespace without `granted` has no known usage yet: increases anywhere under its quotas
+//!   are refused with "try again" until the reconciler fills it.
+//!
+//! The grants of a quota's namespaces never sum above its limits (unless a move or a lowered
+//! limit put them there), and each namespace's ResourceQuota carries its grant as the annotation
+//! [`ALLOCATION_ANNOTATION`]: an update of its usage within it is admitted by kube-apiserver
+//! without asking hns (the webhook's matchConditions), one beyond it is sent to [`approve`].
 //!
 //! The rules (each a function below): [`approve`] a status update, [`membership`] from the
-//! forest, [`observe`] ResourceQuotas as listed, and [`held`] entries an abandoned approval
-//! keeps above the truth.
+//! forest, [`reclaims`] of grants held beyond the usage, [`apply`] reclaims once their
+//! ResourceQuotas are lowered.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,6 +52,17 @@ pub const CONFIGMAP_LABEL: &str = "hnc.x-k8s.io/hrq-ledger";
 
 /// The ConfigMap data key holding the ledger's JSON.
 pub const DATA_KEY: &str = "ledger.json";
+
+/// The annotation on hns's ResourceQuota holding what kube-apiserver may admit there without
+/// asking hns: `pods=5,requests.cpu=2` (never above the namespace's grant). The webhook's
+/// matchConditions parse it, so resource names and quantities are joined with `=` and `,`,
+/// which neither may contain.
+pub const ALLOCATION_ANNOTATION: &str = "hnc.x-k8s.io/hrq-allocation";
+
+/// The annotation a reclaim sets to the resourceVersion it lowered the allocation from, so that
+/// the write always moves the ResourceQuota to a new version (even when the allocation stays)
+/// and every update from an older one fails.
+pub const RECLAIM_ANNOTATION: &str = "hnc.x-k8s.io/hrq-reclaimed-from";
 
 /// A ResourceList as stored: resource name to quantity.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -66,13 +84,17 @@ pub struct Entry {
     /// The quotas covering it, nearest first.
     #[serde(default)]
     pub chain: Vec<String>,
-    /// The ResourceQuota resourceVersion `used` holds from; absent while the usage is unknown.
+    /// What it may use; absent while its usage is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub basis: Option<u64>,
-    /// An upper bound of the ResourceQuota's `status.used` at `basis` and of any update from
-    /// `basis` that may still commit.
-    #[serde(default, skip_serializing_if = "ResourceList::is_empty")]
-    pub used: ResourceList,
+    pub granted: Option<ResourceList>,
+    /// How many approvals have raised or confirmed `granted`, or let its usage rise while unknown:
+    /// a reclaim lowers the grant only if none happened since it planned.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub approvals: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The name of a tree's ledger ConfigMap.
@@ -90,7 +112,13 @@ pub fn root_of(forest: &Forest, namespace: &str) -> String {
     forest.ancestry_names(namespace).into_iter().next().unwrap_or_else(|| namespace.to_string())
 }
 
-/// An update of a ResourceQuota's `status.used`, as the webhook sees it.
+/// An allocation as the annotation writes it: `pods=5,requests.cpu=2`.
+pub fn allocation_text(list: &ResourceList) -> String {
+    list.iter().map(|(r, q)| format!("{r}={}", q.0)).collect::<Vec<_>>().join(",")
+}
+
+/// An update of a ResourceQuota's `status.used` that goes beyond its allocation, as the webhook
+/// sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusUpdate {
     /// The ResourceQuota's namespace.
@@ -113,11 +141,21 @@ impl StatusUpdate {
     }
 }
 
+/// An approval to record before answering: the ledger to write (compare-and-swap), and the
+/// allocation to set on the ResourceQuota in the same update, if it changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    /// The ledger with the approval counted.
+    pub next: Ledger,
+    /// The namespace's new allocation.
+    pub allocation: Option<ResourceList>,
+}
+
 /// The answer to a [`StatusUpdate`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Allowed; the ledger to write first (compare-and-swap), if it changes.
-    Allow(Option<Ledger>),
+    /// Allowed, recording the grant first if there is one.
+    Allow(Option<Grant>),
     /// Refused.
     Deny(Refusal),
 }
@@ -148,67 +186,52 @@ pub enum Refusal {
     },
 }
 
-/// Decides a status update against `ledger` (rule (a) of `docs/quotas.md`).
+/// Decides a status update against `ledger`: an increase by quota admission is granted only if
+/// the namespace's grant, raised to the new usage, keeps every quota of its chain within its
+/// limits counting the other namespaces' grants; it comes with headroom ([`headroom`]) so that
+/// the next admissions stay within the allocation. Every allowed increase is counted in
+/// `approvals`, which is what makes [`apply`] safe.
 pub fn approve(ledger: &Ledger, update: &StatusUpdate) -> Verdict {
     match approve_checked(ledger, update) {
-        Ok(next) => Verdict::Allow(next.filter(|n| n != ledger)),
+        Ok(grant) => Verdict::Allow(grant),
         Err(refusal) => Verdict::Deny(refusal),
     }
 }
 
-fn approve_checked(ledger: &Ledger, update: &StatusUpdate) -> Result<Option<Ledger>, Refusal> {
+fn approve_checked(ledger: &Ledger, update: &StatusUpdate) -> Result<Option<Grant>, Refusal> {
     let n = update.namespace.as_str();
-    let mut next = ledger.clone();
-    let recorded =
-        next.namespaces.get_mut(n).map(|entry| catch_up(entry, update.old_version, &update.old_used));
     let increases = increases(&update.old_used, &update.new_used);
-    // Stale: an update from before the entry's basis cannot commit.
-    if recorded == Some(Catch::Stale) {
-        return Ok(None);
-    }
-    let known = recorded.is_some_and(|c| c == Catch::Known);
-    if !known {
-        // Unknown usage: a decrease or a recalculation passes and waits for the reconciler.
-        if increases.is_empty() || !update.from_admission {
-            return Ok(Some(next));
+    let Some(entry) = ledger.namespaces.get(n) else {
+        return if increases.is_empty() || !update.from_admission {
+            Ok(None)
+        } else {
+            Err(not_ready(n, "it is not in its tree's ledger yet"))
+        };
+    };
+    let mut next = ledger.clone();
+    let Some(prior) = known_grant(ledger, n, entry)? else {
+        if increases.is_empty() {
+            return Ok(None);
         }
-        return Err(not_ready(n, "its usage is not known yet"));
-    }
-    let entry = &next.namespaces[n];
-    let prior = read(n, &entry.used)?;
-    let value = quantity::max(&prior, &update.new_used);
+        if update.from_admission {
+            return Err(not_ready(n, "its usage is not known yet"));
+        }
+        // A recalculation while unknown: allowed, and counted so that a reclaim filling the
+        // entry from an older usage starts over.
+        next.namespaces.get_mut(n).expect("entry read above").approvals += 1;
+        return Ok(Some(Grant { next, allocation: None }));
+    };
+    let need = quantity::max(&prior, &update.new_used);
+    let mut grant = need.clone();
     if update.from_admission && !increases.is_empty() {
-        check_chain(&next, n, &entry.chain, &prior, &value, &increases)?;
+        check_chain(ledger, n, &entry.chain, &prior, &need, &increases)?;
+        grant = quantity::add(&need, &headroom(ledger, n, &entry.chain, &need)?);
     }
-    let stored = quantity::to_list(&value, &update.new_used);
-    next.namespaces.get_mut(n).expect("entry checked above").used = stored;
-    Ok(Some(next))
-}
-
-/// Where an entry stands against an update from `version`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Catch {
-    /// The entry's usage holds at `version` (possibly just caught up to it).
-    Known,
-    /// The entry's usage is unknown.
-    Unknown,
-    /// The entry is newer than `version`.
-    Stale,
-}
-
-/// Brings `entry` up to the committed state (`version`, `used`) if it is older; a committed
-/// state newer than the basis means every approval on the old basis committed or never will.
-fn catch_up(entry: &mut Entry, version: u64, used: &Amounts) -> Catch {
-    match entry.basis {
-        None => Catch::Unknown,
-        Some(b) if b > version => Catch::Stale,
-        Some(b) if b == version => Catch::Known,
-        Some(_) => {
-            entry.basis = Some(version);
-            entry.used = quantity::to_list(used, used);
-            Catch::Known
-        }
-    }
+    let granted = quantity::to_list(&grant, &update.new_used);
+    let e = next.namespaces.get_mut(n).expect("entry read above");
+    e.granted = Some(granted.clone());
+    e.approvals += 1;
+    Ok(Some(Grant { next, allocation: Some(granted) }))
 }
 
 /// The resources `new` holds more of than `old`, with the increase.
@@ -221,25 +244,21 @@ fn increases(old: &Amounts, new: &Amounts) -> Amounts {
         .collect()
 }
 
-/// Refuses the update if, with `n` at `value`, an increased resource goes over a quota of
+/// Refuses the update if, with `n` granted `need`, an increased resource goes over a quota of
 /// `chain`.
 fn check_chain(
     ledger: &Ledger,
     n: &str,
     chain: &[String],
     prior: &Amounts,
-    value: &Amounts,
+    need: &Amounts,
     increases: &Amounts,
 ) -> Result<(), Refusal> {
     for key in chain {
-        let limits = ledger
-            .quotas
-            .get(key)
-            .ok_or_else(|| not_ready(n, &format!("quota {key} is not in its ledger")))?;
-        let limits = read(n, limits)?;
+        let limits = limits(ledger, n, key)?;
         let others = others_sum(ledger, n, key)?;
         let used = quantity::add(&others, prior);
-        let proposed = quantity::add(&others, value);
+        let proposed = quantity::add(&others, need);
         let over: Vec<&str> = quantity::exceeded(&proposed, &limits)
             .into_iter()
             .filter(|r| increases.contains_key(*r))
@@ -251,17 +270,54 @@ fn check_chain(
     Ok(())
 }
 
-/// The usage of the members of quota `key` other than `n`; refused while one is unknown.
+/// How many parts of a quota's free budget a grant's headroom takes at most, per namespace
+/// under the quota: a quarter of its share, so that the grants together leave most of the
+/// budget free for whichever namespace needs it next, and nothing when little is left.
+const HEADROOM_PARTS: u64 = 4;
+
+/// What a namespace granted `need` gets on top, for each resource of `need`: the least, over the
+/// quotas of `chain` limiting it, of the quota's free budget (after `need`) divided by
+/// [`HEADROOM_PARTS`] times its number of namespaces.
+fn headroom(ledger: &Ledger, n: &str, chain: &[String], need: &Amounts) -> Result<Amounts, Refusal> {
+    let mut room: Amounts = need.keys().map(|r| (r.clone(), Amount::ZERO)).collect();
+    let mut limited = BTreeSet::new();
+    for key in chain {
+        let limits = limits(ledger, n, key)?;
+        let others = others_sum(ledger, n, key)?;
+        let members = members(ledger, key).count() as u64;
+        for (r, limit) in &limits {
+            let Some(wanted) = need.get(r) else { continue };
+            let taken = others.get(r).copied().unwrap_or(Amount::ZERO).plus(*wanted);
+            let share = limit.minus(taken).share(HEADROOM_PARTS * members.max(1)).written_as(*wanted);
+            let slot = room.get_mut(r).expect("room has every resource of need");
+            *slot = if limited.insert(r.clone()) { share } else { (*slot).min(share) };
+        }
+    }
+    Ok(room)
+}
+
+/// The members of quota `key`: the namespaces whose chain holds it.
+fn members<'a>(ledger: &'a Ledger, key: &'a str) -> impl Iterator<Item = (&'a String, &'a Entry)> + 'a {
+    ledger.namespaces.iter().filter(move |(_, e)| e.chain.iter().any(|k| k == key))
+}
+
+fn limits(ledger: &Ledger, n: &str, key: &str) -> Result<Amounts, Refusal> {
+    let limits =
+        ledger.quotas.get(key).ok_or_else(|| not_ready(n, &format!("quota {key} is not in its ledger")))?;
+    read(n, limits)
+}
+
+/// The grants of the members of quota `key` other than `n`; refused while one is unknown.
 fn others_sum(ledger: &Ledger, n: &str, key: &str) -> Result<Amounts, Refusal> {
     let mut sum = Amounts::new();
-    for (member, entry) in &ledger.namespaces {
-        if member == n || !entry.chain.iter().any(|k| k == key) {
+    for (member, entry) in members(ledger, key) {
+        if member == n {
             continue;
         }
-        if entry.basis.is_none() {
+        let Some(granted) = known_grant(ledger, n, entry)? else {
             return Err(not_ready(n, &format!("the usage of namespace {member} is not known yet")));
-        }
-        sum = quantity::add(&sum, &read(n, &entry.used)?);
+        };
+        sum = quantity::add(&sum, &granted);
     }
     Ok(sum)
 }
@@ -290,6 +346,15 @@ fn exceeded_message(
     msg
 }
 
+/// An entry's grant, if it is known for every resource a quota of its chain limits (a quota
+/// that starts limiting a new resource makes its namespaces unknown until they are filled).
+fn known_grant(ledger: &Ledger, n: &str, entry: &Entry) -> Result<Option<Amounts>, Refusal> {
+    let Some(granted) = &entry.granted else { return Ok(None) };
+    let limited = entry.chain.iter().filter_map(|k| ledger.quotas.get(k)).flat_map(|l| l.keys());
+    let complete = limited.into_iter().all(|r| granted.contains_key(r));
+    Ok(if complete { Some(read(n, granted)?) } else { None })
+}
+
 fn not_ready(namespace: &str, why: &str) -> Refusal {
     Refusal::NotReady { namespace: namespace.to_string(), why: why.to_string() }
 }
@@ -303,10 +368,10 @@ fn read(namespace: &str, list: &ResourceList) -> Result<Amounts, Refusal> {
 }
 
 /// The ledger of the tree rooted at `root` as the forest says it should be: every quota of the
-/// tree with its limits, every covered namespace with its chain. Usage of namespaces that stay
-/// covered is kept; entries of namespaces that left the tree or every quota are dropped.
+/// tree with its limits, every covered namespace with its chain. The grants of namespaces that
+/// stay covered are kept; entries of namespaces that left the tree or every quota are dropped.
 pub fn membership(forest: &Forest, root: &str, previous: &Ledger) -> Ledger {
-    keep_usage(skeleton(forest, root), previous)
+    keep_grants(skeleton(forest, root), previous)
 }
 
 /// The quotas and chains of the tree rooted at `root`, with no usage known.
@@ -325,12 +390,12 @@ pub fn skeleton(forest: &Forest, root: &str) -> Ledger {
     next
 }
 
-/// `skeleton` with the usage `previous` knows of the namespaces in both.
-pub fn keep_usage(mut skeleton: Ledger, previous: &Ledger) -> Ledger {
+/// `skeleton` with the grants and approvals `previous` has of the namespaces in both.
+pub fn keep_grants(mut skeleton: Ledger, previous: &Ledger) -> Ledger {
     for (ns, entry) in &mut skeleton.namespaces {
         if let Some(old) = previous.namespaces.get(ns) {
-            entry.basis = old.basis;
-            entry.used = old.used.clone();
+            entry.granted = old.granted.clone();
+            entry.approvals = old.approvals;
         }
     }
     skeleton
@@ -350,40 +415,104 @@ pub struct Observed {
     pub used: Option<Amounts>,
 }
 
-/// Fills unknown usage from the observed ResourceQuotas, and brings known entries up to a
-/// newer observed state (safe for the same reason as in [`approve`]); an entry is never
-/// lowered on its own basis or an older one, where an approval may still commit.
-pub fn observe(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> Ledger {
+/// A grant to lower to `target`, planned from a namespace's ResourceQuota at `version` and from
+/// its entry at `approvals`. Carried out by `store::allocations`: the ResourceQuota's
+/// allocation is set to `target` by a compare-and-swap on `version` (so no update from that
+/// version or older can commit any more, and none from a newer one may go beyond `target`
+/// without an approval), then [`apply`] lowers the grant if no approval happened since.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reclaim {
+    /// The namespace.
+    pub namespace: String,
+    /// The ResourceQuota's resourceVersion the plan was made from.
+    pub version: u64,
+    /// The entry's approvals when planned.
+    pub approvals: u64,
+    /// The new grant and allocation: at least the usage at `version`.
+    pub target: ResourceList,
+}
+
+/// The reconciler's reclaims: unknown entries are filled with their observed usage; a known one
+/// holding more than twice the headroom a fresh grant would give on top of its usage is brought
+/// down to its usage plus that headroom. So near a limit (no headroom) nothing is held beyond
+/// the usage, and far from it grants are not taken back and given again at every pass.
+pub fn reclaims(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> Vec<Reclaim> {
+    ledger
+        .namespaces
+        .iter()
+        .filter_map(|(ns, entry)| {
+            let Observed { version, used: Some(used) } = observed.get(ns)? else { return None };
+            let plan = |target: Amounts| Reclaim {
+                namespace: ns.clone(),
+                version: *version,
+                approvals: entry.approvals,
+                target: quantity::to_list(&target, used),
+            };
+            let Some(granted) = known_grant(ledger, ns, entry).ok()? else { return Some(plan(used.clone())) };
+            let room = headroom(ledger, ns, &entry.chain, used).ok()?;
+            let keep = quantity::add(used, &room);
+            let twice = quantity::add(&keep, &room);
+            let over = granted.iter().any(|(r, g)| g.exceeds(twice.get(r).copied().unwrap_or(Amount::ZERO)));
+            over.then(|| plan(lowered(&granted, used, &keep)))
+        })
+        .collect()
+}
+
+/// A grant brought down to `keep`, never below the usage.
+fn lowered(granted: &Amounts, used: &Amounts, keep: &Amounts) -> Amounts {
+    granted
+        .iter()
+        .map(|(r, g)| {
+            let floor = used.get(r).copied().unwrap_or(Amount::ZERO);
+            let to = keep.get(r).map_or(*g, |k| (*g).min(*k));
+            (r.clone(), to.max(floor))
+        })
+        .collect()
+}
+
+/// The reclaims that free what the members of `quotas` other than `except` hold beyond their
+/// observed usage: what the webhook does before refusing an increase that the usage would allow.
+pub fn slack(
+    ledger: &Ledger,
+    observed: &BTreeMap<String, Observed>,
+    quotas: &[String],
+    except: &str,
+) -> Vec<Reclaim> {
+    ledger
+        .namespaces
+        .iter()
+        .filter(|(ns, entry)| *ns != except && entry.chain.iter().any(|k| quotas.contains(k)))
+        .filter_map(|(ns, entry)| {
+            let Observed { version, used: Some(used) } = observed.get(ns)? else { return None };
+            let granted = known_grant(ledger, ns, entry).ok()??;
+            let spare = granted.iter().any(|(r, g)| g.exceeds(used.get(r).copied().unwrap_or(Amount::ZERO)));
+            spare.then(|| Reclaim {
+                namespace: ns.clone(),
+                version: *version,
+                approvals: entry.approvals,
+                target: quantity::to_list(&lowered(&granted, used, used), used),
+            })
+        })
+        .collect()
+}
+
+/// `ledger` with the grants of `done` (reclaims whose ResourceQuota write succeeded) lowered,
+/// those of entries approved since their plan excepted: that approval may stand on the old grant.
+pub fn apply(ledger: &Ledger, done: &[Reclaim]) -> Ledger {
     let mut next = ledger.clone();
-    for (ns, entry) in &mut next.namespaces {
-        let Some(Observed { version, used: Some(used) }) = observed.get(ns) else { continue };
-        if entry.basis.is_none_or(|b| b < *version) {
-            entry.basis = Some(*version);
-            entry.used = quantity::to_list(used, used);
+    for reclaim in done {
+        if let Some(entry) = next.namespaces.get_mut(&reclaim.namespace) {
+            if entry.approvals == reclaim.approvals {
+                entry.granted = Some(reclaim.target.clone());
+            }
         }
     }
     next
 }
 
-/// The namespaces whose entry stands above their ResourceQuota at the entry's own basis: an
-/// approval there was abandoned (refused later in admission) or is still in flight. Moving the
-/// ResourceQuota past that basis (any write to it) lets [`observe`] release the difference.
-pub fn held(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> Vec<String> {
-    ledger
-        .namespaces
-        .iter()
-        .filter(|(ns, entry)| {
-            let Some(Observed { version, used: Some(used) }) = observed.get(*ns) else { return false };
-            let Ok(recorded) = quantity::parse_list(&entry.used) else { return false };
-            entry.basis == Some(*version) && !increases(used, &recorded).is_empty()
-        })
-        .map(|(ns, _)| ns.clone())
-        .collect()
-}
-
 /// Whether the ledger knows `namespace`'s usage (what a namespace joining a quota waits for).
 pub fn knows(ledger: &Ledger, namespace: &str) -> bool {
-    ledger.namespaces.get(namespace).is_some_and(|e| e.basis.is_some())
+    ledger.namespaces.get(namespace).is_some_and(|e| matches!(known_grant(ledger, namespace, e), Ok(Some(_))))
 }
 
 #[cfg(test)]

@@ -48,6 +48,14 @@ impl Amount {
         Amount { nanos: self.nanos.saturating_sub(other.nanos), ..self }
     }
 
+    /// An equal part of it, of `parts` parts, rounded down to a thousandth of a unit (nothing
+    /// if it is negative).
+    pub fn share(self, parts: u64) -> Amount {
+        const MILLI: i128 = NANO / 1000;
+        let part = self.nanos.max(0) / i128::from(parts.max(1));
+        Amount { nanos: part - part % MILLI, ..self }
+    }
+
     /// Whether it is above `limit`.
     pub fn exceeds(self, limit: Amount) -> bool {
         self.nanos > limit.nanos

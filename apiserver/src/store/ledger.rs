@@ -4,10 +4,7 @@
 //! [`crate::hierarchy::ledger`].
 //!
 //! A write starts from the cache; a conflict (someone wrote first) or a create that finds the
-//! ConfigMap already made is retried from a fresh read, a bounded number of times. A decision
-//! that needs no change but must hold against the current ledger (an approved increase already
-//! recorded) is confirmed by writing the same ledger back with the read's resourceVersion:
-//! kube-apiserver refuses it if the ConfigMap moved on, and otherwise writes nothing.
+//! ConfigMap already made is retried from a fresh read, a bounded number of times.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -30,8 +27,6 @@ const ATTEMPTS: usize = 24;
 pub enum Change {
     /// Nothing to write, and the decision holds whatever the current ledger is.
     Keep,
-    /// Nothing to write, but the decision holds only if the ledger read is still current.
-    Confirm,
     /// Write this ledger.
     Write(Ledger),
 }
@@ -116,7 +111,6 @@ impl LedgerStore {
             };
             let next = match change {
                 Change::Keep => return Ok(Ok(answer)),
-                Change::Confirm => read_ledger(current.as_ref()),
                 Change::Write(next) => next,
             };
             match self.write(root, current.as_ref(), &next).await {
