@@ -49,7 +49,7 @@ done
 
 if [ "$REPLICAS" = 1 ]; then
   HOST=127.0.0.1
-  log "applying config/dev (APIService and webhook → localhost:${PORTS[0]})"
+  log "applying config/dev (APIService and webhooks → localhost:${PORTS[0]})"
   kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|${PORTS[0]}|" \
     | kubectl apply -f - >/dev/null || die "applying config/dev failed"
 else

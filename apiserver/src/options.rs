@@ -55,7 +55,8 @@ pub struct Args {
     #[arg(long, default_value = "v1alpha2.hnc.x-k8s.io")]
     pub apiservice_name: String,
 
-    /// ValidatingWebhookConfiguration whose caBundles hns keeps current.
+    /// Name of the webhook configurations (validating and mutating) whose caBundles hns keeps
+    /// current.
     #[arg(long, default_value = "hns")]
     pub webhook_name: String,
 

@@ -32,7 +32,7 @@ fn always_allowed(path: &str) -> bool {
             | "/validate-namespaces"
             | "/validate-objects"
             | "/validate-exceptions"
-            | "/validate-quota-status"
+            | "/mutate-quota-status"
             | "/validate-quota-objects"
             | "/validate-quota-pending"
     )
@@ -189,7 +189,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route(web::post().to(crate::admission::validate_exceptions)),
         )
         .service(
-            web::resource("/validate-quota-status")
+            web::resource("/mutate-quota-status")
                 .route(web::post().to(crate::admission::quotas::validate_status)),
         )
         .service(

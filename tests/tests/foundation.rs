@@ -368,20 +368,25 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
     let apiservice =
         ok(env.kubectl(&["get", "apiservice", "v1alpha2.hnc.x-k8s.io", "-o", "jsonpath={.spec.caBundle}"]));
     assert_eq!(apiservice.trim(), ca.trim(), "APIService caBundle is hns's CA");
-    let webhooks = ok(env.kubectl(&[
-        "get",
-        "validatingwebhookconfiguration",
-        "hns",
-        "-o",
-        "jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{\"\\n\"}{end}",
-    ]));
-    let bundles: Vec<&str> = webhooks.lines().collect();
+    let bundles = |kind: &str| {
+        let webhooks = ok(env.kubectl(&[
+            "get",
+            kind,
+            "hns",
+            "-o",
+            "jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{\"\\n\"}{end}",
+        ]));
+        webhooks.lines().map(|b| b.trim().to_string()).collect::<Vec<_>>()
+    };
+    let validating = bundles("validatingwebhookconfiguration");
     assert_eq!(
-        bundles.len(),
-        7,
-        "namespaces (two entries), propagated objects, exception annotations and hierarchical quotas (three)"
+        validating.len(),
+        6,
+        "namespaces (two entries), propagated objects, exception annotations and hierarchical quotas (two)"
     );
-    assert!(bundles.iter().all(|b| b.trim() == ca.trim()), "every webhook trusts hns's CA");
+    let mutating = bundles("mutatingwebhookconfiguration");
+    assert_eq!(mutating.len(), 1, "hierarchical quotas: usage updates");
+    assert!(validating.iter().chain(&mutating).all(|b| b == ca.trim()), "every webhook trusts hns's CA");
 }
 
 #[tokio::test]
@@ -399,6 +404,7 @@ async fn the_install_manifest_is_accepted_by_the_api_server() {
         "apiservice.apiregistration.k8s.io/v1alpha2.hnc.x-k8s.io",
         "deployment.apps/hns-apiserver",
         "validatingwebhookconfiguration.admissionregistration.k8s.io/hns",
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/hns",
     ] {
         assert!(stdout.contains(kind), "{kind} not accepted:\n{stdout}\n{stderr}");
     }

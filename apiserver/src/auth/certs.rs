@@ -4,8 +4,9 @@
 //!   change, so a renewal needs no restart.
 //! - **Self-managed** (`--self-managed-certs`): hns keeps a CA and a serving certificate in a
 //!   Secret, renews them before they expire, and keeps the `caBundle` of its APIService and
-//!   admission webhook equal to that CA. Every replica converges on the same Secret: writes are
-//!   guarded by resourceVersion, and the loser of a race simply reads the winner's certificate.
+//!   webhook configurations (validating and mutating) equal to that CA. Every replica converges
+//!   on the same Secret: writes are guarded by resourceVersion, and the loser of a race simply
+//!   reads the winner's certificate.
 //!
 //! The TLS listener asks [`ServingCert`] for the current certificate on every handshake.
 
@@ -14,10 +15,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use openssl::asn1::Asn1Time;
 use openssl::pkey::PKey;
@@ -99,7 +99,8 @@ pub struct SelfManaged {
     pub names: Vec<String>,
     /// APIService whose caBundle to keep current.
     pub apiservice: String,
-    /// ValidatingWebhookConfiguration whose caBundles to keep current.
+    /// Name of the webhook configurations (validating and mutating) whose caBundles to keep
+    /// current.
     pub webhook: String,
 }
 
@@ -257,36 +258,61 @@ fn covers(cert: &X509, names: &[String]) -> bool {
     names.iter().all(|n| sans.contains(n))
 }
 
-/// Sets `caBundle` on the APIService and on every webhook of the configuration, where different.
+/// Sets `caBundle` on the APIService and on every webhook of the webhook configurations, where
+/// different.
 async fn inject_ca(client: &Client, cfg: &SelfManaged, ca_pem: &[u8]) -> anyhow::Result<()> {
     let bundle = openssl::base64::encode_block(ca_pem);
-    let apiservices: Api<kube::api::DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
-            "apiservices",
-        ),
-    );
+    let apiservices = dynamic_api(client, "apiregistration.k8s.io", "APIService", "apiservices");
     let svc = apiservices.get(&cfg.apiservice).await?;
     if svc.data["spec"]["caBundle"].as_str() != Some(bundle.as_str()) {
         let patch = json!({"spec": {"caBundle": bundle}});
         apiservices.patch(&cfg.apiservice, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         tracing::info!(apiservice = %cfg.apiservice, "caBundle updated");
     }
-    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut whc = webhooks.get(&cfg.webhook).await?;
+    let validating = dynamic_api(
+        client,
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+    );
+    inject_webhooks_ca(&validating, &cfg.webhook, &bundle).await?;
+    let mutating = dynamic_api(
+        client,
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+    );
+    match inject_webhooks_ca(&mutating, &cfg.webhook, &bundle).await {
+        // An install from before hns had a mutating webhook has no such configuration.
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            tracing::debug!(webhook = %cfg.webhook, "no MutatingWebhookConfiguration; skipped")
+        }
+        result => result?,
+    }
+    Ok(())
+}
+
+/// A cluster-scoped API of `kind`, read untyped so that a replace keeps every field, including
+/// those newer than the k8s-openapi version hns is built with.
+fn dynamic_api(client: &Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, "v1", kind);
+    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
+}
+
+/// Sets `caBundle` (base64, as in JSON) on every webhook of the webhook configuration `name`,
+/// where different; the replace carries the resourceVersion read, so a concurrent edit is not lost.
+async fn inject_webhooks_ca(api: &Api<DynamicObject>, name: &str, bundle: &str) -> kube::Result<()> {
+    let mut whc = api.get(name).await?;
     let mut changed = false;
-    for w in whc.webhooks.iter_mut().flatten() {
-        if w.client_config.ca_bundle.as_ref().map(|b| openssl::base64::encode_block(&b.0))
-            != Some(bundle.clone())
-        {
-            w.client_config.ca_bundle = Some(ByteString(ca_pem.to_vec()));
+    for w in whc.data["webhooks"].as_array_mut().into_iter().flatten() {
+        if w["clientConfig"]["caBundle"].as_str() != Some(bundle) {
+            w["clientConfig"]["caBundle"] = bundle.into();
             changed = true;
         }
     }
     if changed {
-        webhooks.replace(&cfg.webhook, &PostParams::default(), &whc).await?;
-        tracing::info!(webhook = %cfg.webhook, "caBundle updated");
+        api.replace(name, &PostParams::default(), &whc).await?;
+        tracing::info!(resource = %api.resource_url(), webhook = %name, "caBundle updated");
     }
     Ok(())
 }
