@@ -190,7 +190,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .service(
             web::resource("/mutate-quota-status")
-                .route(web::post().to(crate::admission::quotas::validate_status)),
+                .route(web::post().to(crate::admission::quotas::admit_status)),
         )
         .service(
             web::resource("/validate-quota-objects")
