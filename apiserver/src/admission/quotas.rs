@@ -341,8 +341,8 @@ mod tests {
                 "a".to_string(),
                 Entry {
                     chain: vec!["acme/q".into()],
-                    basis: Some(5),
-                    used: [("pods".to_string(), Quantity("1".into()))].into(),
+                    granted: Some([("pods".to_string(), Quantity("1".into()))].into()),
+                    approvals: 0,
                 },
             )]
             .into(),
@@ -350,19 +350,42 @@ mod tests {
     }
 
     #[test]
-    fn an_increase_already_recorded_is_confirmed_against_the_current_ledger() {
+    fn the_ledger_and_the_forest_must_agree_on_the_quotas() {
         let chain = vec!["acme/q".to_string()];
-        assert_eq!(decide_with(&ledger(), &update("a"), &chain, true), Ok((Change::Confirm, ())));
+        let (change, allocation) = decide_with(&ledger(), &update("a"), &chain).unwrap();
+        assert!(matches!(change, Change::Write(_)), "granted and counted");
+        assert_eq!(allocation, Some([("pods".to_string(), Quantity("1".into()))].into()));
+        let other = vec!["acme/other".to_string()];
+        assert!(matches!(decide_with(&ledger(), &update("a"), &other), Err(Refusal::NotReady { .. })));
+        let none: Vec<String> = Vec::new();
+        assert_eq!(decide_with(&Ledger::default(), &update("lone"), &none), Ok((Change::Keep, None)));
+        // The forest no longer sees a quota but the ledger does: the ledger decides.
+        assert!(matches!(decide_with(&ledger(), &update("a"), &none), Ok((Change::Write(_), Some(_)))));
     }
 
     #[test]
-    fn the_ledger_and_the_forest_must_agree_on_the_quotas() {
-        let other = vec!["acme/other".to_string()];
-        assert!(matches!(decide_with(&ledger(), &update("a"), &other, true), Err(Refusal::NotReady { .. })));
-        let none: Vec<String> = Vec::new();
-        assert_eq!(decide_with(&Ledger::default(), &update("lone"), &none, true), Ok((Change::Keep, ())));
-        // The forest no longer sees a quota but the ledger does: the ledger decides.
-        assert_eq!(decide_with(&ledger(), &update("a"), &none, true), Ok((Change::Confirm, ())));
+    fn the_allocation_is_raised_by_a_patch_of_the_update() {
+        let review: AdmissionReview<ResourceQuota> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "ResourceQuota"},
+                "resource": {"group": "", "version": "v1", "resource": "resourcequotas"},
+                "subResource": "status", "name": RESOURCE_QUOTA_NAME, "namespace": "a",
+                "operation": "UPDATE", "userInfo": {"username": QUOTA_ADMISSION_USER},
+                "object": {"metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": "a"}},
+            },
+        }))
+        .unwrap();
+        let request: AdmissionRequest<ResourceQuota> = review.try_into().unwrap();
+        let response = raise(&request, &[("pods".to_string(), Quantity("3".into()))].into()).unwrap();
+        let json = serde_json::to_value(response.into_review()).unwrap();
+        // kube-rs writes the patch's bytes as a JSON array, which kube-apiserver reads as []byte.
+        let bytes = json["response"]["patch"].as_array().unwrap().iter();
+        let patch: Vec<u8> = bytes.map(|b| b.as_u64().unwrap() as u8).collect();
+        assert_eq!(
+            String::from_utf8(patch).unwrap(),
+            r#"[{"op":"add","path":"/metadata/annotations","value":{"hnc.x-k8s.io/hrq-allocation":"pods=3"}}]"#
+        );
     }
 
     #[test]

@@ -48,12 +48,12 @@ impl Amount {
         Amount { nanos: self.nanos.saturating_sub(other.nanos), ..self }
     }
 
-    /// An equal part of it, of `parts` parts, rounded down to a thousandth of a unit (nothing
-    /// if it is negative).
-    pub fn share(self, parts: u64) -> Amount {
-        const MILLI: i128 = NANO / 1000;
+    /// An equal part of it, of `parts` parts, rounded down to a whole unit, or to a thousandth
+    /// of one if `fine` (nothing if it is negative).
+    pub fn share(self, parts: u64, fine: bool) -> Amount {
+        let step = if fine { NANO / 1000 } else { NANO };
         let part = self.nanos.max(0) / i128::from(parts.max(1));
-        Amount { nanos: part - part % MILLI, ..self }
+        Amount { nanos: part - part % step, ..self }
     }
 
     /// Whether it is above `limit`.

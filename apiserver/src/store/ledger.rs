@@ -245,7 +245,7 @@ mod tests {
         let mut l = Ledger::default();
         l.namespaces.insert(
             "a".into(),
-            ledger::Entry { chain: vec!["a/q".into()], basis: Some(3), ..Default::default() },
+            ledger::Entry { chain: vec!["a/q".into()], approvals: 3, ..Default::default() },
         );
         let cm = configmap("acme", &l);
         assert_eq!(cm.metadata.name.as_deref(), Some("hrq-ledger-acme"));

@@ -39,7 +39,8 @@ pub async fn stored_ledger(client: &Client, root: &str) -> Option<Ledger> {
 }
 
 /// Waits until every namespace of `members` is ready for usage: its ResourceQuota counted by
-/// Kubernetes, no longer pending, and its usage known to the ledger as `pods` pods.
+/// Kubernetes, no longer pending, and its grant in the ledger down to `pods` pods (its
+/// usage: near a limit no headroom is kept).
 pub async fn ready(client: &Client, root: &str, members: &[String], pods: &str) {
     eventually(&format!("namespaces under {root} counted at {pods} pods"), WAIT, || async {
         let l = stored_ledger(client, root).await?;
@@ -55,8 +56,8 @@ pub async fn ready(client: &Client, root: &str, members: &[String], pods: &str) 
                 return None;
             }
             let entry = l.namespaces.get(ns)?;
-            (entry.basis.is_some() && entry.used.get("pods").map(|q| q.0.as_str()) == Some(pods))
-                .then_some(())?;
+            let granted = entry.granted.as_ref()?.get("pods")?;
+            (granted.0 == pods).then_some(())?;
         }
         Some(())
     })

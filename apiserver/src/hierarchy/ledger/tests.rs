@@ -11,41 +11,41 @@ fn amounts(pairs: &[(&str, &str)]) -> Amounts {
     quantity::parse_list(&list(pairs)).unwrap()
 }
 
-fn entry(chain: &[&str], usage: Option<(u64, &[(&str, &str)])>) -> Entry {
+fn entry(chain: &[&str], granted: Option<&str>) -> Entry {
     Entry {
         chain: chain.iter().map(|k| k.to_string()).collect(),
-        basis: usage.map(|(b, _)| b),
-        used: usage.map(|(_, u)| list(u)).unwrap_or_default(),
+        granted: granted.map(|g| list(&[("pods", g)])),
+        approvals: 0,
     }
 }
 
-/// `acme/budget` (pods: 3) over acme, a, b; `a/small` (pods: 1) over a.
+/// `acme/budget` (pods: 3) over acme, a, b; `a/small` (pods: 1) over a. acme holds 1 pod.
 fn ledger() -> Ledger {
     Ledger {
         quotas: [("acme/budget".into(), list(&[("pods", "3")])), ("a/small".into(), list(&[("pods", "1")]))]
             .into(),
         namespaces: [
-            ("acme".into(), entry(&["acme/budget"], Some((10, &[("pods", "1")])))),
-            ("a".into(), entry(&["a/small", "acme/budget"], Some((20, &[("pods", "0")])))),
-            ("b".into(), entry(&["acme/budget"], Some((30, &[("pods", "0")])))),
+            ("acme".into(), entry(&["acme/budget"], Some("1"))),
+            ("a".into(), entry(&["a/small", "acme/budget"], Some("0"))),
+            ("b".into(), entry(&["acme/budget"], Some("0"))),
         ]
         .into(),
     }
 }
 
-fn update(ns: &str, version: u64, old: &str, new: &str) -> StatusUpdate {
+fn update(ns: &str, old: &str, new: &str) -> StatusUpdate {
     StatusUpdate {
         namespace: ns.into(),
-        old_version: version,
+        old_version: 7,
         old_used: amounts(&[("pods", old)]),
         new_used: amounts(&[("pods", new)]),
         from_admission: true,
     }
 }
 
-fn allowed(v: Verdict) -> Option<Ledger> {
+fn allowed(v: Verdict) -> Option<Grant> {
     match v {
-        Verdict::Allow(next) => next,
+        Verdict::Allow(grant) => grant,
         Verdict::Deny(r) => panic!("refused: {r}"),
     }
 }
@@ -57,27 +57,33 @@ fn refused(v: Verdict) -> Refusal {
     }
 }
 
-fn used(l: &Ledger, ns: &str) -> (Option<u64>, String) {
+fn granted(l: &Ledger, ns: &str) -> (Option<String>, u64) {
     let e = &l.namespaces[ns];
-    (e.basis, e.used.get("pods").map(|q| q.0.clone()).unwrap_or_default())
+    (e.granted.as_ref().and_then(|g| g.get("pods")).map(|q| q.0.clone()), e.approvals)
+}
+
+fn seen(version: u64, pods: &str) -> Observed {
+    Observed { version, used: Some(amounts(&[("pods", pods)])) }
 }
 
 #[test]
-fn an_increase_within_every_quota_is_recorded_at_the_old_version() {
-    let next = allowed(approve(&ledger(), &update("b", 30, "0", "1"))).unwrap();
-    assert_eq!(used(&next, "b"), (Some(30), "1".into()));
+fn an_increase_within_every_quota_is_granted_counted_and_annotated() {
+    let grant = allowed(approve(&ledger(), &update("b", "0", "1"))).unwrap();
+    assert_eq!(granted(&grant.next, "b"), (Some("1".into()), 1));
+    assert_eq!(grant.allocation, Some(list(&[("pods", "1")])));
+    assert_eq!(allocation_text(&list(&[("pods", "1"), ("requests.cpu", "500m")])), "pods=1,requests.cpu=500m");
 }
 
 #[test]
 fn an_increase_over_a_quota_is_refused_with_hncs_message() {
-    let l = allowed(approve(&ledger(), &update("b", 30, "0", "1"))).unwrap();
-    let r = refused(approve(&l, &update("a", 20, "0", "2")));
+    let l = allowed(approve(&ledger(), &update("b", "0", "1"))).unwrap().next;
+    let r = refused(approve(&l, &update("a", "0", "2")));
     assert_eq!(
         r.to_string(),
         r#"exceeded hierarchical quota in namespace "a": "small", requested: pods=2, used: pods=0, limited: pods=1"#
     );
-    let l = allowed(approve(&l, &update("a", 20, "0", "1"))).unwrap();
-    let r = refused(approve(&l, &update("acme", 10, "1", "2")));
+    let l = allowed(approve(&l, &update("a", "0", "1"))).unwrap().next;
+    let r = refused(approve(&l, &update("acme", "1", "2")));
     assert_eq!(
         r.to_string(),
         r#"exceeded hierarchical quota in namespace "acme": "budget", requested: pods=1, used: pods=3, limited: pods=3"#
@@ -85,93 +91,107 @@ fn an_increase_over_a_quota_is_refused_with_hncs_message() {
 }
 
 #[test]
-fn two_approvals_from_one_version_count_once_as_the_larger() {
-    let l = allowed(approve(&ledger(), &update("b", 30, "0", "1"))).unwrap();
-    let again = approve(&l, &update("b", 30, "0", "1"));
-    assert_eq!(again, Verdict::Allow(None), "already recorded");
-    let l = allowed(approve(&l, &update("b", 30, "0", "2"))).unwrap();
-    assert_eq!(used(&l, "b"), (Some(30), "2".into()));
-    let smaller = approve(&l, &update("b", 30, "0", "1"));
-    assert_eq!(smaller, Verdict::Allow(None), "the larger stays: either may commit");
+fn a_grant_is_never_lowered_by_an_approval() {
+    // b was granted 2 (an update that may still commit); an update to 1 keeps 2 and is counted.
+    let l = allowed(approve(&ledger(), &update("b", "0", "2"))).unwrap().next;
+    let again = allowed(approve(&l, &update("b", "0", "1"))).unwrap();
+    assert_eq!(granted(&again.next, "b"), (Some("2".into()), 2));
+    let r = refused(approve(&again.next, &update("acme", "1", "2")));
+    assert!(r.to_string().contains("used: pods=3"), "the 2 granted count: {r}");
 }
 
 #[test]
-fn the_check_counts_the_entry_on_the_same_basis() {
-    // b holds 2 approved at 30; another update from 30 to 1 fits alone, but the ledger must
-    // keep 2 (that one may still commit), so the sum stays 1 + 0 + 2.
-    let l = allowed(approve(&ledger(), &update("b", 30, "0", "2"))).unwrap();
-    let r = refused(approve(&l, &update("acme", 10, "1", "2")));
-    assert!(r.to_string().contains("used: pods=3"), "{r}");
-}
-
-#[test]
-fn a_newer_committed_old_object_replaces_the_entry_even_lower() {
-    let l = allowed(approve(&ledger(), &update("b", 30, "0", "2"))).unwrap();
-    // The RQ moved on to 35 with 1 pod (the approval for 2 never committed).
-    let next = allowed(approve(&l, &update("b", 35, "1", "2"))).unwrap();
-    assert_eq!(used(&next, "b"), (Some(35), "2".into()));
-    let decrease = allowed(approve(&l, &update("b", 35, "1", "0"))).unwrap();
-    assert_eq!(used(&decrease, "b"), (Some(35), "1".into()), "the committed state, not the proposal");
-}
-
-#[test]
-fn an_update_older_than_the_basis_is_allowed_and_not_recorded() {
-    let l = ledger();
-    assert_eq!(approve(&l, &update("b", 29, "0", "9")), Verdict::Allow(None));
-}
-
-#[test]
-fn decreases_are_always_allowed() {
+fn far_from_a_limit_a_grant_comes_with_headroom() {
     let mut l = ledger();
-    l.namespaces.get_mut("b").unwrap().basis = None;
-    assert_eq!(approve(&l, &update("b", 30, "1", "0")), Verdict::Allow(None));
-    let lower = allowed(approve(&ledger(), &update("acme", 12, "5", "4"))).unwrap();
-    assert_eq!(used(&lower, "acme"), (Some(12), "5".into()), "the committed 5: the 4 may never commit");
+    l.quotas.insert("acme/budget".into(), list(&[("pods", "1000"), ("requests.cpu", "10")]));
+    l.quotas.remove("a/small");
+    for e in l.namespaces.values_mut() {
+        e.chain = vec!["acme/budget".into()];
+        e.granted = Some(list(&[("pods", "0"), ("requests.cpu", "0")]));
+    }
+    let up = StatusUpdate {
+        namespace: "b".into(),
+        old_version: 7,
+        old_used: amounts(&[("pods", "0"), ("requests.cpu", "0")]),
+        new_used: amounts(&[("pods", "1"), ("requests.cpu", "100m")]),
+        from_admission: true,
+    };
+    let grant = allowed(approve(&l, &up)).unwrap();
+    // Free after the need: 999 pods and 9.9 CPUs, over 4 x 3 namespaces; whole pods, millicores.
+    assert_eq!(grant.allocation, Some(list(&[("pods", "84"), ("requests.cpu", "925m")])));
+}
+
+#[test]
+fn the_nearest_limit_bounds_the_headroom() {
+    let mut l = ledger();
+    l.quotas.insert("acme/budget".into(), list(&[("pods", "1000")]));
+    l.quotas.insert("a/small".into(), list(&[("pods", "9")]));
+    let grant = allowed(approve(&l, &update("a", "0", "1"))).unwrap();
+    assert_eq!(grant.allocation, Some(list(&[("pods", "3")])), "1 + (9 - 1) / 4");
+}
+
+#[test]
+fn decreases_are_allowed_and_keep_the_grant() {
+    let mut l = ledger();
+    l.namespaces.get_mut("b").unwrap().granted = None;
+    assert_eq!(approve(&l, &update("b", "1", "0")), Verdict::Allow(None), "unknown: nothing to record");
+    let lower = allowed(approve(&ledger(), &update("acme", "1", "0"))).unwrap();
+    assert_eq!(granted(&lower.next, "acme"), (Some("1".into()), 1));
 }
 
 #[test]
 fn an_unknown_usage_refuses_increases_with_try_again() {
     let mut l = ledger();
-    l.namespaces.get_mut("b").unwrap().basis = None;
-    let r = refused(approve(&l, &update("b", 30, "0", "1")));
+    l.namespaces.get_mut("b").unwrap().granted = None;
+    let r = refused(approve(&l, &update("b", "0", "1")));
     assert!(matches!(r, Refusal::NotReady { .. }), "{r}");
-    let r = refused(approve(&l, &update("acme", 10, "1", "2")));
+    let r = refused(approve(&l, &update("acme", "1", "2")));
     assert_eq!(
         r.to_string(),
         r#"hierarchical quotas covering namespace "acme" are being set up (the usage of namespace b is not known yet): try again in a moment"#
     );
-    let r = refused(approve(&l, &update("other", 1, "0", "1")));
+    let r = refused(approve(&l, &update("other", "0", "1")));
     assert!(matches!(r, Refusal::NotReady { .. }), "no entry: {r}");
-    // a is under acme/budget too, but b's unknown usage only matters for that quota.
+}
+
+#[test]
+fn a_quota_limiting_a_new_resource_makes_its_namespaces_unknown() {
     let mut l = ledger();
-    l.quotas.insert("a/small".into(), list(&[("pods", "5")]));
-    l.namespaces.get_mut("b").unwrap().basis = None;
-    assert!(matches!(refused(approve(&l, &update("a", 20, "0", "1"))), Refusal::NotReady { .. }));
+    l.quotas.insert("acme/budget".into(), list(&[("pods", "3"), ("services", "2")]));
+    assert!(!knows(&l, "b"), "b's grant says nothing of services");
+    assert!(matches!(refused(approve(&l, &update("b", "0", "1"))), Refusal::NotReady { .. }));
+    let observed = [("b".to_string(), seen(9, "0"))].into();
+    assert_eq!(reclaims(&l, &observed)[0].target, list(&[("pods", "0")]), "filled from the usage");
 }
 
 #[test]
 fn a_quota_missing_from_the_ledger_is_try_again() {
     let mut l = ledger();
     l.quotas.remove("a/small");
-    assert!(matches!(refused(approve(&l, &update("a", 20, "0", "1"))), Refusal::NotReady { .. }));
+    assert!(matches!(refused(approve(&l, &update("a", "0", "1"))), Refusal::NotReady { .. }));
 }
 
 #[test]
-fn recalculations_are_always_allowed_and_recorded_the_same_way() {
-    let mut up = update("b", 30, "0", "9");
+fn recalculations_are_always_allowed_and_counted() {
+    let mut up = update("b", "0", "9");
     up.from_admission = false;
-    let next = allowed(approve(&ledger(), &up)).unwrap();
-    assert_eq!(used(&next, "b"), (Some(30), "9".into()));
+    let grant = allowed(approve(&ledger(), &up)).unwrap();
+    assert_eq!(granted(&grant.next, "b"), (Some("9".into()), 1), "the truth, over the quota or not");
     let mut l = ledger();
-    l.namespaces.get_mut("b").unwrap().basis = None;
-    assert_eq!(approve(&l, &up), Verdict::Allow(None), "unknown stays unknown: the reconciler fills it");
+    l.namespaces.get_mut("b").unwrap().granted = None;
+    let grant = allowed(approve(&l, &up)).unwrap();
+    assert_eq!(granted(&grant.next, "b"), (None, 1), "unknown stays unknown, but a fill must start over");
+    assert_eq!(grant.allocation, None);
 }
 
 #[test]
 fn only_increased_resources_are_checked() {
     let mut l = ledger();
     l.quotas.insert("acme/budget".into(), list(&[("pods", "3"), ("services", "1")]));
-    l.namespaces.get_mut("acme").unwrap().used = list(&[("pods", "5"), ("services", "0")]);
+    for e in l.namespaces.values_mut() {
+        e.granted = Some(list(&[("pods", "0"), ("services", "0")]));
+    }
+    l.namespaces.get_mut("acme").unwrap().granted = Some(list(&[("pods", "5"), ("services", "0")]));
     let up = StatusUpdate {
         namespace: "acme".into(),
         old_version: 10,
@@ -197,17 +217,18 @@ pub(super) fn with_quota(f: &mut Forest, ns: &str, name: &str, pods: u32) {
 }
 
 #[test]
-fn membership_follows_the_forest_and_keeps_the_usage_of_those_that_stay() {
+fn membership_follows_the_forest_and_keeps_the_grants_of_those_that_stay() {
     let mut f = forest("acme a:~acme b:~acme c:b other");
     with_quota(&mut f, "acme", "budget", 3);
     with_quota(&mut f, "a", "small", 1);
     let mut previous = ledger();
-    previous.namespaces.insert("gone".into(), entry(&["acme/budget"], Some((5, &[("pods", "1")]))));
+    previous.namespaces.get_mut("b").unwrap().approvals = 4;
+    previous.namespaces.insert("gone".into(), entry(&["acme/budget"], Some("1")));
     let next = membership(&f, "acme", &previous);
     assert_eq!(next.quotas, ledger().quotas);
     assert_eq!(next.namespaces.keys().collect::<Vec<_>>(), ["a", "acme", "b", "c"]);
     assert_eq!(next.namespaces["a"].chain, ["a/small", "acme/budget"]);
-    assert_eq!(used(&next, "b"), (Some(30), "0".into()), "kept");
+    assert_eq!(granted(&next, "b"), (Some("0".into()), 4), "kept");
     assert_eq!(next.namespaces["c"], entry(&["acme/budget"], None), "joined: unknown");
     assert_eq!(trees(&f), BTreeSet::from(["acme".to_string()]));
     assert_eq!(membership(&f, "other", &Ledger::default()), Ledger::default());
@@ -215,44 +236,67 @@ fn membership_follows_the_forest_and_keeps_the_usage_of_those_that_stay() {
 }
 
 #[test]
-fn observe_fills_unknown_usage_and_lowers_only_on_a_newer_version() {
+fn reclaims_fill_unknown_entries_and_take_back_what_is_held_beyond_the_usage() {
     let mut l = ledger();
-    l.namespaces.get_mut("b").unwrap().basis = None;
-    l.namespaces.get_mut("a").unwrap().used = list(&[("pods", "1")]);
-    let seen = |v: u64, pods: &str| Observed { version: v, used: Some(amounts(&[("pods", pods)])) };
-    let observed: BTreeMap<String, Observed> = [
-        ("b".to_string(), seen(31, "2")),
-        ("a".to_string(), seen(20, "0")),
-        ("acme".to_string(), seen(40, "0")),
-    ]
-    .into();
-    let next = observe(&l, &observed);
-    assert_eq!(used(&next, "b"), (Some(31), "2".into()), "filled");
-    assert_eq!(used(&next, "a"), (Some(20), "1".into()), "same basis: an approval may still commit");
-    assert_eq!(used(&next, "acme"), (Some(40), "0".into()), "newer: lowered");
+    l.namespaces.get_mut("b").unwrap().granted = None;
+    l.namespaces.get_mut("a").unwrap().granted = Some(list(&[("pods", "1")]));
+    l.namespaces.get_mut("a").unwrap().approvals = 3;
+    let observed: BTreeMap<String, Observed> =
+        [("b".to_string(), seen(31, "2")), ("a".to_string(), seen(20, "0")), ("acme".to_string(), seen(40, "1"))]
+            .into();
+    let plan = reclaims(&l, &observed);
+    let planned: Vec<_> = plan.iter().map(|r| (r.namespace.as_str(), r.version, r.approvals)).collect();
+    assert_eq!(planned, [("a", 20, 3), ("b", 31, 0)], "acme holds exactly its usage");
+    assert_eq!(plan[0].target, list(&[("pods", "0")]), "near the limit: no headroom kept");
+    assert_eq!(plan[1].target, list(&[("pods", "2")]), "filled");
     let unknown = [("b".to_string(), Observed { version: 50, used: None })].into();
-    assert_eq!(observe(&l, &unknown), l, "no status.used yet: nothing to learn");
-    assert!(knows(&next, "b") && !knows(&l, "b") && !knows(&l, "other"));
+    assert!(reclaims(&l, &unknown).is_empty(), "no status.used yet: nothing to learn");
 }
 
 #[test]
-fn held_names_entries_above_their_resourcequota_on_its_own_version() {
+fn far_from_a_limit_a_grant_keeps_some_headroom() {
     let mut l = ledger();
-    l.namespaces.get_mut("a").unwrap().used = list(&[("pods", "1")]);
-    let seen = |v: u64, pods: &str| Observed { version: v, used: Some(amounts(&[("pods", pods)])) };
-    let observed: BTreeMap<String, Observed> = [
-        ("a".to_string(), seen(20, "0")),
-        ("b".to_string(), seen(30, "0")),
-        ("acme".to_string(), seen(11, "0")),
-    ]
-    .into();
-    assert_eq!(held(&l, &observed), ["a"]);
+    l.quotas.insert("acme/budget".into(), list(&[("pods", "1200")]));
+    l.quotas.remove("a/small");
+    for e in l.namespaces.values_mut() {
+        e.chain = vec!["acme/budget".into()];
+    }
+    l.namespaces.get_mut("b").unwrap().granted = Some(list(&[("pods", "200")]));
+    // acme 1 and a 0 granted: b's fresh headroom at usage 10 is (1200 - 1 - 10) / 12 = 99.
+    let observed: BTreeMap<String, Observed> = [("b".to_string(), seen(9, "10"))].into();
+    assert!(reclaims(&l, &observed).is_empty(), "200 is within 10 + 2 x 99");
+    let observed: BTreeMap<String, Observed> = [("b".to_string(), seen(9, "0"))].into();
+    assert_eq!(reclaims(&l, &observed)[0].target, list(&[("pods", "99")]), "down to 0 + 99");
+}
+
+#[test]
+fn slack_lowers_others_to_their_usage_before_a_refusal() {
+    let mut l = ledger();
+    l.namespaces.get_mut("b").unwrap().granted = Some(list(&[("pods", "2")]));
+    let observed: BTreeMap<String, Observed> =
+        [("b".to_string(), seen(30, "0")), ("acme".to_string(), seen(40, "1"))].into();
+    let plan = slack(&l, &observed, &["acme/budget".to_string()], "a");
+    assert_eq!(plan.len(), 1);
+    assert_eq!((plan[0].namespace.as_str(), plan[0].target.clone()), ("b", list(&[("pods", "0")])));
+    assert!(slack(&l, &observed, &["acme/budget".to_string()], "b").is_empty(), "not its own");
+}
+
+#[test]
+fn a_reclaim_applies_only_if_nothing_was_approved_since_it_was_planned() {
+    let mut l = ledger();
+    l.namespaces.get_mut("b").unwrap().granted = Some(list(&[("pods", "2")]));
+    let plan = Reclaim { namespace: "b".into(), version: 30, approvals: 0, target: list(&[("pods", "0")]) };
+    assert_eq!(granted(&apply(&l, std::slice::from_ref(&plan)), "b"), (Some("0".into()), 0));
+    l.namespaces.get_mut("b").unwrap().approvals = 1;
+    assert_eq!(apply(&l, &[plan]), l, "an approval since may stand on the old grant");
 }
 
 #[test]
 fn the_ledger_reads_back_as_written() {
-    let json = serde_json::to_string(&ledger()).unwrap();
-    assert!(json.contains(r#""b":{"chain":["acme/budget"],"basis":30,"used":{"pods":"0"}}"#), "{json}");
-    assert_eq!(serde_json::from_str::<Ledger>(&json).unwrap(), ledger());
+    let mut l = ledger();
+    l.namespaces.get_mut("b").unwrap().approvals = 2;
+    let json = serde_json::to_string(&l).unwrap();
+    assert!(json.contains(r#""b":{"chain":["acme/budget"],"granted":{"pods":"0"},"approvals":2}"#), "{json}");
+    assert_eq!(serde_json::from_str::<Ledger>(&json).unwrap(), l);
     assert_eq!(configmap_name("acme"), "hrq-ledger-acme");
 }
