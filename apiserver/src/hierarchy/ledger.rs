@@ -277,7 +277,8 @@ const HEADROOM_PARTS: u64 = 4;
 
 /// What a namespace granted `need` gets on top, for each resource of `need`: the least, over the
 /// quotas of `chain` limiting it, of the quota's free budget (after `need`) divided by
-/// [`HEADROOM_PARTS`] times its number of namespaces.
+/// [`HEADROOM_PARTS`] times its number of namespaces, in whole units (thousandths for CPU, which
+/// pods request in millicores): a fraction of a pod would only split the budget.
 fn headroom(ledger: &Ledger, n: &str, chain: &[String], need: &Amounts) -> Result<Amounts, Refusal> {
     let mut room: Amounts = need.keys().map(|r| (r.clone(), Amount::ZERO)).collect();
     let mut limited = BTreeSet::new();
@@ -288,7 +289,8 @@ fn headroom(ledger: &Ledger, n: &str, chain: &[String], need: &Amounts) -> Resul
         for (r, limit) in &limits {
             let Some(wanted) = need.get(r) else { continue };
             let taken = others.get(r).copied().unwrap_or(Amount::ZERO).plus(*wanted);
-            let share = limit.minus(taken).share(HEADROOM_PARTS * members.max(1)).written_as(*wanted);
+            let parts = HEADROOM_PARTS * members.max(1);
+            let share = limit.minus(taken).share(parts, r.ends_with("cpu")).written_as(*wanted);
             let slot = room.get_mut(r).expect("room has every resource of need");
             *slot = if limited.insert(r.clone()) { share } else { (*slot).min(share) };
         }
@@ -449,7 +451,8 @@ pub fn reclaims(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> Vec<R
                 target: quantity::to_list(&target, used),
             };
             let Some(granted) = known_grant(ledger, ns, entry).ok()? else { return Some(plan(used.clone())) };
-            let room = headroom(ledger, ns, &entry.chain, used).ok()?;
+            // No headroom while another namespace's usage is unknown: keep nothing spare.
+            let room = headroom(ledger, ns, &entry.chain, used).unwrap_or_default();
             let keep = quantity::add(used, &room);
             let twice = quantity::add(&keep, &room);
             let over = granted.iter().any(|(r, g)| g.exceeds(twice.get(r).copied().unwrap_or(Amount::ZERO)));
