@@ -1,6 +1,7 @@
 //! Hierarchical quotas while hns is down (issue 18): creating what a quota counts fails closed
-//! in covered namespaces, namespaces outside every quota are unaffected, and creation works
-//! again once hns is back. Alone in its file: it stops hns, which other tests would notice.
+//! in covered namespaces beyond what hns had granted them, what it had granted stays usable,
+//! namespaces outside every quota are unaffected, and creation works again once hns is back.
+//! Alone in its file: it stops hns, which other tests would notice.
 
 use hns_e2e::*;
 use k8s_openapi::api::core::v1::Pod;
@@ -19,6 +20,12 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let client = env.admin().await;
     let (root, siblings) = budget_tree(&client, "hrq-down", 20).await;
     let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
+    // Far from its limit, a namespace's first pod brings it a grant with headroom.
+    let roomy = create_namespace(&client, &unique("hrq-roomy"), &[]).await;
+    hrq(&client, &roomy, "budget", 1000).await;
+    ready(&client, &roomy, std::slice::from_ref(&roomy), "0").await;
+    let granted: Api<Pod> = Api::namespaced(client.clone(), &roomy);
+    granted.create(&PostParams::default(), &pod("before-outage")).await.expect("within the quota");
 
     let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
     assert!(std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap().success());
@@ -26,6 +33,10 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let refused = covered.create(&PostParams::default(), &pod("during-outage")).await;
     let message = refused.expect_err("a covered namespace fails closed").to_string();
     assert!(message.contains("resourcequotas.hns.hnc.x-k8s.io"), "{message}");
+    granted
+        .create(&PostParams::default(), &pod("during-outage"))
+        .await
+        .expect("within what hns had granted: admitted without hns");
     let outside: Api<Pod> = Api::namespaced(client.clone(), &lone);
     outside
         .create(&PostParams::default(), &pod("during-outage"))
@@ -41,5 +52,6 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     })
     .await;
     delete_tree(&client, &root).await;
+    delete_tree(&client, &roomy).await;
     delete_namespaces(&client, &[&lone]).await;
 }
