@@ -46,14 +46,19 @@ async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
     }
     set_quota(client, &root, "budget", &[("pods", &BUDGET.to_string())]).await?;
     until_counted(client, &siblings).await?;
-    let (mut beyond, mut short, mut other) = (0usize, 0usize, 0usize);
+    let (mut beyond, mut short) = (0usize, 0usize);
+    let mut other: std::collections::BTreeMap<String, usize> = Default::default();
     let started = Instant::now();
     for t in 0..trials {
         let mut targets: Vec<(String, String)> =
             siblings.iter().map(|s| (s.clone(), format!("p{t}"))).collect();
         targets.push((siblings[t % BUDGET].clone(), format!("p{t}-extra")));
         let outcomes = race_pods(client, &targets, "10m").await;
-        other += outcomes.iter().filter(|o| matches!(o, crate::quotas::Admission::Failed(_))).count();
+        for outcome in outcomes {
+            if let crate::quotas::Admission::Failed(why) = outcome {
+                *other.entry(why).or_default() += 1;
+            }
+        }
         let admitted = count_pods(client, &siblings).await;
         beyond += admitted.saturating_sub(BUDGET);
         short += usize::from(admitted < BUDGET);
@@ -66,7 +71,10 @@ async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
     println!("Overspend: {trials} trials of {} pods created at once in {BUDGET} sibling subnamespaces, parent quota pods: {BUDGET}", BUDGET + 1);
     println!("  pods admitted beyond the budget, all trials   {beyond}   (target 0)");
     println!("  trials admitting fewer than the budget        {short}");
-    println!("  creations failing other than by quota          {other}");
+    println!("  creations failing other than by quota          {}", other.values().sum::<usize>());
+    for (why, n) in &other {
+        println!("    {n} x {why}");
+    }
     println!(
         "  time per trial (create, count, delete, wait)   {:.2} s",
         started.elapsed().as_secs_f64() / trials.max(1) as f64

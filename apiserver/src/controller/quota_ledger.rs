@@ -10,7 +10,7 @@
 //! update never committed (another webhook refused the object) is just more than the usage, and
 //! is taken back like any other.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,8 +27,8 @@ use tokio::sync::watch;
 use crate::hierarchy::ledger::{self, Ledger, Observed};
 use crate::hierarchy::quantity;
 use crate::resource_version;
-use crate::store::cache::{Cache, Change as CacheChange};
 use crate::store::allocations;
+use crate::store::cache::{Cache, Change as CacheChange};
 use crate::store::ledger::{Change, LedgerStore, StoreError};
 
 /// How often a pass runs without a change to prompt it.
@@ -64,10 +64,12 @@ impl LedgerReconciler {
         let mut changes = self.cache.changes.subscribe();
         let api: Api<ResourceQuota> = Api::all(self.client.clone());
         let mut quotas = watcher(api, watcher::Config::default().labels(HRQ_LABEL)).default_backoff().boxed();
+        let mut in_flight = BTreeSet::new();
         loop {
             if *leader.borrow() && self.cache.is_synced() {
-                if let Err(error) = self.pass().await {
-                    tracing::warn!(%error, "quota ledger pass failed; retrying");
+                match self.pass(&in_flight).await {
+                    Ok(now) => in_flight = now,
+                    Err(error) => tracing::warn!(%error, "quota ledger pass failed; retrying"),
                 }
             }
             // Wait for a namespace change (propagated objects say nothing about quotas), a
@@ -91,10 +93,15 @@ impl LedgerReconciler {
         }
     }
 
-    /// One pass over every tree. The ResourceQuotas are listed before a ledger is read, so a
-    /// reclaim is planned from a ledger no older than the usage it lowers to (`store::allocations`
-    /// checks that nothing was approved since).
-    async fn pass(&self) -> Result<(), PassError> {
+    /// One pass over every tree; returns the grants found in flight ([`ledger::in_flight`]),
+    /// taken back at the next pass if still so. The ResourceQuotas are listed before a ledger is
+    /// read, so a reclaim is planned from a ledger no older than the usage it lowers to
+    /// (`store::allocations` checks that nothing was approved since).
+    async fn pass(
+        &self,
+        in_flight_before: &BTreeSet<(String, u64)>,
+    ) -> Result<BTreeSet<(String, u64)>, PassError> {
+        let mut in_flight = BTreeSet::new();
         let observed = self.observe().await?;
         let skeletons: BTreeMap<String, Ledger> = {
             let forest = self.cache.read();
@@ -116,13 +123,14 @@ impl LedgerReconciler {
                 self.store.remove_if_empty(&root).await?;
                 continue;
             }
-            let plan = ledger::reclaims(&written, &observed);
+            in_flight.extend(ledger::in_flight(&written, &observed));
+            let plan = ledger::reclaims(&written, &observed, in_flight_before);
             if !plan.is_empty() {
                 let lowered = allocations::lower(&self.client, &self.store, &root, plan).await?;
                 tracing::debug!(root, lowered, "quota grants filled or taken back");
             }
         }
-        Ok(())
+        Ok(in_flight)
     }
 
     /// The ResourceQuotas hns keeps, as kube-apiserver has them now (a consistent list).
@@ -140,7 +148,8 @@ impl LedgerReconciler {
                     .as_ref()
                     .and_then(|s| s.used.as_ref())
                     .and_then(|u| quantity::parse_list(u).ok());
-                Some((ns, Observed { version: resource_version::number(&rq.metadata), used }))
+                let allocation = crate::store::resource_quotas::allocation_of(&rq);
+                Some((ns, Observed { version: resource_version::number(&rq.metadata), used, allocation }))
             })
             .collect())
     }

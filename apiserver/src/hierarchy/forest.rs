@@ -214,6 +214,8 @@ pub struct ObservedQuota {
     pub uid: Option<String>,
     /// Its resourceVersion.
     pub resource_version: Option<String>,
+    /// Its allocation annotation (`hnc.x-k8s.io/hrq-allocation`), read.
+    pub allocation: Option<crate::hierarchy::quantity::Amounts>,
 }
 
 impl Forest {

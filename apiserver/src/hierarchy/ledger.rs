@@ -409,12 +409,42 @@ pub fn trees(forest: &Forest) -> BTreeSet<String> {
 }
 
 /// A ResourceQuota as observed (listed or watched): a committed state.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Observed {
     /// Its resourceVersion.
     pub version: u64,
     /// Its `status.used`, once Kubernetes has computed it.
     pub used: Option<Amounts>,
+    /// Its allocation annotation, read.
+    pub allocation: Option<Amounts>,
+}
+
+/// An allocation annotation read back (`None` if absent or unreadable).
+pub fn parse_allocation(text: &str) -> Option<Amounts> {
+    text.split(',')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (r, q) = e.split_once('=')?;
+            Some((r.to_string(), Amount::parse(q).ok()?))
+        })
+        .collect()
+}
+
+/// The namespaces whose grant is not (yet) the allocation on their ResourceQuota, with its
+/// resourceVersion: an approval raised the grant and its update has not committed, or never
+/// will (another webhook refused the object). Taking such a grant back at once would make the
+/// update in flight fail; one still there a pass later was abandoned.
+pub fn in_flight(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> BTreeSet<(String, u64)> {
+    ledger
+        .namespaces
+        .iter()
+        .filter_map(|(ns, entry)| {
+            let seen = observed.get(ns)?;
+            let granted = quantity::parse_list(entry.granted.as_ref()?).ok()?;
+            let same = seen.allocation.as_ref().is_some_and(|a| quantity::same(a, &granted));
+            (!same).then(|| (ns.clone(), seen.version))
+        })
+        .collect()
 }
 
 /// A grant to lower to `target`, planned from a namespace's ResourceQuota at `version` and from
@@ -438,12 +468,20 @@ pub struct Reclaim {
 /// holding more than twice the headroom a fresh grant would give on top of its usage is brought
 /// down to its usage plus that headroom. So near a limit (no headroom) nothing is held beyond
 /// the usage, and far from it grants are not taken back and given again at every pass.
-pub fn reclaims(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> Vec<Reclaim> {
+///
+/// Grants [`in_flight`] are left alone unless they were already at the same resourceVersion in
+/// `in_flight_before` (the previous pass's).
+pub fn reclaims(
+    ledger: &Ledger,
+    observed: &BTreeMap<String, Observed>,
+    in_flight_before: &BTreeSet<(String, u64)>,
+) -> Vec<Reclaim> {
+    let fresh: BTreeSet<_> = in_flight(ledger, observed).difference(in_flight_before).cloned().collect();
     ledger
         .namespaces
         .iter()
         .filter_map(|(ns, entry)| {
-            let Observed { version, used: Some(used) } = observed.get(ns)? else { return None };
+            let Observed { version, used: Some(used), .. } = observed.get(ns)? else { return None };
             let plan = |target: Amounts| Reclaim {
                 namespace: ns.clone(),
                 version: *version,
@@ -451,6 +489,9 @@ pub fn reclaims(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> Vec<R
                 target: quantity::to_list(&target, used),
             };
             let Some(granted) = known_grant(ledger, ns, entry).ok()? else { return Some(plan(used.clone())) };
+            if fresh.contains(&(ns.clone(), *version)) {
+                return None;
+            }
             // No headroom while another namespace's usage is unknown: keep nothing spare.
             let room = headroom(ledger, ns, &entry.chain, used).unwrap_or_default();
             let keep = quantity::add(used, &room);
@@ -475,6 +516,7 @@ fn lowered(granted: &Amounts, used: &Amounts, keep: &Amounts) -> Amounts {
 
 /// The reclaims that free what the members of `quotas` other than `except` hold beyond their
 /// observed usage: what the webhook does before refusing an increase that the usage would allow.
+/// Grants [`in_flight`] are left alone: their updates are about to commit.
 pub fn slack(
     ledger: &Ledger,
     observed: &BTreeMap<String, Observed>,
@@ -486,8 +528,14 @@ pub fn slack(
         .iter()
         .filter(|(ns, entry)| *ns != except && entry.chain.iter().any(|k| quotas.contains(k)))
         .filter_map(|(ns, entry)| {
-            let Observed { version, used: Some(used) } = observed.get(ns)? else { return None };
+            let Observed { version, used: Some(used), allocation: Some(allocation) } = observed.get(ns)?
+            else {
+                return None;
+            };
             let granted = known_grant(ledger, ns, entry).ok()??;
+            if !quantity::same(allocation, &granted) {
+                return None;
+            }
             let spare = granted.iter().any(|(r, g)| g.exceeds(used.get(r).copied().unwrap_or(Amount::ZERO)));
             spare.then(|| Reclaim {
                 namespace: ns.clone(),

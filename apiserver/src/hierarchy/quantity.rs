@@ -212,6 +212,11 @@ pub fn max(a: &Amounts, b: &Amounts) -> Amounts {
     out
 }
 
+/// Whether two lists hold the same amounts, however each is written.
+pub fn same(a: &Amounts, b: &Amounts) -> bool {
+    a.len() == b.len() && a.iter().all(|(r, x)| b.get(r).is_some_and(|y| !x.exceeds(*y) && !y.exceeds(*x)))
+}
+
 /// The resources of `limits` that `used` exceeds.
 pub fn exceeded<'a>(used: &Amounts, limits: &'a Amounts) -> Vec<&'a str> {
     limits
@@ -238,6 +243,14 @@ mod tests {
 
     fn amount(text: &str) -> Amount {
         Amount::parse(text).unwrap()
+    }
+
+    #[test]
+    fn lists_are_compared_by_amount_not_by_writing() {
+        let list = |q: &str| parse_list(&[("memory".to_string(), Quantity(q.into()))].into()).unwrap();
+        assert!(same(&list("1Gi"), &list("1073741824")));
+        assert!(!same(&list("1Gi"), &list("1G")));
+        assert!(!same(&list("1Gi"), &Amounts::new()));
     }
 
     #[test]

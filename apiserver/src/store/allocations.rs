@@ -49,7 +49,11 @@ pub async fn lower(
 }
 
 fn lowered_count(before: &Ledger, after: &Ledger) -> usize {
-    after.namespaces.iter().filter(|(ns, e)| before.namespaces.get(*ns).is_some_and(|b| b.granted != e.granted)).count()
+    after
+        .namespaces
+        .iter()
+        .filter(|(ns, e)| before.namespaces.get(*ns).is_some_and(|b| b.granted != e.granted))
+        .count()
 }
 
 /// Step 1: the ResourceQuota's allocation, by compare-and-swap on the planned version. False
@@ -63,7 +67,8 @@ async fn set_allocation(client: &Client, reclaim: &Reclaim) -> bool {
             ledger::RECLAIM_ANNOTATION: reclaim.version.to_string(),
         },
     }});
-    let pp = PatchParams { field_manager: Some(crate::store::writer::FIELD_MANAGER.into()), ..Default::default() };
+    let pp =
+        PatchParams { field_manager: Some(crate::store::writer::FIELD_MANAGER.into()), ..Default::default() };
     match api.patch(RESOURCE_QUOTA_NAME, &pp, &Patch::Merge(&patch)).await {
         Ok(_) => true,
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => false,

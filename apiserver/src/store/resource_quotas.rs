@@ -30,7 +30,14 @@ pub fn observed(rq: &ResourceQuota) -> ObservedQuota {
         used,
         uid: rq.metadata.uid.clone(),
         resource_version: rq.metadata.resource_version.clone(),
+        allocation: allocation_of(rq),
     }
+}
+
+/// The allocation annotated on a ResourceQuota, read.
+pub fn allocation_of(rq: &ResourceQuota) -> Option<crate::hierarchy::quantity::Amounts> {
+    let text = rq.metadata.annotations.as_ref()?.get(crate::hierarchy::ledger::ALLOCATION_ANNOTATION)?;
+    crate::hierarchy::ledger::parse_allocation(text)
 }
 
 fn namespace_of(rq: &ResourceQuota) -> String {
