@@ -54,12 +54,16 @@ async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
             siblings.iter().map(|s| (s.clone(), format!("p{t}"))).collect();
         targets.push((siblings[t % BUDGET].clone(), format!("p{t}-extra")));
         let outcomes = race_pods(client, &targets, "10m").await;
-        for outcome in outcomes {
+        for outcome in outcomes.clone() {
             if let crate::quotas::Admission::Failed(why) = outcome {
                 *other.entry(why).or_default() += 1;
             }
         }
         let admitted = count_pods(client, &siblings).await;
+        if admitted > BUDGET {
+            println!("trial {t}: {admitted} pods admitted; outcomes {outcomes:?}");
+            print_state(client, &root, &siblings).await;
+        }
         beyond += admitted.saturating_sub(BUDGET);
         short += usize::from(admitted < BUDGET);
         delete_pods(client, &siblings).await;
@@ -80,6 +84,26 @@ async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64() / trials.max(1) as f64
     );
     Ok(())
+}
+
+/// What a trial that went beyond the budget leaves: each sibling's pods and ResourceQuota, and
+/// the tree's ledger, for the report.
+async fn print_state(client: &Client, root: &str, siblings: &[String]) {
+    for ns in siblings {
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), ns).get("hrq.hnc.x-k8s.io").await.ok();
+        let annotations = rq.as_ref().and_then(|q| q.metadata.annotations.clone()).unwrap_or_default();
+        let used =
+            rq.as_ref().and_then(|q| q.status.as_ref()).and_then(|s| s.used.clone()).unwrap_or_default();
+        let version = rq.as_ref().and_then(|q| q.metadata.resource_version.clone()).unwrap_or_default();
+        println!(
+            "  {ns}: {} pods; ResourceQuota at {version}: used {used:?}, {annotations:?}",
+            count_pods(client, std::slice::from_ref(ns)).await
+        );
+    }
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "hns-system");
+    if let Ok(cm) = cms.get(&format!("hrq-ledger-{root}")).await {
+        println!("  ledger: {:?}", cm.data.unwrap_or_default());
+    }
 }
 
 async fn cost(client: &Client) -> anyhow::Result<()> {

@@ -124,15 +124,71 @@ async fn decide_status(
         // A dry run records nothing (sideEffects: NoneOnDryRun): judged against the cache.
         return answer(Ok(decide_with(&state.ledgers.get(&root), &update, &chain).map(|_| None)));
     }
+    if !update.from_admission && quantity::grew(&update.new_used, &update.old_used) {
+        recount_settled(state, &update)?;
+    }
     if !committed_now(state, &update).await? {
         return Ok(None); // it can no longer commit: nothing to approve or record
     }
     let decided = state.ledgers.modify(&root, |l| decide_with(l, &update, &chain)).await;
-    if matches!(decided, Ok(Err(Refusal::Exceeded(_)))) && reclaim_slack(state, &root, &chain, ns).await {
-        // Other namespaces held grants beyond their usage, lowered now: decide again.
-        return answer(state.ledgers.modify(&root, |l| decide_with(l, &update, &chain)).await);
+    if !matches!(decided, Ok(Err(Refusal::Exceeded(_)))) {
+        return answer(decided);
+    }
+    // Over a quota by the grants: take back what the other namespaces hold beyond their usage,
+    // then decide again against the ledger as stored now (others may have lowered grants too).
+    let observed = observed_members(state, &state.ledgers.get(&root));
+    reclaim_slack(state, &root, &chain, ns, &observed).await;
+    state.ledgers.refresh(&root).await;
+    let decided = state.ledgers.modify(&root, |l| decide_with(l, &update, &chain)).await;
+    if matches!(decided, Ok(Err(Refusal::Exceeded(_))))
+        && ledger::fits_by_usage(&state.ledgers.get(&root), &observed, &update)
+    {
+        return Err(Denial::try_again(format!(
+            "namespace {ns:?}: the usage under its hierarchical quotas leaves room, but other namespaces' grants are still being taken back: try again in a moment"
+        )));
     }
     answer(decided)
+}
+
+/// The ResourceQuotas of the namespaces of `ledger`, as hns's watch last saw them.
+fn observed_members(state: &AppState, ledger: &ledger::Ledger) -> BTreeMap<String, Observed> {
+    let forest = state.cache.read();
+    ledger
+        .namespaces
+        .keys()
+        .filter_map(|m| {
+            let q = forest.observed_quota(m)?;
+            let version = q.resource_version.as_deref().and_then(|v| v.parse().ok())?;
+            let observed = Observed { version, used: Some(q.used.clone()), allocation: q.allocation.clone() };
+            Some((m.clone(), observed))
+        })
+        .collect()
+}
+
+/// How long after hns saw a ResourceQuota's usage rise a recount may lower it.
+const RECOUNT_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Refuses a recount (kube-controller-manager's quota controller) that lowers usage less than
+/// [`RECOUNT_SETTLE`] after hns saw it rise. That controller counts from its own cache of the
+/// objects: recounting a namespace just after an admission (a deletion there prompts it), it may
+/// not have the admitted object yet and write too little, the latent-list race of Kubernetes'
+/// quota (kubernetes/kubernetes#24494). Such a count would stay until the next recount and let
+/// the grant be taken back while the object exists. The controller retries a refused update with
+/// a backoff, by then from a cache that has caught up (its lag is milliseconds on a healthy
+/// cluster).
+fn recount_settled(state: &AppState, update: &StatusUpdate) -> Result<(), Denial> {
+    let settled = state.cache.read().observed_quota(&update.namespace).is_some_and(|q| {
+        let version = q.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        version >= update.old_version && q.increased_at.is_none_or(|t| t.elapsed() >= RECOUNT_SETTLE)
+    });
+    if settled {
+        return Ok(());
+    }
+    Err(Denial::try_again(format!(
+        "the usage of namespace {:?} rose less than {} s ago; a recount now may miss what was just admitted: recount in a moment",
+        update.namespace,
+        RECOUNT_SETTLE.as_secs()
+    )))
 }
 
 /// The allocation annotated on a ResourceQuota.
@@ -160,34 +216,20 @@ fn answer(
 
 /// Before refusing an increase over a quota of `chain`, lowers what the other namespaces under
 /// those quotas hold beyond their usage as hns last saw it (their grants' headroom, or usage
-/// since deleted). True if any grant was lowered.
-async fn reclaim_slack(state: &AppState, root: &str, chain: &[String], ns: &str) -> bool {
-    let current = state.ledgers.get(root);
-    let observed: BTreeMap<String, Observed> = {
-        let forest = state.cache.read();
-        current
-            .namespaces
-            .keys()
-            .filter_map(|m| {
-                let q = forest.observed_quota(m)?;
-                let version = q.resource_version.as_deref().and_then(|v| v.parse().ok())?;
-                Some((
-                    m.clone(),
-                    Observed { version, used: Some(q.used.clone()), allocation: q.allocation.clone() },
-                ))
-            })
-            .collect()
-    };
-    let plan = ledger::slack(&current, &observed, chain, ns);
+/// since deleted).
+async fn reclaim_slack(
+    state: &AppState,
+    root: &str,
+    chain: &[String],
+    ns: &str,
+    observed: &BTreeMap<String, Observed>,
+) {
+    let plan = ledger::slack(&state.ledgers.get(root), observed, chain, ns);
     if plan.is_empty() {
-        return false;
+        return;
     }
-    match allocations::lower(&state.client, &state.ledgers, root, plan).await {
-        Ok(lowered) => lowered > 0,
-        Err(error) => {
-            tracing::warn!(%error, namespace = ns, "cannot take back quota grants held beyond their usage");
-            false
-        }
+    if let Err(error) = allocations::lower(&state.client, &state.ledgers, root, plan).await {
+        tracing::warn!(%error, namespace = ns, "cannot take back quota grants held beyond their usage");
     }
 }
 

@@ -216,6 +216,8 @@ pub struct ObservedQuota {
     pub resource_version: Option<String>,
     /// Its allocation annotation (`hnc.x-k8s.io/hrq-allocation`), read.
     pub allocation: Option<crate::hierarchy::quantity::Amounts>,
+    /// When hns last saw its usage rise (or first saw it, not knowing what came before).
+    pub increased_at: Option<std::time::Instant>,
 }
 
 impl Forest {

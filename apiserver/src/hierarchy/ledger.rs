@@ -481,15 +481,16 @@ pub fn reclaims(
         .namespaces
         .iter()
         .filter_map(|(ns, entry)| {
-            let Observed { version, used: Some(used), .. } = observed.get(ns)? else { return None };
+            let seen = observed.get(ns)?;
+            let (version, used) = (seen.version, seen.used.as_ref()?);
             let plan = |target: Amounts| Reclaim {
                 namespace: ns.clone(),
-                version: *version,
+                version,
                 approvals: entry.approvals,
-                target: quantity::to_list(&target, used),
+                target: quantity::to_list(&capped(&target, used, seen.allocation.as_ref()), used),
             };
             let Some(granted) = known_grant(ledger, ns, entry).ok()? else { return Some(plan(used.clone())) };
-            if fresh.contains(&(ns.clone(), *version)) {
+            if fresh.contains(&(ns.clone(), version)) {
                 return None;
             }
             // No headroom while another namespace's usage is unknown: keep nothing spare.
@@ -498,6 +499,20 @@ pub fn reclaims(
             let twice = quantity::add(&keep, &room);
             let over = granted.iter().any(|(r, g)| g.exceeds(twice.get(r).copied().unwrap_or(Amount::ZERO)));
             over.then(|| plan(lowered(&granted, used, &keep)))
+        })
+        .collect()
+}
+
+/// A reclaim's target, never above the allocation it replaces (the reclaim's write may land
+/// after another's lowered it, and must not raise it back: it is at most the grant only as it
+/// was), nor below the usage. Without an allocation, the usage.
+fn capped(target: &Amounts, used: &Amounts, allocation: Option<&Amounts>) -> Amounts {
+    target
+        .iter()
+        .map(|(r, t)| {
+            let floor = used.get(r).copied().unwrap_or(Amount::ZERO);
+            let cap = allocation.and_then(|a| a.get(r)).copied().unwrap_or(floor);
+            (r.clone(), (*t).min(cap).max(floor))
         })
         .collect()
 }
@@ -541,22 +556,54 @@ pub fn slack(
                 namespace: ns.clone(),
                 version: *version,
                 approvals: entry.approvals,
-                target: quantity::to_list(&lowered(&granted, used, used), used),
+                target: quantity::to_list(
+                    &capped(&lowered(&granted, used, used), used, Some(allocation)),
+                    used,
+                ),
             })
         })
         .collect()
 }
 
-/// `ledger` with the grants of `done` (reclaims whose ResourceQuota write succeeded) lowered,
-/// those of entries approved since their plan excepted: that approval may stand on the old grant.
+/// Whether `update` fits every quota of its namespace's chain counting the other namespaces'
+/// observed usage instead of their grants. An update refused over a quota that fits by usage is
+/// refused only by grants still held above it (an approval in flight, a reclaim half done): it
+/// is answered "try again", not "exceeded".
+pub fn fits_by_usage(ledger: &Ledger, observed: &BTreeMap<String, Observed>, update: &StatusUpdate) -> bool {
+    let n = update.namespace.as_str();
+    let Some(entry) = ledger.namespaces.get(n) else { return false };
+    let increased = increases(&update.old_used, &update.new_used);
+    entry.chain.iter().all(|key| {
+        let Ok(limits) = limits(ledger, n, key) else { return false };
+        let mut sum = update.new_used.clone();
+        for (member, _) in members(ledger, key).filter(|(m, _)| *m != n) {
+            let Some(used) = observed.get(member).and_then(|o| o.used.as_ref()) else { return false };
+            sum = quantity::add(&sum, used);
+        }
+        quantity::exceeded(&sum, &limits).iter().all(|r| !increased.contains_key(*r))
+    })
+}
+
+/// `ledger` with the grants of `done` (reclaims whose ResourceQuota write succeeded) lowered to
+/// their targets (never raised: another reclaim may have gone lower since), those of entries
+/// approved since their plan excepted: that approval may stand on the old grant. An unknown
+/// grant is filled with the target.
 pub fn apply(ledger: &Ledger, done: &[Reclaim]) -> Ledger {
     let mut next = ledger.clone();
     for reclaim in done {
-        if let Some(entry) = next.namespaces.get_mut(&reclaim.namespace) {
-            if entry.approvals == reclaim.approvals {
-                entry.granted = Some(reclaim.target.clone());
+        let Some(entry) = next.namespaces.get_mut(&reclaim.namespace) else { continue };
+        if entry.approvals != reclaim.approvals {
+            continue;
+        }
+        let mut granted = reclaim.target.clone();
+        let old = entry.granted.as_ref().and_then(|g| quantity::parse_list(g).ok()).unwrap_or_default();
+        for (r, q) in &mut granted {
+            let (Some(before), Ok(target)) = (old.get(r), Amount::parse(&q.0)) else { continue };
+            if target.exceeds(*before) {
+                *q = before.to_quantity();
             }
         }
+        entry.granted = Some(granted);
     }
     next
 }

@@ -212,6 +212,11 @@ pub fn max(a: &Amounts, b: &Amounts) -> Amounts {
     out
 }
 
+/// Whether `new` holds more of any resource than `old`.
+pub fn grew(old: &Amounts, new: &Amounts) -> bool {
+    new.iter().any(|(r, a)| a.exceeds(old.get(r).copied().unwrap_or(Amount::ZERO)))
+}
+
 /// Whether two lists hold the same amounts, however each is written.
 pub fn same(a: &Amounts, b: &Amounts) -> bool {
     a.len() == b.len() && a.iter().all(|(r, x)| b.get(r).is_some_and(|y| !x.exceeds(*y) && !y.exceeds(*x)))

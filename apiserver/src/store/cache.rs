@@ -156,9 +156,15 @@ impl Cache {
     /// Records hns's ResourceQuota in `ns` as observed (`None`: gone) and publishes the changes
     /// of the quotas above it, whose usage it is part of. The controller is told when the
     /// ResourceQuota appears, goes or changes its limits, not when only its usage moves.
-    pub fn observe_quota(&self, ns: &str, observed: Option<ObservedQuota>) {
+    pub fn observe_quota(&self, ns: &str, mut observed: Option<ObservedQuota>) {
         let mut forest = self.write();
         let old = forest.observed_quota(ns).cloned();
+        if let Some(new) = &mut observed {
+            new.increased_at = match &old {
+                Some(o) if !crate::hierarchy::quantity::grew(&o.used, &new.used) => o.increased_at,
+                _ => Some(Instant::now()),
+            };
+        }
         if old == observed {
             return;
         }

@@ -93,6 +93,19 @@ impl LedgerStore {
         self.cached.write().unwrap_or_else(|e| e.into_inner()).remove(root);
     }
 
+    /// Reads the ledger of the tree rooted at `root` from kube-apiserver into the cache (a
+    /// decision about to refuse is made against the stored ledger, not a watch a moment behind).
+    /// A failed read leaves the cache as it is.
+    pub async fn refresh(&self, root: &str) {
+        match self.api.get_opt(&ledger::configmap_name(root)).await {
+            Ok(Some(cm)) => self.remember(root, cm),
+            Ok(None) => self.forget(root),
+            Err(error) => {
+                tracing::debug!(%error, root, "cannot read the quota ledger; deciding from the cache")
+            }
+        }
+    }
+
     /// Decides with `decide` against the ledger of the tree rooted at `root` and makes its
     /// change stick (compare-and-swap, retried from a fresh read on conflict). Returns the
     /// decision, or the store's failure.

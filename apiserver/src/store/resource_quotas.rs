@@ -31,6 +31,7 @@ pub fn observed(rq: &ResourceQuota) -> ObservedQuota {
         uid: rq.metadata.uid.clone(),
         resource_version: rq.metadata.resource_version.clone(),
         allocation: allocation_of(rq),
+        increased_at: None,
     }
 }
 
@@ -56,7 +57,9 @@ pub async fn run(client: Client, cache: Arc<Cache>) {
         match stream.try_next().await {
             Ok(Some(Event::Init)) => relist.clear(),
             Ok(Some(Event::InitApply(rq))) => {
-                relist.insert(namespace_of(&rq), observed(&rq));
+                // Listed again: what came before is unknown, so its usage counts as just risen.
+                let seen = ObservedQuota { increased_at: Some(std::time::Instant::now()), ..observed(&rq) };
+                relist.insert(namespace_of(&rq), seen);
             }
             Ok(Some(Event::InitDone)) => cache.replace_quotas(std::mem::take(&mut relist)),
             Ok(Some(Event::Apply(rq))) => cache.observe_quota(&namespace_of(&rq), Some(observed(&rq))),

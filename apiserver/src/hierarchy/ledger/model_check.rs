@@ -165,6 +165,8 @@ struct World {
     rqs: BTreeMap<String, Rq>,
     /// hns's watch of the ResourceQuotas, a step or more behind.
     watch: BTreeMap<String, Rq>,
+    /// The grants the reconciler's last plan found in flight ([`in_flight`]).
+    in_flight: BTreeSet<(String, u64)>,
     pods: BTreeMap<String, i64>,
     ledger: Ledger,
     ledger_version: u64,
@@ -232,6 +234,7 @@ impl World {
             rng,
             revision: 1,
             watch: rqs.clone(),
+            in_flight: BTreeSet::new(),
             rqs,
             pods: BTreeMap::new(),
             ledger: Ledger::default(),
@@ -422,7 +425,12 @@ impl World {
                         Verdict::Deny(Refusal::Exceeded(why)) => {
                             let observed = self.watched();
                             let plan = slack(&self.ledger, &observed, &self.chain(&ns), &ns);
-                            if reclaimed || plan.is_empty() {
+                            if (reclaimed || plan.is_empty())
+                                && fits_by_usage(&self.ledger, &observed, &update)
+                            {
+                                self.note(|_| format!("{who}: over by grants only ({why}): try again"));
+                                Admission::Read
+                            } else if reclaimed || plan.is_empty() {
                                 self.note(|_| format!("{who}: refused ({why}), nothing to reclaim"));
                                 self.refuse(&ns, inc)?;
                                 Admission::Refused
@@ -444,13 +452,12 @@ impl World {
             Admission::Slack { version, used, target, mut lowering } => match self.lower(&who, &mut lowering)
             {
                 None => Admission::Slack { version, used, target, lowering },
-                Some(0) => {
-                    self.note(|_| format!("{who}: refused, nothing lowered"));
-                    self.refuse(&ns, inc)?;
-                    Admission::Refused
-                }
-                Some(_) => {
-                    self.coverage.slack_lowered += 1;
+                Some(lowered) => {
+                    // Decided again against the current ledger, whatever this reclaim lowered:
+                    // others may have lowered grants meanwhile.
+                    if lowered > 0 {
+                        self.coverage.slack_lowered += 1;
+                    }
                     Admission::Approve { version, used, target, reclaimed: true }
                 }
             },
@@ -670,7 +677,8 @@ impl World {
                             format!("reconciler writes the membership (ledger {})", w.ledger_version)
                         });
                     }
-                    let plan = reclaims(&self.ledger, &observed);
+                    let plan = reclaims(&self.ledger, &observed, &self.in_flight);
+                    self.in_flight = in_flight(&self.ledger, &observed);
                     self.note(|_| format!("reconciler plans {}", plan_text(&plan)));
                     Pass::Lower(Lowering { plan, next: 0, done: Vec::new() })
                 }
@@ -689,7 +697,12 @@ impl World {
 
     fn observed_from(rqs: &BTreeMap<String, Rq>) -> BTreeMap<String, Observed> {
         rqs.iter()
-            .map(|(ns, rq)| (ns.clone(), Observed { version: rq.version, used: Some(pods(rq.used)) }))
+            .map(|(ns, rq)| {
+                let allocation = rq
+                    .allocation
+                    .map(|m| [("pods".to_string(), Amount::parse(&format!("{m}m")).unwrap())].into());
+                (ns.clone(), Observed { version: rq.version, used: Some(pods(rq.used)), allocation })
+            })
             .collect()
     }
 
@@ -788,7 +801,8 @@ impl World {
                 return Err(format!("{ns} still unknown once quiet: {}", self.state()));
             }
         }
-        let left = reclaims(&self.ledger, &self.listed());
+        let listed = self.listed();
+        let left = reclaims(&self.ledger, &listed, &in_flight(&self.ledger, &listed));
         if !left.is_empty() {
             return Err(format!("still to reclaim once quiet: {}: {}", plan_text(&left), self.state()));
         }
