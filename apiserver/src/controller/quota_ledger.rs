@@ -34,6 +34,9 @@ use crate::store::ledger::{Change, LedgerStore, StoreError};
 /// How often a pass runs without a change to prompt it.
 const PERIOD: Duration = Duration::from_secs(10);
 
+/// How soon a pass runs again after one that found grants in flight.
+const IN_FLIGHT_RECHECK: Duration = Duration::from_secs(1);
+
 /// How long a pass waits for a burst of changes to settle.
 const SETTLE: Duration = Duration::from_millis(200);
 
@@ -74,7 +77,8 @@ impl LedgerReconciler {
             }
             // Wait for a namespace change (propagated objects say nothing about quotas), a
             // change of one of hns's ResourceQuotas, leadership, or the period.
-            let deadline = tokio::time::sleep(PERIOD);
+            // Grants found in flight are looked at again soon: abandoned, they are taken back then.
+            let deadline = tokio::time::sleep(if in_flight.is_empty() { PERIOD } else { IN_FLIGHT_RECHECK });
             tokio::pin!(deadline);
             loop {
                 tokio::select! {
@@ -126,8 +130,10 @@ impl LedgerReconciler {
             in_flight.extend(ledger::in_flight(&written, &observed));
             let plan = ledger::reclaims(&written, &observed, in_flight_before);
             if !plan.is_empty() {
+                let (planned, started) = (plan.len(), std::time::Instant::now());
                 let lowered = allocations::lower(&self.client, &self.store, &root, plan).await?;
-                tracing::debug!(root, lowered, "quota grants filled or taken back");
+                let ms = started.elapsed().as_millis() as u64;
+                tracing::debug!(root, planned, lowered, ms, "quota grants filled or taken back");
             }
         }
         Ok(in_flight)

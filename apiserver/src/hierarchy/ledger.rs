@@ -280,12 +280,25 @@ const HEADROOM_PARTS: u64 = 4;
 /// [`HEADROOM_PARTS`] times its number of namespaces, in whole units (thousandths for CPU, which
 /// pods request in millicores): a fraction of a pod would only split the budget.
 fn headroom(ledger: &Ledger, n: &str, chain: &[String], need: &Amounts) -> Result<Amounts, Refusal> {
+    headroom_with(ledger, n, chain, need, |key| {
+        Ok((others_sum(ledger, n, key)?, members(ledger, key).count() as u64))
+    })
+}
+
+/// [`headroom`], with the other members' grants and the number of members of each quota from
+/// `others` (computed once per ledger by [`reclaims`], which asks for every namespace).
+fn headroom_with(
+    ledger: &Ledger,
+    n: &str,
+    chain: &[String],
+    need: &Amounts,
+    others: impl Fn(&str) -> Result<(Amounts, u64), Refusal>,
+) -> Result<Amounts, Refusal> {
     let mut room: Amounts = need.keys().map(|r| (r.clone(), Amount::ZERO)).collect();
     let mut limited = BTreeSet::new();
     for key in chain {
         let limits = limits(ledger, n, key)?;
-        let others = others_sum(ledger, n, key)?;
-        let members = members(ledger, key).count() as u64;
+        let (others, members) = others(key)?;
         for (r, limit) in &limits {
             let Some(wanted) = need.get(r) else { continue };
             let taken = others.get(r).copied().unwrap_or(Amount::ZERO).plus(*wanted);
@@ -477,6 +490,7 @@ pub fn reclaims(
     in_flight_before: &BTreeSet<(String, u64)>,
 ) -> Vec<Reclaim> {
     let fresh: BTreeSet<_> = in_flight(ledger, observed).difference(in_flight_before).cloned().collect();
+    let totals = Totals::of(ledger);
     ledger
         .namespaces
         .iter()
@@ -494,13 +508,50 @@ pub fn reclaims(
                 return None;
             }
             // No headroom while another namespace's usage is unknown: keep nothing spare.
-            let room = headroom(ledger, ns, &entry.chain, used).unwrap_or_default();
+            let room = headroom_with(ledger, ns, &entry.chain, used, |key| totals.others(ns, &granted, key))
+                .unwrap_or_default();
             let keep = quantity::add(used, &room);
             let twice = quantity::add(&keep, &room);
             let over = granted.iter().any(|(r, g)| g.exceeds(twice.get(r).copied().unwrap_or(Amount::ZERO)));
             over.then(|| plan(lowered(&granted, used, &keep)))
         })
         .collect()
+}
+
+/// Each quota's members' grants summed, and how many members it has: computed once so that
+/// [`reclaims`] is linear in the namespaces of a tree, not quadratic.
+struct Totals {
+    /// Per quota: the sum of the grants, `None` while a member's is unknown.
+    sums: BTreeMap<String, Option<Amounts>>,
+    /// Per quota: its number of members.
+    members: BTreeMap<String, u64>,
+}
+
+impl Totals {
+    fn of(ledger: &Ledger) -> Totals {
+        let mut totals = Totals { sums: BTreeMap::new(), members: BTreeMap::new() };
+        for (ns, entry) in &ledger.namespaces {
+            let granted = known_grant(ledger, ns, entry).ok().flatten();
+            for key in &entry.chain {
+                *totals.members.entry(key.clone()).or_default() += 1;
+                let sum = totals.sums.entry(key.clone()).or_insert_with(|| Some(Amounts::new()));
+                *sum = match (sum.take(), &granted) {
+                    (Some(s), Some(g)) => Some(quantity::add(&s, g)),
+                    _ => None,
+                };
+            }
+        }
+        totals
+    }
+
+    /// The grants of `key`'s members other than `n` (granted `own`), and its number of members.
+    fn others(&self, n: &str, own: &Amounts, key: &str) -> Result<(Amounts, u64), Refusal> {
+        let sum =
+            self.sums.get(key).cloned().flatten().ok_or_else(|| not_ready(n, "a usage is not known yet"))?;
+        let others =
+            sum.iter().map(|(r, a)| (r.clone(), a.minus(own.get(r).copied().unwrap_or(Amount::ZERO))));
+        Ok((others.collect(), self.members.get(key).copied().unwrap_or(0)))
+    }
 }
 
 /// A reclaim's target, never above the allocation it replaces (the reclaim's write may land
