@@ -9,12 +9,10 @@ use std::future::ready;
 use hns_api::{HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus};
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
 use kube::api::{Api, PostParams};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::checks::{await_write, check_name, check_namespace};
+use super::checks::{await_write, check_name, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
@@ -22,7 +20,7 @@ use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
-use crate::hierarchy::rules::is_dns1123_label;
+use crate::hierarchy::rules::{is_dns1123_label, Refusal};
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
 use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
@@ -261,19 +259,7 @@ fn served(call: &Call<'_>, name: &str, as_if: Option<Namespace>) -> Result<Value
 
 /// A 422 for quota `name` with one cause per field.
 fn invalid(name: &str, causes: Vec<(String, String)>) -> ApiError {
-    ApiError::invalid(
-        DEF.group_resource(),
-        DEF.kind,
-        name,
-        causes
-            .into_iter()
-            .map(|(field, message)| StatusCause {
-                field: Some(field),
-                message: Some(message),
-                reason: Some("FieldValueInvalid".into()),
-            })
-            .collect(),
-    )
+    refused(&DEF, name, Refusal::Invalid(causes))
 }
 
 /// Every limit of `spec.hard` (as written) is a quantity: a string Kubernetes reads or a JSON
@@ -378,43 +364,13 @@ fn hard_causes(message: &str) -> Vec<(String, String)> {
     causes
 }
 
-/// `DeleteOptions` fields hns honours.
-#[derive(Deserialize, Default)]
-struct DeleteOptions {
-    #[serde(default)]
-    preconditions: Option<Preconditions>,
-    #[serde(default, rename = "dryRun")]
-    dry_run: Vec<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct Preconditions {
-    uid: Option<String>,
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
-}
-
-/// The preconditions of a delete, and whether it is a dry run (asked in the query or the body).
-fn delete_options(call: &Call<'_>) -> Result<(Preconditions, bool), ApiError> {
-    let opts = WriteOptions::from_query(call.query)?;
-    body::require_json(call.content_type)?;
-    let options: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
-        DeleteOptions::default()
-    } else {
-        serde_json::from_slice(call.body)
-            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid: {e}")))?
-    };
-    let dry_run = opts.dry_run || options.dry_run.iter().any(|d| d == "All");
-    Ok((options.preconditions.unwrap_or_default(), dry_run))
-}
-
 /// Deletes a quota: one patch of its namespace. Answers the quota as it was.
 async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let (pre, dry_run) = delete_options(call)?;
+    let (pre, dry_run) = write::delete_options(call)?;
     write::retrying(call, Stored::Namespace(&call.req.namespace), || delete_once(call, &pre, dry_run)).await
 }
 
-async fn delete_once(call: &Call<'_>, pre: &Preconditions, dry_run: bool) -> Result<Reply, Failure> {
+async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool) -> Result<Reply, Failure> {
     let (ns, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = DEF.group_resource();
     let (shown, patch) = {
@@ -453,7 +409,7 @@ async fn delete_once(call: &Call<'_>, pre: &Preconditions, dry_run: bool) -> Res
 /// (a namespace that changed meanwhile is read again and its selection deleted again).
 async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    let (_, dry_run) = delete_options(call)?;
+    let (_, dry_run) = write::delete_options(call)?;
     let selected: Vec<Value> = {
         let forest = call.state.cache.read();
         let all = current(call.state, &forest, &DEF, &call.req.namespace);

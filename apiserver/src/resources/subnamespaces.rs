@@ -329,35 +329,6 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     Ok(Reply { code: 200, body: render::object(call.def, obj, call.render), warnings })
 }
 
-/// `DeleteOptions` fields hns honours.
-#[derive(Deserialize, Default)]
-struct DeleteOptions {
-    #[serde(default)]
-    preconditions: Option<Preconditions>,
-    #[serde(default, rename = "dryRun")]
-    dry_run: Vec<String>,
-}
-
-#[derive(Deserialize, Default)]
-struct Preconditions {
-    uid: Option<String>,
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
-}
-
-fn delete_options(call: &Call<'_>) -> Result<(DeleteOptions, bool), ApiError> {
-    let opts = WriteOptions::from_query(call.query)?;
-    body::require_json(call.content_type)?;
-    let parsed: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
-        DeleteOptions::default()
-    } else {
-        serde_json::from_slice(call.body)
-            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid: {e}")))?
-    };
-    let dry_run = opts.dry_run || parsed.dry_run.iter().any(|d| d == "All");
-    Ok((parsed, dry_run))
-}
-
 /// Deletes one subnamespace after the checks; returns its object as it stands.
 async fn delete_one(
     call: &Call<'_>,
@@ -383,11 +354,10 @@ async fn delete_one(
 async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
     let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = call.def.group_resource();
-    let (options, dry_run) = delete_options(call)?;
+    let (pre, dry_run) = write::delete_options(call)?;
     let uid = {
         let forest = call.state.cache.read();
         let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
-        let pre = options.preconditions.unwrap_or_default();
         let own_uid = identity::uid_of(node.object.metadata.uid.as_deref(), Derived::Subnamespace);
         if pre.uid.is_some_and(|u| Some(u) != own_uid) {
             return Err(ApiError::conflict(
@@ -413,7 +383,7 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
 /// Deletes every selected subnamespace, or none: all are checked before the first is deleted.
 async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    let (_, dry_run) = delete_options(call)?;
+    let (_, dry_run) = write::delete_options(call)?;
     let targets: Vec<(String, Option<String>)> = {
         let forest = call.state.cache.read();
         let items =

@@ -240,3 +240,37 @@ mod tests {
         assert!(matches!(write_failed(ApiError::bad_request("no"), false), Failure::Final(_)));
     }
 }
+
+/// `DeleteOptions` fields hns honours.
+#[derive(serde::Deserialize, Default)]
+struct DeleteOptions {
+    #[serde(default)]
+    preconditions: Option<Preconditions>,
+    #[serde(default, rename = "dryRun")]
+    dry_run: Vec<String>,
+}
+
+/// A delete's preconditions.
+#[derive(serde::Deserialize, Default)]
+pub struct Preconditions {
+    /// The uid the object must have.
+    pub uid: Option<String>,
+    /// The resourceVersion the object must be at.
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: Option<String>,
+}
+
+/// The preconditions of a delete, and whether it is a dry run (asked in the query or in the
+/// DeleteOptions body).
+pub fn delete_options(call: &Call<'_>) -> Result<(Preconditions, bool), ApiError> {
+    let opts = body::WriteOptions::from_query(call.query)?;
+    body::require_json(call.content_type)?;
+    let options: DeleteOptions = if call.body.iter().all(u8::is_ascii_whitespace) {
+        DeleteOptions::default()
+    } else {
+        serde_json::from_slice(call.body)
+            .map_err(|e| ApiError::bad_request(format!("the DeleteOptions body is not valid: {e}")))?
+    };
+    let dry_run = opts.dry_run || options.dry_run.iter().any(|d| d == "All");
+    Ok((options.preconditions.unwrap_or_default(), dry_run))
+}

@@ -19,12 +19,18 @@ use super::apply::Applied;
 use super::causes::{diagnose, Cause, Diagnosis};
 use super::error::{Error, Result};
 use super::plan::{self, History, Next, Outcome};
-use super::remedy::Action;
+use super::remedy::{Action, RemedyId};
 use super::scan::{scan, Progress, Target};
 
 /// At most this many remedies in one run, so a controller that keeps undoing them cannot keep
 /// the fix going forever.
 const MAX_STEPS: usize = 50;
+
+/// How long content left after a remedy is left to the namespace controller before it is
+/// deleted by hand: the controller retries a namespace with a backoff that grows with its
+/// failures (seconds, after a blocker held it for a while), and deleting what it would delete
+/// anyway is one write too many.
+const CONTROLLER_GRACE: Duration = Duration::from_secs(30);
 
 /// How to fix.
 #[derive(Debug, Clone)]
@@ -144,6 +150,7 @@ impl Run<'_> {
         let mut deadline = Instant::now() + self.options.timeout;
         let mut last_resort_offered = false;
         let mut steps = 0;
+        let mut grace_until = Instant::now();
         loop {
             let target = Target::Named(self.pending.clone());
             let evidence = scan(self.client, &target, progress).await?;
@@ -159,8 +166,14 @@ impl Run<'_> {
                 return Ok(());
             }
             if let Some((ns, cause)) = self.next_step(&diagnosis) {
+                if deletes_content(&cause) && Instant::now() < grace_until {
+                    self.wait_for_change(grace_until.min(deadline)).await?;
+                    grace_until = Instant::now();
+                    continue;
+                }
                 steps += 1;
                 self.step(&ns, &cause).await;
+                grace_until = Instant::now() + CONTROLLER_GRACE;
                 continue;
             }
             if Instant::now() < deadline {
@@ -260,15 +273,15 @@ impl Run<'_> {
         }
     }
 
-    /// Waits until a pending namespace is gone or changes (the controller wrote to it), or the
-    /// deadline passes.
+    /// Waits until a namespace of the last scan (a pending one or one below it) is gone or
+    /// changes (the controller wrote to it), or the deadline passes.
     async fn wait_for_change(&mut self, deadline: Instant) -> Result<()> {
         let seconds = deadline.saturating_duration_since(Instant::now()).as_secs();
         self.ui.event(FixEvent::Waiting { namespaces: &self.pending, seconds });
         let api: Api<Namespace> = Api::all(self.client.clone());
         while Instant::now() < deadline {
             tokio::time::sleep(self.options.poll).await;
-            for name in &self.pending {
+            for name in self.versions.keys() {
                 let now = api
                     .get_opt(name)
                     .await
@@ -293,4 +306,10 @@ impl Run<'_> {
             self.settle(&ns, Outcome::Failed(why.to_string()));
         }
     }
+}
+
+/// Whether `cause`'s remedy deletes a namespace's content (what the namespace controller does
+/// itself once nothing blocks it).
+fn deletes_content(cause: &Cause) -> bool {
+    cause.remedy.as_ref().is_some_and(|r| matches!(r.id, RemedyId::DeleteContent { .. }))
 }
