@@ -135,22 +135,35 @@ pub async fn delete_pods(client: &Client, namespaces: &[String]) {
 }
 
 /// Waits until every namespace in `namespaces` has its ResourceQuota `hrq.hnc.x-k8s.io` with a
-/// computed status, so that pods are counted there.
+/// computed status, so that pods are counted there, and a grant in its tree's ledger, so that hns
+/// decides on them (rather than answering "try again" while it fills the grant).
 pub async fn until_counted(client: &Client, namespaces: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     for ns in namespaces {
         let api: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
         loop {
             let ready = api.get_opt(hns_api::quota::RESOURCE_QUOTA_NAME).await?.and_then(|q| q.status?.hard);
-            if ready.is_some() {
+            if ready.is_some() && granted(client, ns).await? {
                 break;
             }
             anyhow::ensure!(
                 started.elapsed() < Duration::from_secs(300),
-                "no counting ResourceQuota in {ns}"
+                "no counting ResourceQuota in {ns}, or no grant for it in its tree's ledger"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
     Ok(())
+}
+
+/// Whether a tree's quota ledger (`hns-system/hrq-ledger-<root>`) knows `ns`'s usage: until
+/// then hns answers an increase there "try again".
+async fn granted(client: &Client, ns: &str) -> anyhow::Result<bool> {
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "hns-system");
+    let ledgers = cms.list(&ListParams::default().labels("hnc.x-k8s.io/hrq-ledger")).await?;
+    Ok(ledgers.items.iter().any(|cm| {
+        let ledger = cm.data.as_ref().and_then(|d| d.get("ledger.json"));
+        let ledger: Option<serde_json::Value> = ledger.and_then(|l| serde_json::from_str(l).ok());
+        ledger.is_some_and(|l| l["namespaces"][ns]["granted"].is_object())
+    }))
 }
