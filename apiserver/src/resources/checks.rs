@@ -2,7 +2,7 @@
 //! and reading the caller's own writes back from the cache.
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, StatusCause};
 
 use super::def::ResourceDef;
 use crate::hierarchy::rules::Refusal;
@@ -89,6 +89,55 @@ pub fn check_name(def: &ResourceDef, url_name: &str, body_name: Option<&str>) ->
     }
 }
 
+/// The name of a written object, as [`check_name`], once its metadata is valid as kube-apiserver
+/// validates every object's: hns stores no owner references (its objects are views of
+/// namespaces), but one it would refuse is refused here too rather than dropped in silence.
+pub fn check_metadata(def: &ResourceDef, url_name: &str, meta: &ObjectMeta) -> Result<String, ApiError> {
+    let name = check_name(def, url_name, meta.name.as_deref())?;
+    let causes = owner_reference_errors(meta.owner_references.as_deref().unwrap_or_default());
+    if !causes.is_empty() {
+        return Err(refused(def, &name, Refusal::Invalid(causes)));
+    }
+    Ok(name)
+}
+
+/// What apimachinery's `ValidateOwnerReferences` finds wrong in `refs`, as (field, message).
+fn owner_reference_errors(refs: &[OwnerReference]) -> Vec<(String, String)> {
+    const FIELD: &str = "metadata.ownerReferences";
+    let mut causes = Vec::new();
+    for r in refs {
+        if r.api_version.is_empty() || r.api_version.split('/').count() > 2 || r.api_version.ends_with('/') {
+            causes.push((
+                format!("{FIELD}.apiVersion"),
+                format!(
+                    "Invalid value: \"{}\": version must not be empty and must be GROUP/VERSION or VERSION",
+                    r.api_version
+                ),
+            ));
+        }
+        for (field, value) in [("kind", &r.kind), ("name", &r.name), ("uid", &r.uid)] {
+            if value.is_empty() {
+                causes.push((
+                    format!("{FIELD}.{field}"),
+                    format!("Invalid value: \"\": {field} must not be empty"),
+                ));
+            }
+        }
+    }
+    let controllers: Vec<&str> =
+        refs.iter().filter(|r| r.controller == Some(true)).map(|r| r.name.as_str()).collect();
+    if controllers.len() > 1 {
+        causes.push((
+            FIELD.to_string(),
+            format!(
+                "Invalid value: only one reference can have Controller set to true; found \"true\" in references for {}",
+                controllers.join(" and ")
+            ),
+        ));
+    }
+    causes
+}
+
 /// The namespace in a written object, if given, must be the one in the URL.
 pub fn check_namespace(url_ns: &str, body_ns: Option<&str>) -> Result<(), ApiError> {
     match body_ns.filter(|n| !n.is_empty()) {
@@ -96,5 +145,32 @@ pub fn check_namespace(url_ns: &str, body_ns: Option<&str>) -> Result<(), ApiErr
             "the namespace of the provided object ({n}) does not match the namespace sent on the request ({url_ns})"
         ))),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(kind: &str, controller: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: "n".into(),
+            uid: "u".into(),
+            controller: Some(controller),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn owner_references_need_every_required_field_and_one_controller_at_most() {
+        assert!(owner_reference_errors(&[owner("ConfigMap", true), owner("Secret", false)]).is_empty());
+        let missing =
+            owner_reference_errors(&[OwnerReference { api_version: "a/b/c".into(), ..owner("", false) }]);
+        let fields: Vec<&str> = missing.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["metadata.ownerReferences.apiVersion", "metadata.ownerReferences.kind"]);
+        let two = owner_reference_errors(&[owner("ConfigMap", true), owner("Secret", true)]);
+        assert_eq!(two.len(), 1, "{two:?}");
     }
 }

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
-use super::checks::{await_write, check_name, check_namespace, refused};
+use super::checks::{await_write, check_metadata, check_name, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
@@ -180,7 +180,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     check_hard_syntax(&name, &desired["spec"]["hard"])?;
     let (hrq, more): (HierarchicalResourceQuota, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
     warnings.extend(more);
-    check_name(&DEF, &name, hrq.metadata.name.as_deref())?;
+    check_metadata(&DEF, &name, &hrq.metadata)?;
     check_namespace(ns, hrq.metadata.namespace.as_deref())?;
     check_subdomain(&name)?;
     let client_precondition = match &current {

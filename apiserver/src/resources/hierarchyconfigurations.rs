@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::checks::{await_write, check_name, check_namespace, refused};
+use super::checks::{await_write, check_metadata, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
@@ -175,7 +175,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let (hc, more): (HierarchyConfiguration, _) =
         body::decode(desired, DEF.kind, opts.field_validation).map_err(fail)?;
     warnings.extend(more);
-    let name = check_name(&DEF, &call.req.name, hc.metadata.name.as_deref()).map_err(fail)?;
+    let name = check_metadata(&DEF, &call.req.name, &hc.metadata).map_err(fail)?;
     check_namespace(ns, hc.metadata.namespace.as_deref()).map_err(fail)?;
     if name != HIERARCHY_SINGLETON {
         return Err(fail(refused(

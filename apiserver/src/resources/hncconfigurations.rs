@@ -8,7 +8,7 @@ use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
 use kube::Client;
 use serde_json::Value;
 
-use super::checks::{check_name, refused};
+use super::checks::{check_metadata, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
@@ -116,7 +116,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let (obj, more): (HNCConfiguration, _) =
         body::decode(desired, DEF.kind, opts.field_validation).map_err(Failure::Final)?;
     warnings.extend(more);
-    let name = check_name(&DEF, &call.req.name, obj.metadata.name.as_deref()).map_err(Failure::Final)?;
+    let name = check_metadata(&DEF, &call.req.name, &obj.metadata).map_err(Failure::Final)?;
     if name != CONFIG_SINGLETON {
         return Err(Failure::Final(refused(
             &DEF,

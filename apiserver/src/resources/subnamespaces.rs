@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::checks::{await_write, check_name, check_namespace, refused};
+use super::checks::{await_write, check_metadata, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
@@ -212,7 +212,7 @@ async fn create_object(
     let (obj, more): (Written, _) = body::decode(value, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
     let parent = call.req.namespace.as_str();
-    let name = check_name(call.def, &call.req.name, obj.metadata.name.as_deref())?;
+    let name = check_metadata(call.def, &call.req.name, &obj.metadata)?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
     let state = HierarchyState {
         parent: Some(parent.to_string()),
@@ -289,7 +289,7 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let (desired, mut warnings) = managed::desired::<Written>(call, &opts, &SHAPE, &current)?;
     let (obj, more): (Written, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
-    check_name(call.def, name, obj.metadata.name.as_deref())?;
+    check_metadata(call.def, name, &obj.metadata)?;
     check_namespace(parent, obj.metadata.namespace.as_deref())?;
     let client_precondition =
         write::check_resource_version(call, gr, name, &current, obj.metadata.resource_version.as_deref())?;
