@@ -11,7 +11,9 @@ use kube::Client;
 use crate::auth::authn::{self, AuthnState};
 use crate::auth::authz::Authorizer;
 use crate::auth::certs::{self, SelfManaged, ServingCert, Source};
+use crate::auth::rbac_cache::{self, RbacCache};
 use crate::auth::tls;
+use crate::auth::view::Views;
 use crate::controller::events::Events;
 use crate::controller::quota_ledger::LedgerReconciler;
 use crate::controller::Controller;
@@ -86,6 +88,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(cache::run(client.clone(), cache.clone()));
     tokio::spawn(crate::store::resource_quotas::run(client.clone(), cache.clone()));
     tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
+    let rbac = Arc::new(RbacCache::default());
+    if args.view_authorization != crate::auth::view::Mode::Review {
+        tokio::spawn(rbac_cache::run(client.clone(), rbac.clone()));
+    }
     let config = Arc::new(ConfigStore::default());
     tokio::spawn(config_store::run(client.clone(), args.namespace.clone(), config.clone(), cache.clone()));
     let identity = format!(
@@ -135,10 +141,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(reconciler.run(leading));
     let (release_client, release_identity) = (client.clone(), identity.clone());
     let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));
+    let authz = Authorizer::new(client.clone());
     let state = web::Data::new(AppState {
         cache,
         authn: authn_state,
-        authz: Authorizer::new(client.clone()),
+        authz: authz.clone(),
+        views: Views::new(rbac, authz, args.view_authorization),
         policy,
         writer: Writer::new(client.clone()),
         config,

@@ -89,6 +89,14 @@ pub struct Args {
     #[arg(long, default_value = "")]
     pub metrics_bind_address: String,
 
+    /// How a user who may not list hns's resources across all namespaces is shown those they
+    /// may get (docs/access.md): `rbac` evaluates the cluster's RBAC objects, exact where RBAC
+    /// is the authorizer that grants; `rbac-then-review` also asks a SubjectAccessReview for
+    /// each namespace RBAC does not grant (authorizer webhooks that allow); `review` asks one
+    /// for every namespace (any authorizer chain; a few hundred namespaces at most).
+    #[arg(long, value_enum, default_value = "rbac")]
+    pub view_authorization: crate::auth::view::Mode,
+
     /// HTTP worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub workers: usize,

@@ -10,9 +10,10 @@ use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use hns_api::{GROUP, VERSION};
 
 use crate::auth::authn::{ClusterPeer, Identity, PeerCertificates};
+use crate::auth::view::ViewOnly;
 use crate::http::body::MAX_BODY_BYTES;
 use crate::http::negotiation::{discovery_format, DiscoveryFormat};
-use crate::http::request_info::RequestInfo;
+use crate::http::request_info::{RequestInfo, Verb};
 use crate::http::status::ApiError;
 use crate::state::AppState;
 use crate::{discovery, health, openapi, resources};
@@ -59,13 +60,17 @@ async fn guard(
     );
     req.extensions_mut().insert(identity.0);
     req.extensions_mut().insert(identity.1);
+    if identity.2 {
+        req.extensions_mut().insert(ViewOnly);
+    }
     let resp = next.call(req).await?;
     tracing::debug!(%method, %path, %user, status = resp.status().as_u16(), "request");
     Ok(resp.map_into_boxed_body())
 }
 
-/// Who sent `req`, and what it asks, once authorized.
-async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo), ApiError> {
+/// Who sent `req`, what it asks, and whether it is answered with the user's view (a list or
+/// watch across all namespaces the user may not make as asked), once authorized.
+async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo, bool), ApiError> {
     let state = req
         .app_data::<web::Data<AppState>>()
         .cloned()
@@ -79,11 +84,25 @@ async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo), A
         .authenticate(req.conn_data::<PeerCertificates>(), req.headers())
         .ok_or_else(ApiError::unauthorized)?;
     let info = RequestInfo::parse(req.method().as_str(), req.path(), req.query_string());
-    if let Err(e) = state.authz.authorize(&identity, &info).await {
-        tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
-        return Err(e);
+    match state.authz.authorize(&identity, &info).await {
+        Ok(()) => Ok((identity, info, false)),
+        Err(e) if e.code == 403 && has_views(&info) => Ok((identity, info, true)),
+        Err(e) => {
+            tracing::debug!(user = %identity.user, path = req.path(), reason = %e, "denied");
+            Err(e)
+        }
     }
-    Ok((identity, info))
+}
+
+/// Whether a request may be answered with its user's view when refused as asked: a list or
+/// watch of one of hns's namespaced resources across all namespaces.
+fn has_views(info: &RequestInfo) -> bool {
+    matches!(info, RequestInfo::Resource(r)
+        if matches!(r.verb, Verb::List | Verb::Watch)
+            && r.group == GROUP
+            && r.namespace.is_empty()
+            && r.subresource.is_empty()
+            && resources::find(&r.resource).is_some_and(|d| d.namespaced))
 }
 
 /// Closes the connection after answering a peer that presented no certificate of the cluster's

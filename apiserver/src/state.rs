@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::auth::authn::AuthnState;
 use crate::auth::authz::Authorizer;
 use crate::auth::certs::ServingCert;
+use crate::auth::view::Views;
 use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
 use crate::store::cache::Cache;
@@ -22,6 +23,8 @@ pub struct AppState {
     pub authn: Arc<AuthnState>,
     /// Delegated authorization.
     pub authz: Authorizer,
+    /// Per-user views of lists across all namespaces.
+    pub views: Views,
     /// The administrator's settings.
     pub policy: Policy,
     /// hns's own writes to Namespace objects.

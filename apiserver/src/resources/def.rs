@@ -9,6 +9,7 @@ use futures::future::LocalBoxFuture;
 use serde_json::Value;
 
 use crate::auth::authn::Identity;
+use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
 use crate::http::request_info::{ResourceRequest, Verb};
 use crate::http::status::{ApiError, GroupResource};
@@ -137,6 +138,8 @@ pub struct Call<'a> {
     pub content_type: Option<&'a str>,
     /// The client's `User-Agent`, which names the manager of writes without `fieldManager`.
     pub user_agent: Option<&'a str>,
+    /// For a list the user may not make across all namespaces: what they may see of it.
+    pub view: Option<View>,
 }
 
 /// What a resource module answers.

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::checks::{await_write, check_metadata, check_name, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::listing;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
@@ -43,7 +44,7 @@ pub const DEF: ResourceDef = ResourceDef {
     namespaced: true,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
-        list: Some(|c| Box::pin(ready(list(c)))),
+        list: Some(|c| Box::pin(ready(listing::list(c, current)))),
         watch: Some(current),
         create: Some(|c| Box::pin(write(c))),
         update: Some(|c| Box::pin(write(c))),
@@ -106,14 +107,6 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     let obj = quotas::quota_value(&forest, &call.req.namespace, &call.req.name)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
     Ok(Reply::ok(render::object(&DEF, obj, call.render)))
-}
-
-fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let opts = ListOptions::from_query(call.query)?;
-    let forest = call.state.cache.read();
-    let items = current(call.state, &forest, &DEF, &call.req.namespace);
-    let rv = forest.resource_version();
-    Ok(Reply::ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, call.render)))
 }
 
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {

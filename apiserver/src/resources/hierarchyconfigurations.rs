@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::checks::{await_write, check_metadata, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
@@ -19,7 +20,6 @@ use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules::{self, AuthzCheck, Refusal};
 use crate::http::body::{self, WriteOptions};
-use crate::http::list::{paginate, ListOptions};
 use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
@@ -41,7 +41,7 @@ pub const DEF: ResourceDef = ResourceDef {
     namespaced: true,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
-        list: Some(|c| Box::pin(ready(list(c)))),
+        list: Some(|c| Box::pin(ready(listing::list(c, current)))),
         watch: Some(current),
         // HNC's plugin POSTs a configuration it could not find: a create is the first write.
         create: Some(|c| Box::pin(write(c))),
@@ -126,14 +126,6 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
         .filter(|_| call.req.name == HIERARCHY_SINGLETON)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
     Ok(Reply::ok(render::object(&DEF, obj, call.render)))
-}
-
-fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let opts = ListOptions::from_query(call.query)?;
-    let forest = call.state.cache.read();
-    let items = current(call.state, &forest, &DEF, &call.req.namespace);
-    let rv = forest.resource_version();
-    Ok(Reply::ok(render::list(&DEF, paginate(items, &opts, &rv), &rv, call.render)))
 }
 
 /// Whether the namespace has never been configured: HNC's plugin POSTs a configuration it could

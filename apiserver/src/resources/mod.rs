@@ -6,6 +6,7 @@ pub mod def;
 pub mod hierarchicalresourcequotas;
 pub mod hierarchyconfigurations;
 pub mod hncconfigurations;
+pub mod listing;
 pub mod managed;
 pub mod render;
 pub mod subnamespaces;
@@ -20,6 +21,7 @@ use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 pub use def::{Call, Reply, ResourceDef};
 
 use crate::auth::authn::Identity;
+use crate::auth::view::ViewOnly;
 use crate::http::negotiation::{negotiate, IncludeObject};
 use crate::http::request_info::{query_params, RequestInfo, Verb};
 use crate::http::status::ApiError;
@@ -73,10 +75,16 @@ pub async fn dispatch(
         include: IncludeObject::parse(query.get("includeObject").map(String::as_str))?,
         now: jiff::Timestamp::now(),
     };
+    let view_only = req.extensions().get::<ViewOnly>().is_some();
+    let view = match view_only {
+        true => Some(listing::view_of(&state, &who, def).await?),
+        false => None,
+    };
     let handler = match route {
         Route::Watch(current_objects) => {
             let peer = req.conn_data::<crate::auth::tls::PeerSocket>().cloned();
-            return watch::serve(peer, &state, def, current_objects, &r, &query, &render).await;
+            let watch = watch::Request { def, current_objects, req: &r, query: &query, render: &render };
+            return watch::serve(peer, state.clone(), who, view, watch).await;
         }
         Route::Handle(handler) => handler,
     };
@@ -101,6 +109,7 @@ pub async fn dispatch(
         body: &body,
         content_type: header_str(header::CONTENT_TYPE),
         user_agent: header_str(header::USER_AGENT),
+        view,
     };
     let reply = handler(&call).await?;
     let mut resp = HttpResponse::build(actix_web::http::StatusCode::from_u16(reply.code).unwrap_or_default());

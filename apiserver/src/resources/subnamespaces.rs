@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::checks::{await_write, check_metadata, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
@@ -31,7 +32,7 @@ use crate::store::hub::Family;
 /// Both kinds serve every verb, with the same handlers.
 const HANDLERS: Handlers = Handlers {
     get: Some(|c| Box::pin(ready(get(c)))),
-    list: Some(|c| Box::pin(ready(list(c)))),
+    list: Some(|c| Box::pin(ready(listing::list(c, current)))),
     watch: Some(current),
     create: Some(|c| Box::pin(create(c))),
     update: Some(|c| Box::pin(update(c))),
@@ -151,18 +152,6 @@ fn current(state: &AppState, forest: &Forest, def: &ResourceDef, namespace: &str
 }
 
 /// What a list or deletecollection addresses.
-fn selected(call: &Call<'_>, forest: &Forest) -> Vec<Value> {
-    current(call.state, forest, call.def, &call.req.namespace)
-}
-
-fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let opts = ListOptions::from_query(call.query)?;
-    let forest = call.state.cache.read();
-    let rv = forest.resource_version();
-    let page = paginate(selected(call, &forest), &opts, &rv);
-    Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))
-}
-
 /// The parts of a written Subnamespace or SubnamespaceAnchor that hns stores, and its status:
 /// hns sets the status itself and ignores a written one, as Kubernetes does for resources with
 /// a status subresource, but reads it so that a malformed status is refused (400) rather than
@@ -386,8 +375,12 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let (_, dry_run) = write::delete_options(call)?;
     let targets: Vec<(String, Option<String>)> = {
         let forest = call.state.cache.read();
-        let items =
-            paginate(selected(call, &forest), &ListOptions { limit: None, after: None, ..opts }, "").items;
+        let items = paginate(
+            current(call.state, &forest, call.def, &call.req.namespace),
+            &ListOptions { limit: None, after: None, ..opts },
+            "",
+        )
+        .items;
         let mut targets = Vec::new();
         for item in items {
             let name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();

@@ -11,6 +11,7 @@ use super::def::{Call, Reply, ResourceDef};
 use crate::auth::authn::{AuthnState, Identity};
 use crate::auth::authz::Authorizer;
 use crate::auth::certs::ServingCert;
+use crate::auth::view::{Mode, Views};
 use crate::hierarchy::policy::testing::policy;
 use crate::http::negotiation::{IncludeObject, Representation};
 use crate::http::request_info::{ResourceRequest, Verb};
@@ -33,6 +34,7 @@ pub fn state(spec: &str) -> AppState {
         cache,
         authn: Arc::new(AuthnState::default()),
         authz: Authorizer::new(client.clone()),
+        views: Views::new(Arc::default(), Authorizer::new(client.clone()), Mode::Rbac),
         policy: policy(),
         writer: Writer::new(client.clone()),
         config: Arc::new(ConfigStore::default()),
@@ -83,6 +85,7 @@ pub async fn send(
         body: &body,
         content_type: Some("application/json"),
         user_agent: Some("unit-test"),
+        view: None,
     };
     handler(&call).await
 }

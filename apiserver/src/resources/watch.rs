@@ -1,24 +1,28 @@
 //! Watch: change events of the derived objects as a stream of JSON lines, from the current
 //! state (synthetic ADDED events) or resumed after a resourceVersion from the
 //! [`crate::store::hub::Hub`]'s history, with bookmarks, until its timeout or until the client
-//! leaves.
+//! leaves. A watch answered with its user's view ([`crate::auth::view`]) also adds and removes
+//! objects as what the user may get changes (ADDED and DELETED events, as OpenShift's project
+//! watch does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::HttpResponse;
+use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
+use crate::auth::authn::Identity;
 use crate::auth::tls::PeerSocket;
+use crate::auth::view::View;
 use crate::http::list::ListOptions;
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
 use crate::http::status::ApiError;
 use crate::http::table::RenderOptions;
 use crate::resources::def::{CurrentObjects, ResourceDef};
-use crate::resources::render;
+use crate::resources::{listing, render};
 use crate::state::AppState;
 use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
 
@@ -73,6 +77,8 @@ struct Watcher {
     namespace: String,
     opts: ListOptions,
     render: RenderOptions,
+    /// What the user may see, when the watch is answered with their view.
+    view: Option<View>,
 }
 
 impl Watcher {
@@ -81,6 +87,29 @@ impl Watcher {
             && (self.namespace.is_empty()
                 || e.object["metadata"]["namespace"].as_str() == Some(&self.namespace))
             && self.opts.selects(&e.object)
+            && self.view.as_ref().is_none_or(|v| listing::shows(v, &e.object))
+    }
+
+    /// The events that take the user from what `self.view` showed to what `new` shows: ADDED
+    /// for objects they may now get, DELETED for those they no longer may.
+    fn regranted(&self, state: &AppState, current: CurrentObjects, new: &View) -> Vec<bytes::Bytes> {
+        let Some(old) = &self.view else { return Vec::new() };
+        let forest = state.cache.read();
+        let objects = match old.differences(new) {
+            Some(namespaces) => {
+                namespaces.iter().flat_map(|ns| current(state, &forest, self.def, ns)).collect()
+            }
+            None => current(state, &forest, self.def, ""),
+        };
+        objects
+            .iter()
+            .filter(|o| self.opts.selects(o))
+            .filter_map(|o| match (listing::shows(old, o), listing::shows(new, o)) {
+                (false, true) => Some(self.line("ADDED", o)),
+                (true, false) => Some(self.line("DELETED", o)),
+                _ => None,
+            })
+            .collect()
     }
 
     fn line(&self, kind: &str, object: &Value) -> bytes::Bytes {
@@ -128,17 +157,30 @@ impl Watcher {
 /// replica may be ahead) before it is refused, as long as kube-apiserver's watch cache waits.
 const TOO_LARGE_WAIT: Duration = Duration::from_secs(3);
 
+/// What a watch asks for.
+pub struct Request<'a> {
+    /// The resource.
+    pub def: &'static ResourceDef,
+    /// Its objects as they stand.
+    pub current_objects: CurrentObjects,
+    /// The request.
+    pub req: &'a ResourceRequest,
+    /// Its query parameters.
+    pub query: &'a HashMap<String, String>,
+    /// How to render objects.
+    pub render: &'a RenderOptions,
+}
+
 /// Serves a watch request as a stream of JSON lines, until its timeout or until the client on
-/// `peer` leaves.
+/// `peer` leaves. With a `view`, `who` sees only what they may get, as that changes.
 pub async fn serve(
     peer: Option<PeerSocket>,
-    state: &AppState,
-    def: &'static ResourceDef,
-    current_objects: CurrentObjects,
-    req: &ResourceRequest,
-    query: &HashMap<String, String>,
-    render: &RenderOptions,
+    state: web::Data<AppState>,
+    who: Identity,
+    view: Option<View>,
+    request: Request<'_>,
 ) -> Result<HttpResponse, ApiError> {
+    let Request { def, current_objects, req, query, render } = request;
     let start = start_of(query)?;
     if let Start::After(rv) = start {
         if !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
@@ -160,7 +202,11 @@ pub async fn serve(
         namespace: req.namespace.clone(),
         opts: ListOptions { limit: None, after: None, ..ListOptions::from_query(query)? },
         render: *render,
+        view,
     };
+    // A view is looked at again on each RBAC change (and periodically, when reviews decide it).
+    let mut access = watcher.view.is_some().then(|| state.views.subscribe());
+    let refresh_every = state.views.refresh_every();
     // Snapshot and subscribe under one read lock: every later change reaches the channel, and
     // none before it does.
     let (begin, mut rx, mut last_rv, mut last_seen) = {
@@ -170,7 +216,14 @@ pub async fn serve(
         let now_rv = forest.resource_version_number();
         let begin = match start {
             Start::Current { initial_events_end } => {
-                let objects = current_objects(state, &forest, def, &req.namespace);
+                let objects = listing::visible(
+                    &state,
+                    &forest,
+                    def,
+                    current_objects,
+                    &req.namespace,
+                    watcher.view.as_ref(),
+                );
                 let lines = objects
                     .iter()
                     .filter(|o| watcher.opts.selects(o))
@@ -195,6 +248,7 @@ pub async fn serve(
         (begin, rx, now_rv, last_seen)
     };
     let cache = state.cache.clone();
+    let mut watcher = watcher;
     let stream = async_stream::stream! {
         let initial_events_end = match begin {
             Begin::Expired(line) => {
@@ -249,6 +303,18 @@ pub async fn serve(
                         return;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
+                },
+                () = access_changed(&mut access, refresh_every) => {
+                    match listing::view_of(&state, &who, def).await {
+                        Ok(new) => {
+                            for line in watcher.regranted(&state, current_objects, &new) {
+                                yield Ok(line);
+                            }
+                            watcher.view = Some(new);
+                        }
+                        Err(error) => tracing::warn!(%error, user = %who.user, "a watcher's view was not updated"),
+                    }
+                    continue;
                 }
             };
             // After a catch-up, the channel still holds some of the same events: skip them.
@@ -267,6 +333,22 @@ pub async fn serve(
     Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
 }
 
+/// Returns when the access a view depends on may have changed: RBAC changed, or `every` passed.
+/// Never for a watch without a view.
+async fn access_changed(access: &mut Option<tokio::sync::watch::Receiver<u64>>, every: Option<Duration>) {
+    let Some(rx) = access else { return std::future::pending().await };
+    let tick = async {
+        match every {
+            Some(every) => tokio::time::sleep(every).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        changed = rx.changed() => if changed.is_err() { std::future::pending::<()>().await },
+        () = tick => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +361,7 @@ mod tests {
             namespace: String::new(),
             opts: ListOptions::default(),
             render: RenderOptions { representation, include, now: jiff::Timestamp::now() },
+            view: None,
         }
     }
 

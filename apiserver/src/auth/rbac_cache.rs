@@ -1,0 +1,129 @@
+//! The cluster's Roles, ClusterRoles and their bindings, watched into an [`Rbac`] index on every
+//! replica (any replica answers a user's list), with a generation that moves on each change so
+//! open watches can re-evaluate what their user sees.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::auth::rbac::Rbac;
+
+/// The four kinds watched.
+const KINDS: usize = 4;
+
+/// The index, and whether it holds the whole cluster yet.
+pub struct RbacCache {
+    rbac: RwLock<Rbac>,
+    /// How many of the four kinds have been listed once.
+    listed: AtomicUsize,
+    /// Moves on every change.
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for RbacCache {
+    fn default() -> Self {
+        RbacCache {
+            rbac: RwLock::default(),
+            listed: AtomicUsize::new(0),
+            generation: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+impl RbacCache {
+    /// The index, to read.
+    pub fn read(&self) -> RwLockReadGuard<'_, Rbac> {
+        // A panic while holding the lock leaves the index as consistent as any single change.
+        self.rbac.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether every kind has been listed: before that, the index would hide what it has not
+    /// read yet.
+    pub fn is_synced(&self) -> bool {
+        self.listed.load(Ordering::Acquire) >= KINDS
+    }
+
+    /// Wakes on every change.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn change(&self, f: impl FnOnce(&mut Rbac)) {
+        f(&mut self.rbac.write().unwrap_or_else(std::sync::PoisonError::into_inner));
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+/// Watches the four kinds into `cache` until shutdown.
+pub async fn run(client: Client, cache: Arc<RbacCache>) {
+    tokio::join!(
+        follow::<ClusterRole>(
+            client.clone(),
+            cache.clone(),
+            Rbac::apply_cluster_role,
+            Rbac::delete_cluster_role
+        ),
+        follow::<Role>(client.clone(), cache.clone(), Rbac::apply_role, Rbac::delete_role),
+        follow::<ClusterRoleBinding>(
+            client.clone(),
+            cache.clone(),
+            Rbac::apply_cluster_binding,
+            Rbac::delete_cluster_binding
+        ),
+        follow::<RoleBinding>(client, cache, Rbac::apply_binding, Rbac::delete_binding),
+    );
+}
+
+/// Watches one kind. A re-list applies what it lists and forgets only what it no longer holds
+/// (kept aside until the list ends), so the index never passes through an emptier state that
+/// would hide rows from watchers.
+async fn follow<K>(client: Client, cache: Arc<RbacCache>, apply: fn(&mut Rbac, &K), delete: fn(&mut Rbac, &K))
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::Scope: Send,
+{
+    let api: Api<K> = Api::all(client);
+    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut known: std::collections::HashMap<(String, String), K> = Default::default();
+    let mut relisted: std::collections::HashMap<(String, String), K> = Default::default();
+    let mut listed_once = false;
+    let key =
+        |o: &K| (o.meta().namespace.clone().unwrap_or_default(), o.meta().name.clone().unwrap_or_default());
+    loop {
+        match stream.try_next().await {
+            Ok(Some(Event::Init)) => relisted.clear(),
+            Ok(Some(Event::InitApply(o))) => {
+                relisted.insert(key(&o), o);
+            }
+            Ok(Some(Event::InitDone)) => {
+                let gone: Vec<K> =
+                    known.values().filter(|o| !relisted.contains_key(&key(o))).cloned().collect();
+                known = std::mem::take(&mut relisted);
+                cache.change(|rbac| {
+                    gone.iter().for_each(|o| delete(rbac, o));
+                    known.values().for_each(|o| apply(rbac, o));
+                });
+                if !listed_once {
+                    listed_once = true;
+                    cache.listed.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+            Ok(Some(Event::Apply(o))) => {
+                cache.change(|rbac| apply(rbac, &o));
+                known.insert(key(&o), o);
+            }
+            Ok(Some(Event::Delete(o))) => {
+                cache.change(|rbac| delete(rbac, &o));
+                known.remove(&key(&o));
+            }
+            Ok(None) => return,
+            Err(error) => tracing::warn!(%error, kind = %K::kind(&()), "RBAC watch failed; retrying"),
+        }
+    }
+}
