@@ -3,8 +3,10 @@
 //!
 //! It is read with one LIST of hierarchy configurations across all namespaces, plus one LIST of
 //! subnamespaces when any namespace has children: HNC's plugin did two GETs per namespace, which
-//! made `tree` slow on big clusters. Only a user who may not list cluster-wide gets the subtrees
-//! they asked for walked namespace by namespace, as far as they may read.
+//! made `tree` slow on big clusters. hns answers those lists with what the user may see (their
+//! view, docs/access.md), so a team admin's `tree -A` shows their subtrees. A subtree asked for
+//! that the list does not show (a server without views, a namespace hidden from the user) is
+//! walked namespace by namespace, as far as the user may read, so its error is exact.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -66,6 +68,11 @@ impl Forest {
             })
             .collect();
         Forest { nodes }
+    }
+
+    /// Whether no namespace was read.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
     }
 
     /// The namespace, if it was read.
@@ -171,9 +178,11 @@ pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
         BTreeSet::new()
     };
     let forest = Forest::new(configs, &subnamespaces);
+    // The list shows what the user may see: a namespace asked for and not in it is missing,
+    // hidden from them, or newer than the list; reading it alone says which.
     if let Scope::Subtrees(names) = scope {
-        if let Some(missing) = names.iter().find(|n| forest.get(n).is_none()) {
-            return Err(hns::Error::NamespaceNotFound(missing.clone()));
+        if names.iter().any(|n| forest.get(n).is_none()) {
+            return walk(hns, names).await;
         }
     }
     Ok(forest)

@@ -108,6 +108,20 @@ impl Env {
         kubectl_with(&self.kubeconfig, args)
     }
 
+    /// A client acting as `user` (in `groups`): with a client certificate on a local control
+    /// plane, by impersonation elsewhere.
+    pub async fn client_as(&self, user: &str, groups: &[&str]) -> Client {
+        if let Some(local) = &self.local {
+            return client_for(&local.user_kubeconfig(user, groups)).await;
+        }
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig");
+        config.auth_info.impersonate = Some(user.to_string());
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+        Client::try_from(config).expect("client")
+    }
+
     /// Runs kubectl as `user` (in `groups`): with a client certificate on a local control plane,
     /// by impersonation elsewhere.
     pub fn kubectl_as(&self, user: &str, groups: &[&str], args: &[&str]) -> Output {

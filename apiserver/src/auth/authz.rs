@@ -117,7 +117,7 @@ pub fn review_spec(who: &Identity, what: &RequestInfo) -> SubjectAccessReviewSpe
 }
 
 /// kube-apiserver's wording for a denial, so users see the same message as for built-in kinds.
-fn denial(who: &Identity, what: &RequestInfo, reason: &str) -> ApiError {
+pub fn denial(who: &Identity, what: &RequestInfo, reason: &str) -> ApiError {
     let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
     match what {
         RequestInfo::Resource(r) => {

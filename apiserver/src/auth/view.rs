@@ -1,6 +1,8 @@
-//! Per-user views: what a user without the right to list a resource across all namespaces may
-//! see of it there. Such a list or watch is answered with the objects the user may `get`
-//! (OpenShift's `projects` do the same for namespaces) instead of a 403.
+//! Per-user views: lists and watches of hns's namespaced resources show the objects the user
+//! may `get`, so a user without cluster-wide rights runs `kubectl get subns -A` and sees their
+//! subtrees instead of a 403 (OpenShift's `projects` do the same for namespaces). kube-apiserver
+//! lets every authenticated user make these lists (config/base/rbac.yaml); hns answers each
+//! with the user's view, and refuses a list in one namespace where they may get nothing.
 //!
 //! Who may get what is decided by [`Mode`]: from the RBAC objects hns watches (exact when the
 //! cluster authorizes with RBAC, as kubeadm, kind and the managed services do), with
@@ -38,8 +40,8 @@ pub enum Mode {
     Review,
 }
 
-/// Marks a request answered with its user's view: a list or watch across all namespaces that
-/// authorization refused as asked.
+/// Marks a request answered with its user's view: a list or watch of one of hns's namespaced
+/// resources.
 #[derive(Debug, Clone, Copy)]
 pub struct ViewOnly;
 
@@ -60,6 +62,16 @@ impl View {
     /// Whether the object `name` in `namespace` is shown.
     pub fn shows(&self, namespace: &str, name: &str) -> bool {
         self.grants.allows(namespace, name)
+    }
+
+    /// Whether everything is shown: the list needs no filter.
+    pub fn shows_everything(&self) -> bool {
+        self.grants.everywhere == Names::All
+    }
+
+    /// Whether anything in `namespace` may be shown.
+    pub fn shows_any_in(&self, namespace: &str) -> bool {
+        self.grants.everywhere != Names::None || self.grants.namespaces.contains_key(namespace)
     }
 
     /// The namespaces in which anything may be shown, in order; `None` when it may be anywhere.
@@ -118,6 +130,12 @@ impl Views {
                 self.rbac.read().grants(who, VERB, group, resource)
             }
         };
+        if self.mode != Mode::Rbac
+            && grants.everywhere != Names::All
+            && self.everywhere(who, group, resource).await?
+        {
+            grants = Grants::all();
+        }
         if self.mode != Mode::Rbac && grants.everywhere != Names::All {
             let unsure: Vec<String> = namespaces()
                 .into_iter()
@@ -128,6 +146,18 @@ impl Views {
             }
         }
         Ok(View { grants: Arc::new(grants) })
+    }
+
+    /// Whether a SubjectAccessReview allows `who` to get the resource in every namespace: one
+    /// review spares one per namespace.
+    async fn everywhere(&self, who: &Identity, group: &str, resource: &str) -> Result<bool, ApiError> {
+        let attrs = ResourceAttributes {
+            verb: Some(VERB.into()),
+            group: Some(group.into()),
+            resource: Some(resource.into()),
+            ..Default::default()
+        };
+        self.authz.can(who, attrs).await
     }
 
     /// The namespaces of `candidates` where a SubjectAccessReview allows `who` to get any object

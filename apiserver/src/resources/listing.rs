@@ -6,9 +6,11 @@ use serde_json::Value;
 use super::def::{Call, CurrentObjects, Reply, ResourceDef};
 use super::render;
 use crate::auth::authn::Identity;
+use crate::auth::authz;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
 use crate::http::list::{paginate, ListOptions};
+use crate::http::request_info::{RequestInfo, ResourceRequest};
 use crate::http::status::ApiError;
 use crate::state::AppState;
 
@@ -16,6 +18,25 @@ use crate::state::AppState;
 pub async fn view_of(state: &AppState, who: &Identity, def: &ResourceDef) -> Result<View, ApiError> {
     let namespaces = || state.cache.read().iter().map(|n| n.name().to_string()).collect();
     state.views.view(who, hns_api::GROUP, def.plural, namespaces).await
+}
+
+/// The view a list or watch of `def` is answered with: `None` when the user may get every object
+/// (nothing to filter). A list in a namespace where the user may get nothing is refused as
+/// kube-apiserver refuses it.
+pub async fn view_for(
+    state: &AppState,
+    who: &Identity,
+    def: &ResourceDef,
+    req: &ResourceRequest,
+) -> Result<Option<View>, ApiError> {
+    let view = view_of(state, who, def).await?;
+    if view.shows_everything() {
+        return Ok(None);
+    }
+    if !req.namespace.is_empty() && !view.shows_any_in(&req.namespace) {
+        return Err(authz::denial(who, &RequestInfo::Resource(req.clone()), ""));
+    }
+    Ok(Some(view))
 }
 
 /// Whether `view` shows `object`.
@@ -37,7 +58,7 @@ pub fn visible(
     let Some(view) = view else {
         return current(state, forest, def, namespace);
     };
-    let objects = match view.namespaces() {
+    let objects = match view.namespaces().filter(|_| namespace.is_empty()) {
         Some(namespaces) => namespaces.flat_map(|ns| current(state, forest, def, ns)).collect(),
         None => current(state, forest, def, namespace),
     };

@@ -77,7 +77,7 @@ pub async fn dispatch(
     };
     let view_only = req.extensions().get::<ViewOnly>().is_some();
     let view = match view_only {
-        true => Some(listing::view_of(&state, &who, def).await?),
+        true => listing::view_for(&state, &who, def, &r).await?,
         false => None,
     };
     let handler = match route {

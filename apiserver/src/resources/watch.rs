@@ -103,6 +103,9 @@ impl Watcher {
         };
         objects
             .iter()
+            .filter(|o| {
+                self.namespace.is_empty() || o["metadata"]["namespace"].as_str() == Some(&self.namespace)
+            })
             .filter(|o| self.opts.selects(o))
             .filter_map(|o| match (listing::shows(old, o), listing::shows(new, o)) {
                 (false, true) => Some(self.line("ADDED", o)),

@@ -13,7 +13,8 @@ use crate::tree;
 ///
 /// Subnamespaces are marked [s]; conditions (problems with a namespace's place in the
 /// hierarchy) are numbered and listed after the trees. With -A, namespaces in cycles and
-/// namespaces whose parent is missing are shown too. Everything is read in one request (two with
+/// namespaces whose parent is missing are shown too; a user without cluster-wide rights sees the
+/// trees of the namespaces whose hierarchy they may get. Everything is read in one request (two with
 /// subnamespaces), however large the cluster.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -24,8 +25,9 @@ Examples:
   # Display every tree in the cluster, as YAML
   kubectl hns tree -A -o yaml
 
-  # Display what user \"dev-user\" may see of it
-  kubectl hns tree team --as=dev-user")]
+  # Display what user \"dev-user\" may see of it, or of every tree
+  kubectl hns tree team --as=dev-user
+  kubectl hns tree -A --as=dev-user")]
 pub struct TreeArgs {
     /// The namespaces whose trees to display (or one with -n).
     namespaces: Vec<String>,
@@ -52,6 +54,10 @@ pub async fn run(kube: &KubeFlags, mut args: TreeArgs) -> anyhow::Result<ExitCod
     let scope = if args.all_namespaces { Scope::All } else { Scope::Subtrees(&args.namespaces) };
     let forest = forest::load(&hns, scope).await?;
     let tops: Vec<&str> = if args.all_namespaces {
+        if forest.is_empty() {
+            // As kubectl says it, on stderr: the list shows only namespaces the user may see.
+            eprintln!("No namespaces found whose hierarchy you may get.");
+        }
         forest.tops()
     } else {
         args.namespaces.iter().map(String::as_str).collect()

@@ -1,0 +1,219 @@
+//! Per-user views: a user who may not list hns's resources across all namespaces gets, from
+//! `-A` lists and watches, exactly the objects they may `get` (each row, and each row left
+//! out, checked against kube-apiserver's own SubjectAccessReview), and a watch that adds and
+//! removes rows as RoleBindings and moves change their access.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use hns_api::{HierarchyConfiguration, Subnamespace};
+use hns_e2e::*;
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client, ResourceExt};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Binds ClusterRole `view` to `user` in `namespace` as RoleBinding `name`.
+fn grant_view(env: &Env, user: &str, namespace: &str, name: &str) {
+    ok(env.kubectl(&[
+        "create",
+        "rolebinding",
+        name,
+        "-n",
+        namespace,
+        "--clusterrole=view",
+        &format!("--user={user}"),
+    ]));
+}
+
+/// A tree `root` with subnamespaces `root-a` and `root-b`, and a namespace outside it.
+async fn tree_and_outsider(client: &Client, prefix: &str) -> (String, Vec<String>, String) {
+    let root = create_namespace(client, &unique(prefix), &[]).await;
+    let kids = vec![format!("{root}-a"), format!("{root}-b")];
+    for kid in &kids {
+        create_subns(client, &root, kid).await.unwrap();
+    }
+    let outsider = create_namespace(client, &unique(&format!("{prefix}-out")), &[]).await;
+    (root, kids, outsider)
+}
+
+/// Whether kube-apiserver allows `user` to get object `name` of `resource` in `namespace`.
+async fn may_get(admin: &Client, user: &str, resource: &str, namespace: &str, name: &str) -> bool {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            groups: Some(vec!["system:authenticated".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("get".into()),
+                group: Some(hns_api::GROUP.into()),
+                resource: Some(resource.into()),
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(admin.clone()).create(&PostParams::default(), &review).await;
+    answer.unwrap().status.is_some_and(|s| s.allowed)
+}
+
+/// `namespace/name` of every object of a list.
+fn keys<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
+    items.iter().map(|o| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())).collect()
+}
+
+/// Checks every object in the cluster (as the admin lists them) against kube-apiserver: the
+/// user's list holds it exactly when a SubjectAccessReview allows the user to get it.
+async fn agrees_with_reviews<K>(admin: &Client, user: &str, resource: &str, seen: &BTreeSet<String>)
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let all = Api::<K>::all(admin.clone()).list(&ListParams::default()).await.unwrap().items;
+    assert!(seen.is_subset(&keys(&all)), "the user saw objects that do not exist: {seen:?}");
+    let checks = all.iter().map(|o| async move {
+        let (ns, name) = (o.namespace().unwrap_or_default(), o.name_any());
+        let allowed = may_get(admin, user, resource, &ns, &name).await;
+        (format!("{ns}/{name}"), allowed)
+    });
+    let answers: Vec<(String, bool)> = futures::stream::iter(checks).buffer_unordered(16).collect().await;
+    for (key, allowed) in answers {
+        assert_eq!(
+            seen.contains(&key),
+            allowed,
+            "{resource} {key}: shown to {user} = {}, may get = {allowed}",
+            !allowed
+        );
+    }
+}
+
+#[tokio::test]
+async fn lists_across_namespaces_show_exactly_what_the_user_may_get() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let (root, kids, outsider) = tree_and_outsider(&admin, "views").await;
+    let user = unique("viewer");
+    grant_view(&env, &user, &root, "viewer");
+    let as_user = env.client_as(&user, &[]).await;
+    let hcs: Api<HierarchyConfiguration> = Api::all(as_user.clone());
+    let mut wanted: BTreeSet<String> = kids.iter().map(|k| format!("{k}/hierarchy")).collect();
+    wanted.insert(format!("{root}/hierarchy"));
+    // The RoleBinding reaches the subnamespaces by propagation.
+    let seen = eventually("the user's list to show the tree", WAIT, || async {
+        let items = hcs.list(&ListParams::default()).await.ok()?.items;
+        (keys(&items) == wanted).then(|| keys(&items))
+    })
+    .await;
+    agrees_with_reviews::<HierarchyConfiguration>(&admin, &user, "hierarchyconfigurations", &seen).await;
+
+    let subns = Api::<Subnamespace>::all(as_user.clone()).list(&ListParams::default()).await.unwrap().items;
+    let subns = keys(&subns);
+    assert_eq!(subns, kids.iter().map(|k| format!("{root}/{k}")).collect::<BTreeSet<_>>());
+    agrees_with_reviews::<Subnamespace>(&admin, &user, "subnamespaces", &subns).await;
+
+    // kubectl's -A works, in pages too, and a namespace the user may not read is still a 403.
+    let table = ok(env.kubectl_as(&user, &[], &["get", "subns", "-A", "--chunk-size=1"]));
+    assert!(kids.iter().all(|k| table.contains(k.as_str())) && !table.contains(&outsider), "{table}");
+    let refused = fails(env.kubectl_as(&user, &[], &["get", "hierarchyconfigurations", "-n", &outsider]));
+    assert!(refused.contains("forbidden"), "{refused}");
+
+    // A user with no grant at all sees nothing rather than a 403.
+    let stranger = env.client_as(&unique("stranger"), &[]).await;
+    let nothing = Api::<HierarchyConfiguration>::all(stranger).list(&ListParams::default()).await.unwrap();
+    assert!(nothing.items.is_empty(), "{:?}", keys(&nothing.items));
+    delete_tree(&admin, &root).await;
+    delete_namespaces(&admin, &[&outsider]).await;
+}
+
+/// The namespaces a watch of hierarchy configurations shows, kept up to date from its events.
+struct Watched {
+    shown: BTreeSet<String>,
+    events: std::pin::Pin<
+        Box<dyn futures::Stream<Item = kube::Result<WatchEvent<HierarchyConfiguration>>> + Send>,
+    >,
+}
+
+impl Watched {
+    async fn open(api: &Api<HierarchyConfiguration>) -> Watched {
+        let params = WatchParams::default().timeout(290);
+        let events = api.watch(&params, "0").await.unwrap().boxed();
+        Watched { shown: BTreeSet::new(), events }
+    }
+
+    /// Reads events until the namespaces shown satisfy `done`.
+    async fn until(&mut self, what: &str, done: impl Fn(&BTreeSet<String>) -> bool) {
+        let read = async {
+            while !done(&self.shown) {
+                match self.events.try_next().await.unwrap() {
+                    Some(WatchEvent::Added(hc)) | Some(WatchEvent::Modified(hc)) => {
+                        self.shown.insert(hc.namespace().unwrap_or_default());
+                    }
+                    Some(WatchEvent::Deleted(hc)) => {
+                        self.shown.remove(&hc.namespace().unwrap_or_default());
+                    }
+                    Some(WatchEvent::Bookmark(_)) => {}
+                    Some(WatchEvent::Error(e)) => panic!("watch error: {e:?}"),
+                    None => panic!("the watch ended"),
+                }
+            }
+        };
+        tokio::time::timeout(WAIT, read).await.unwrap_or_else(|_| panic!("{what}: shown {:?}", self.shown));
+    }
+}
+
+#[tokio::test]
+async fn a_users_watch_follows_their_access() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let (root, kids, outsider) = tree_and_outsider(&admin, "viewwatch").await;
+    let user = unique("watcher");
+    grant_view(&env, &user, &root, "watcher");
+    let mut tree: BTreeSet<String> = kids.iter().cloned().collect();
+    tree.insert(root.clone());
+    let mut watch = Watched::open(&Api::all(env.client_as(&user, &[]).await)).await;
+    watch.until("the tree to be shown", |s| s == &tree).await;
+
+    grant_view(&env, &user, &outsider, "direct");
+    watch.until("a RoleBinding to add the namespace", |s| s.contains(&outsider)).await;
+    ok(env.kubectl(&["delete", "rolebinding", "direct", "-n", &outsider]));
+    watch.until("its deletion to remove it", |s| !s.contains(&outsider)).await;
+
+    // Moved into the tree, the namespace inherits the RoleBinding; moved out, it loses it.
+    set_parent(&admin, &outsider, Some(&root)).await.unwrap();
+    watch.until("a move into the tree to add the namespace", |s| s.contains(&outsider)).await;
+    set_parent(&admin, &outsider, None).await.unwrap();
+    watch.until("a move out of the tree to remove it", |s| !s.contains(&outsider)).await;
+    assert_eq!(watch.shown, tree);
+    delete_tree(&admin, &root).await;
+    delete_namespaces(&admin, &[&outsider]).await;
+}
+
+#[tokio::test]
+async fn tree_all_shows_the_users_subtrees() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("tree_all_shows_the_users_subtrees") else { return };
+    let admin = env.admin().await;
+    let (root, kids, outsider) = tree_and_outsider(&admin, "viewtree").await;
+    let user = unique("treeviewer");
+    grant_view(&env, &user, &root, "treeviewer");
+    let kubeconfig = local.user_kubeconfig(&user, &[]);
+    let tree = eventually("the user's tree to show the subnamespaces", WAIT, || async {
+        let out = hns_with(&kubeconfig, &["tree", "-A"]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        (out.status.success() && kids.iter().all(|k| text.contains(k.as_str()))).then_some(text)
+    })
+    .await;
+    assert!(
+        tree.lines().next().is_some_and(|l| l.starts_with(&root)),
+        "the tree starts at its root:\n{tree}"
+    );
+    assert!(!tree.contains(&outsider), "{tree}");
+    delete_tree(&admin, &root).await;
+    delete_namespaces(&admin, &[&outsider]).await;
+}
