@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
-#   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree diagnose quotas)
+#   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose quotas)
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -15,7 +15,7 @@ log "benchmarks against Kubernetes $K8S_VERSION"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
 # The diagnose benchmark times the release kubectl-hns built above.
 export HNS_PLUGIN_DIR="$TARGET"
-for b in ${@:-deletion watches api propagation tree diagnose quotas}; do
+for b in ${@:-deletion watches api propagation tree views diagnose quotas}; do
   log "benchmark: $b"
   case "$b" in
     # The diagnoser's figures come from its e2e harness (real stuck namespaces, real kubectl).

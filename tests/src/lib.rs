@@ -29,6 +29,7 @@ pub mod docs;
 pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;
+pub mod views_bench;
 
 /// The cluster under test.
 pub struct Env {

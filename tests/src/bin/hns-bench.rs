@@ -18,6 +18,9 @@
 //!                          $HNS_BENCH_QUOTA_TRIALS (default 1,000) trials of racing creations,
 //!                          pod creation under 3 quotas vs a plain ResourceQuota, and how fast a
 //!                          quota over 1,000 namespaces shows new usage
+//!   hns-bench views        per-user views with 10,000 namespaces: a team admin's lists across
+//!                          all namespaces vs the cluster admin's, and access changes reaching
+//!                          their watch
 
 use std::time::{Duration, Instant};
 
@@ -48,9 +51,10 @@ async fn main() -> anyhow::Result<()> {
                 std::env::var("HNS_BENCH_QUOTA_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(1_000);
             hns_e2e::quota_bench::run(&client, trials).await
         }
+        "views" => hns_e2e::views_bench::run(&client, &env).await,
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views"
             )
         }
     }
