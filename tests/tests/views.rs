@@ -217,3 +217,54 @@ async fn tree_all_shows_the_users_subtrees() {
     delete_tree(&admin, &root).await;
     delete_namespaces(&admin, &[&outsider]).await;
 }
+
+/// The first event about `namespace`'s configuration in a watch of `api` from `rv`.
+async fn first_event_about(api: &Api<HierarchyConfiguration>, rv: &str, namespace: &str) -> &'static str {
+    let mut events = api.watch(&WatchParams::default().timeout(30), rv).await.unwrap().boxed();
+    loop {
+        match events.try_next().await.unwrap() {
+            Some(WatchEvent::Added(hc)) if hc.namespace().as_deref() == Some(namespace) => return "ADDED",
+            Some(WatchEvent::Modified(hc)) if hc.namespace().as_deref() == Some(namespace) => return "MODIFIED",
+            Some(WatchEvent::Deleted(hc)) if hc.namespace().as_deref() == Some(namespace) => return "DELETED",
+            Some(WatchEvent::Error(e)) => panic!("watch error: {e:?}"),
+            None => panic!("the watch ended with no event about {namespace}"),
+            Some(_) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_watch_resumed_after_an_access_change_catches_up() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let (root, _, outsider) = tree_and_outsider(&admin, "viewresume").await;
+    let user = unique("resumer");
+    grant_view(&env, &user, &root, "resumer");
+    let hcs: Api<HierarchyConfiguration> = Api::all(env.client_as(&user, &[]).await);
+    let shows = |list: &kube::core::ObjectList<HierarchyConfiguration>| {
+        list.items.iter().any(|hc| hc.namespace().as_deref() == Some(outsider.as_str()))
+    };
+    // Listed without the namespace; granted it; a watch from the list's version adds it.
+    let before = hcs.list(&ListParams::default()).await.unwrap();
+    assert!(!shows(&before));
+    grant_view(&env, &user, &outsider, "direct");
+    eventually("the grant to show the namespace", WAIT, || async {
+        shows(&hcs.list(&ListParams::default()).await.ok()?).then_some(())
+    })
+    .await;
+    let rv = before.metadata.resource_version.unwrap();
+    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, "ADDED");
+
+    // Listed with it; the grant taken away; a watch from that list's version removes it.
+    let before = hcs.list(&ListParams::default()).await.unwrap();
+    assert!(shows(&before));
+    ok(env.kubectl(&["delete", "rolebinding", "direct", "-n", &outsider]));
+    eventually("the revocation to hide the namespace", WAIT, || async {
+        (!shows(&hcs.list(&ListParams::default()).await.ok()?)).then_some(())
+    })
+    .await;
+    let rv = before.metadata.resource_version.unwrap();
+    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, "DELETED");
+    delete_tree(&admin, &root).await;
+    delete_namespaces(&admin, &[&outsider]).await;
+}

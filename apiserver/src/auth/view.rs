@@ -45,11 +45,20 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy)]
 pub struct ViewOnly;
 
-/// Builds views.
+/// How long the views served to a user are remembered, for watches resumed later.
+const REMEMBERED_FOR: Duration = Duration::from_secs(3600);
+/// How many different views of one user and resource are remembered.
+const REMEMBERED_VIEWS: usize = 8;
+
+/// Builds views, and remembers the last ones served to each user.
 pub struct Views {
     rbac: Arc<RbacCache>,
     authz: Authorizer,
     mode: Mode,
+    /// (user, resource) → the views served lately, newest last. A watch resumed from a
+    /// resourceVersion cannot say what its client was shown; with these, it can remove what any
+    /// of them showed and the current view does not.
+    served: moka::sync::Cache<String, Vec<View>>,
 }
 
 /// What one user may see of one resource.
@@ -96,7 +105,27 @@ impl View {
 impl Views {
     /// Views decided by `mode`, from `rbac` and, for reviews, `authz`.
     pub fn new(rbac: Arc<RbacCache>, authz: Authorizer, mode: Mode) -> Views {
-        Views { rbac, authz, mode }
+        let served = moka::sync::Cache::builder().max_capacity(10_000).time_to_idle(REMEMBERED_FOR).build();
+        Views { rbac, authz, mode, served }
+    }
+
+    /// Records that `view` of `resource` was served to `who`.
+    pub fn remember(&self, who: &Identity, resource: &str, view: &View) {
+        let key = served_key(who, resource);
+        let mut views = self.served.get(&key).unwrap_or_default();
+        if views.last() != Some(view) {
+            views.retain(|v| v != view);
+            views.push(view.clone());
+            if views.len() > REMEMBERED_VIEWS {
+                views.remove(0);
+            }
+        }
+        self.served.insert(key, views);
+    }
+
+    /// The views of `resource` served to `who` lately (none if not remembered).
+    pub fn served(&self, who: &Identity, resource: &str) -> Vec<View> {
+        self.served.get(&served_key(who, resource)).unwrap_or_default()
     }
 
     /// Wakes when RBAC changes.
@@ -185,6 +214,11 @@ impl Views {
     }
 }
 
+/// Who and what a served view is remembered under.
+fn served_key(who: &Identity, resource: &str) -> String {
+    serde_json::json!([who.user, who.groups, who.extra, resource]).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,5 +246,25 @@ mod tests {
                 && !before.shows("b", "q")
                 && !before.shows("c", "x")
         );
+    }
+
+    #[tokio::test]
+    async fn the_views_served_to_a_user_are_remembered_newest_last() {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let views = Views::new(Arc::default(), Authorizer::new(client), Mode::Rbac);
+        let who = |user: &str| Identity { user: user.into(), groups: vec![], extra: Default::default() };
+        let one = |ns: &str| view(Names::None, &[(ns, Names::All)]);
+        assert!(views.served(&who("alice"), "subnamespaces").is_empty());
+        for ns in ["a", "b", "a"] {
+            views.remember(&who("alice"), "subnamespaces", &one(ns));
+        }
+        assert_eq!(views.served(&who("alice"), "subnamespaces"), [one("b"), one("a")]);
+        assert!(views.served(&who("bob"), "subnamespaces").is_empty(), "per user");
+        assert!(views.served(&who("alice"), "hierarchyconfigurations").is_empty(), "per resource");
+        for i in 0..20 {
+            views.remember(&who("alice"), "subnamespaces", &one(&i.to_string()));
+        }
+        assert_eq!(views.served(&who("alice"), "subnamespaces").len(), REMEMBERED_VIEWS);
     }
 }

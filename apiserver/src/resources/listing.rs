@@ -70,6 +70,9 @@ pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError>
     let opts = ListOptions::from_query(call.query)?;
     let forest = call.state.cache.read();
     let items = visible(call.state, &forest, call.def, current, &call.req.namespace, call.view.as_ref());
+    if let Some(view) = &call.view {
+        call.state.views.remember(call.who, call.def.plural, view);
+    }
     let rv = forest.resource_version();
     Ok(Reply::ok(render::list(call.def, paginate(items, &opts, &rv), &rv, call.render)))
 }

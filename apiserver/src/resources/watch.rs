@@ -16,6 +16,7 @@ use tokio::sync::broadcast;
 use crate::auth::authn::Identity;
 use crate::auth::tls::PeerSocket;
 use crate::auth::view::View;
+use crate::hierarchy::forest::Forest;
 use crate::http::list::ListOptions;
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
@@ -90,16 +91,29 @@ impl Watcher {
             && self.view.as_ref().is_none_or(|v| listing::shows(v, &e.object))
     }
 
-    /// The events that take the user from what `self.view` showed to what `new` shows: ADDED
-    /// for objects they may now get, DELETED for those they no longer may.
-    fn regranted(&self, state: &AppState, current: CurrentObjects, new: &View) -> Vec<bytes::Bytes> {
-        let Some(old) = &self.view else { return Vec::new() };
-        let forest = state.cache.read();
-        let objects = match old.differences(new) {
-            Some(namespaces) => {
-                namespaces.iter().flat_map(|ns| current(state, &forest, self.def, ns)).collect()
+    /// The events that take a client shown any of `old` to what `new` shows: ADDED for objects
+    /// one of them did not show and `new` does, DELETED for objects one of them showed and
+    /// `new` does not. (An ADDED for an object the client has, or a DELETED for one it lacks,
+    /// changes nothing for it; nothing is sent about objects none of the views shows.)
+    fn regranted(
+        &self,
+        (state, forest): (&AppState, &Forest),
+        current: CurrentObjects,
+        old: &[View],
+        new: &View,
+    ) -> Vec<bytes::Bytes> {
+        let mut namespaces = std::collections::BTreeSet::new();
+        let mut everywhere = false;
+        for o in old {
+            match o.differences(new) {
+                Some(changed) => namespaces.extend(changed),
+                None => everywhere = true,
             }
-            None => current(state, &forest, self.def, ""),
+        }
+        let objects: Vec<Value> = if everywhere {
+            current(state, forest, self.def, "")
+        } else {
+            namespaces.iter().flat_map(|ns| current(state, forest, self.def, ns)).collect()
         };
         objects
             .iter()
@@ -107,10 +121,13 @@ impl Watcher {
                 self.namespace.is_empty() || o["metadata"]["namespace"].as_str() == Some(&self.namespace)
             })
             .filter(|o| self.opts.selects(o))
-            .filter_map(|o| match (listing::shows(old, o), listing::shows(new, o)) {
-                (false, true) => Some(self.line("ADDED", o)),
-                (true, false) => Some(self.line("DELETED", o)),
-                _ => None,
+            .filter_map(|o| {
+                let now = listing::shows(new, o);
+                match (old.iter().any(|v| listing::shows(v, o) != now), now) {
+                    (true, true) => Some(self.line("ADDED", o)),
+                    (true, false) => Some(self.line("DELETED", o)),
+                    (false, _) => None,
+                }
             })
             .collect()
     }
@@ -210,6 +227,15 @@ pub async fn serve(
     // A view is looked at again on each RBAC change (and periodically, when reviews decide it).
     let mut access = watcher.view.is_some().then(|| state.views.subscribe());
     let refresh_every = state.views.refresh_every();
+    // What the user was shown before, for a watch resumed from a resourceVersion.
+    let served = match &watcher.view {
+        Some(view) => {
+            let served = state.views.served(&who, def.plural);
+            state.views.remember(&who, def.plural, view);
+            Some(served)
+        }
+        None => None,
+    };
     // Snapshot and subscribe under one read lock: every later change reaches the channel, and
     // none before it does.
     let (begin, mut rx, mut last_rv, mut last_seen) = {
@@ -234,15 +260,22 @@ pub async fn serve(
                     .collect();
                 Begin::Lines { lines, initial_events_end }
             }
+            // A view resumed with no record of what its user was shown cannot tell what to
+            // remove: its client lists again, as after any expired watch.
+            Start::After(_) if served.as_ref().is_some_and(Vec::is_empty) => Begin::Expired(watcher.expired(
+                "hns-apiserver has no record of what this user was shown (another replica listed it); list again",
+            )),
             Start::After(rv) => match state.cache.hub.since(rv) {
-                Some(events) => Begin::Lines {
-                    lines: events
-                        .iter()
-                        .filter(|e| watcher.wants(e))
-                        .map(|e| watcher.event_line(e))
-                        .collect(),
-                    initial_events_end: false,
-                },
+                Some(events) => {
+                    let mut lines: Vec<bytes::Bytes> =
+                        events.iter().filter(|e| watcher.wants(e)).map(|e| watcher.event_line(e)).collect();
+                    // Access may have changed since; after the changes, what takes the client
+                    // from what it was shown to what it may see now.
+                    if let (Some(served), Some(view)) = (&served, &watcher.view) {
+                        lines.extend(watcher.regranted((&state, &forest), current_objects, served, view));
+                    }
+                    Begin::Lines { lines, initial_events_end: false }
+                }
                 None => {
                     Begin::Expired(watcher.expired(&format!("too old resource version: {rv} ({now_rv})")))
                 }
@@ -310,9 +343,12 @@ pub async fn serve(
                 () = access_changed(&mut access, refresh_every) => {
                     match listing::view_of(&state, &who, def).await {
                         Ok(new) => {
-                            for line in watcher.regranted(&state, current_objects, &new) {
+                            let old: Vec<View> = watcher.view.iter().cloned().collect();
+                            let lines = watcher.regranted((&state, &state.cache.read()), current_objects, &old, &new);
+                            for line in lines {
                                 yield Ok(line);
                             }
+                            state.views.remember(&who, def.plural, &new);
                             watcher.view = Some(new);
                         }
                         Err(error) => tracing::warn!(%error, user = %who.user, "a watcher's view was not updated"),
