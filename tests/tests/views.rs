@@ -224,8 +224,12 @@ async fn first_event_about(api: &Api<HierarchyConfiguration>, rv: &str, namespac
     loop {
         match events.try_next().await.unwrap() {
             Some(WatchEvent::Added(hc)) if hc.namespace().as_deref() == Some(namespace) => return "ADDED",
-            Some(WatchEvent::Modified(hc)) if hc.namespace().as_deref() == Some(namespace) => return "MODIFIED",
-            Some(WatchEvent::Deleted(hc)) if hc.namespace().as_deref() == Some(namespace) => return "DELETED",
+            Some(WatchEvent::Modified(hc)) if hc.namespace().as_deref() == Some(namespace) => {
+                return "MODIFIED"
+            }
+            Some(WatchEvent::Deleted(hc)) if hc.namespace().as_deref() == Some(namespace) => {
+                return "DELETED"
+            }
             Some(WatchEvent::Error(e)) => panic!("watch error: {e:?}"),
             None => panic!("the watch ended with no event about {namespace}"),
             Some(_) => {}

@@ -2,7 +2,7 @@
 //! replicas (started by `make reliability`, i.e. `hack/reliability.sh`). Prints one table of
 //! figures and exits non-zero if any figure misses its target.
 //!
-//!   hns-reliability [--short] [SUITE...]   suites: bad-input auth races faults outage deletion load
+//!   hns-reliability [--short] [SUITE...]   suites: bad-input auth races faults outage views deletion load
 //!                                          (default: all)
 //!
 //! HNS_RELIABILITY_SEED repeats a run's random choices; HNS_SCHEMATHESIS names the schemathesis
@@ -11,12 +11,14 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hns_e2e::reliability::processes::{Processes, Replicas};
-use hns_e2e::reliability::{auth, bad_input, deletion, faults, load, outage, races, table, Context, Scale};
+use hns_e2e::reliability::{
+    auth, bad_input, deletion, faults, load, outage, races, table, views, Context, Scale,
+};
 use hns_e2e::Env;
 
 // Load runs last: the thousands of namespaces it deletes keep kube-controller-manager busy for
 // minutes afterwards, which would slow the suites after it.
-const SUITES: [&str; 7] = ["bad-input", "auth", "races", "faults", "outage", "deletion", "load"];
+const SUITES: [&str; 8] = ["bad-input", "auth", "races", "faults", "outage", "views", "deletion", "load"];
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -56,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
             "faults" => faults::run(&ctx).await,
             "races" => races::run(&ctx).await,
             "deletion" => deletion::run(&ctx).await,
+            "views" => views::run(&ctx).await,
             _ => outage::run(&ctx).await,
         });
     }

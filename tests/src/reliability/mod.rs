@@ -1,5 +1,5 @@
 //! The reliability suites behind `make reliability` (`hack/reliability.sh`): bad input, the auth
-//! matrix, load, faults and outage safety, each against the real local control plane with
+//! matrix, load, faults, outage safety and per-user views, each against the real local control plane with
 //! several hns replicas. Each suite returns figures; the `hns-reliability` binary prints them as
 //! one table and fails if a figure misses its target.
 
@@ -13,6 +13,7 @@ pub mod load;
 pub mod outage;
 pub mod processes;
 pub mod races;
+pub mod views;
 
 use std::fmt::Write as _;
 use std::time::Duration;
