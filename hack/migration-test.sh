@@ -243,6 +243,12 @@ wait_copies "hns"
 log "from hns back to HNC, following $DOC"
 run_phase to-hnc
 [ -z "$(held_namespaces)" ] || die "after uninstalling hns, namespaces still carry its finalizer: $(held_namespaces | tr '\n' ' ')"
+# hns lets every user list its resources (it answers with their view); HNC's CRDs would answer
+# with everything, so none of hns's cluster-wide grants may outlive it.
+left="$(kubectl get clusterroles,clusterrolebindings -o name | grep '/hns-' || true)"
+[ -z "$left" ] || die "after uninstalling hns, its cluster RBAC is still there: $(echo "$left" | tr '\n' ' ')"
+kubectl auth can-i list hierarchyconfigurations.hnc.x-k8s.io -A --as=migration-nobody >/dev/null 2>&1 \
+  && die "after uninstalling hns, any user may list HNC's hierarchy configurations across namespaces"
 wait_copies "HNC, after the way back,"
 snapshot "$WORK/back.snapshot"
 same "the hierarchy after moving back to HNC (copies without UIDs)" \
