@@ -350,6 +350,41 @@ pub fn view_binding(name: &str, group: &str) -> k8s_openapi::api::rbac::v1::Role
     .expect("a valid RoleBinding")
 }
 
+/// Whether kube-apiserver lets `user` (in `groups`, and `system:authenticated`) get object
+/// `name` of hns's `resource` in `namespace`: its own SubjectAccessReview, the reference the
+/// per-user views are checked against.
+pub async fn may_get(
+    admin: &Client,
+    (user, groups): (&str, &[&str]),
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let mut all_groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    all_groups.push("system:authenticated".into());
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            groups: Some(all_groups),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some("get".into()),
+                group: Some(hns_api::GROUP.into()),
+                resource: Some(resource.into()),
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = Api::<SubjectAccessReview>::all(admin.clone()).create(&PostParams::default(), &review).await;
+    answer.unwrap_or_else(|e| panic!("SubjectAccessReview: {e}")).status.is_some_and(|s| s.allowed)
+}
+
 /// A namespace name unique to this test run: `<prefix>-<pid>-<n>`.
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

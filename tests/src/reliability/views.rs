@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
+use hns_api::hierarchy::HIERARCHY_SINGLETON;
 use hns_api::HierarchyConfiguration;
-use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher::{self, Event};
@@ -19,7 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 
 use super::{quantile_ms, Context, Figure, Rng};
-use crate::{create_namespace, create_subns, delete_namespaces, delete_tree, set_parent};
+use crate::{create_namespace, create_subns, delete_namespaces, delete_tree, may_get, set_parent};
 
 const SUITE: &str = "views";
 /// How long a change may take to reach every watch and list before what differs is counted.
@@ -101,28 +101,6 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
     Watcher { user, group, client, watched }
 }
 
-/// Whether kube-apiserver lets `w`'s user get the configuration of `namespace`.
-async fn may_get(admin: &Client, w: &Watcher, namespace: &str) -> bool {
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(w.user.clone()),
-            groups: Some(vec![w.group.clone(), "system:authenticated".into()]),
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some("get".into()),
-                group: Some(hns_api::GROUP.into()),
-                resource: Some("hierarchyconfigurations".into()),
-                namespace: Some(namespace.into()),
-                name: Some(hns_api::hierarchy::HIERARCHY_SINGLETON.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let answer = Api::<SubjectAccessReview>::all(admin.clone()).create(&PostParams::default(), &review).await;
-    answer.is_ok_and(|r| r.status.is_some_and(|s| s.allowed))
-}
-
 /// Rows shown that may not be seen, and rows hidden that may, over every user's watch and list.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 struct Wrong {
@@ -148,7 +126,9 @@ async fn compare(admin: &Client, watchers: &[Watcher], pool: &[String]) -> Wrong
         candidates.extend(watched.iter().cloned());
         let mut wrong = Wrong::default();
         for ns in candidates {
-            let allowed = may_get(admin, w, &ns).await;
+            let allowed =
+                may_get(admin, (&w.user, &[&w.group]), "hierarchyconfigurations", &ns, HIERARCHY_SINGLETON)
+                    .await;
             for seen in [&listed, &watched] {
                 match (seen.contains(&ns), allowed) {
                     (true, false) => wrong.shown += 1,
