@@ -20,3 +20,8 @@ export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
 log "running e2e tests against the local control plane in $DIR"
 cargo test -p hns-e2e -- --skip diagnose_ "$@"
 cargo test -p hns-e2e --test diagnose -- --test-threads=1 "$@"
+# The per-user views again, decided by SubjectAccessReviews alone (docs/access.md): the mode for
+# authorizers hns cannot read.
+log "per-user views with --view-authorization=review"
+HNS_VIEW_AUTHORIZATION=review "$ROOT/hack/hns-up.sh" up "$DIR"
+cargo test -p hns-e2e --test views -- "$@"

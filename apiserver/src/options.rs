@@ -94,7 +94,7 @@ pub struct Args {
     /// is the authorizer that grants; `rbac-then-review` also asks a SubjectAccessReview for
     /// each namespace RBAC does not grant (authorizer webhooks that allow); `review` asks one
     /// for every namespace (any authorizer chain; a few hundred namespaces at most).
-    #[arg(long, value_enum, default_value = "rbac")]
+    #[arg(long, env = "HNS_VIEW_AUTHORIZATION", value_enum, default_value = "rbac")]
     pub view_authorization: crate::auth::view::Mode,
 
     /// HTTP worker threads (0: one per core).

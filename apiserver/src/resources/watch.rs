@@ -226,7 +226,11 @@ pub async fn serve(
     };
     // A view is looked at again on each RBAC change (and periodically, when reviews decide it).
     let mut access = watcher.view.is_some().then(|| state.views.subscribe());
-    let refresh_every = state.views.refresh_every();
+    let mut refresh = state.views.refresh_every().filter(|_| access.is_some()).map(|every| {
+        let mut refresh = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh
+    });
     // What the user was shown before, for a watch resumed from a resourceVersion.
     let served = match &watcher.view {
         Some(view) => {
@@ -340,7 +344,7 @@ pub async fn serve(
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
-                () = access_changed(&mut access, refresh_every) => {
+                () = access_changed(&mut access, &mut refresh) => {
                     match listing::view_of(&state, &who, def).await {
                         Ok(new) => {
                             let old: Vec<View> = watcher.view.iter().cloned().collect();
@@ -372,13 +376,19 @@ pub async fn serve(
     Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
 }
 
-/// Returns when the access a view depends on may have changed: RBAC changed, or `every` passed.
-/// Never for a watch without a view.
-async fn access_changed(access: &mut Option<tokio::sync::watch::Receiver<u64>>, every: Option<Duration>) {
+/// Returns when the access a view depends on may have changed: RBAC changed, or `refresh` ticked
+/// (it lives across calls: each event the watch sends makes a new call). Never for a watch
+/// without a view.
+async fn access_changed(
+    access: &mut Option<tokio::sync::watch::Receiver<u64>>,
+    refresh: &mut Option<tokio::time::Interval>,
+) {
     let Some(rx) = access else { return std::future::pending().await };
     let tick = async {
-        match every {
-            Some(every) => tokio::time::sleep(every).await,
+        match refresh {
+            Some(refresh) => {
+                refresh.tick().await;
+            }
             None => std::future::pending().await,
         }
     };
