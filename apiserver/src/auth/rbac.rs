@@ -129,9 +129,9 @@ impl Rbac {
         self.cluster_roles.insert(name_of(&role.metadata).1, rules(&role.rules));
     }
 
-    /// Forgets a ClusterRole.
-    pub fn delete_cluster_role(&mut self, role: &ClusterRole) {
-        self.cluster_roles.remove(&name_of(&role.metadata).1);
+    /// Forgets a ClusterRole, by (namespace, name).
+    pub fn delete_cluster_role(&mut self, (_, name): &(String, String)) {
+        self.cluster_roles.remove(name);
     }
 
     /// Records a Role.
@@ -139,9 +139,9 @@ impl Rbac {
         self.roles.insert(name_of(&role.metadata), rules(&role.rules));
     }
 
-    /// Forgets a Role.
-    pub fn delete_role(&mut self, role: &Role) {
-        self.roles.remove(&name_of(&role.metadata));
+    /// Forgets a Role, by (namespace, name).
+    pub fn delete_role(&mut self, key: &(String, String)) {
+        self.roles.remove(key);
     }
 
     /// Records a ClusterRoleBinding.
@@ -151,9 +151,9 @@ impl Rbac {
         self.insert_binding(key, binding);
     }
 
-    /// Forgets a ClusterRoleBinding.
-    pub fn delete_cluster_binding(&mut self, b: &ClusterRoleBinding) {
-        self.remove_binding(&BindingKey::Cluster(name_of(&b.metadata).1));
+    /// Forgets a ClusterRoleBinding, by (namespace, name).
+    pub fn delete_cluster_binding(&mut self, (_, name): &(String, String)) {
+        self.remove_binding(&BindingKey::Cluster(name.clone()));
     }
 
     /// Records a RoleBinding.
@@ -163,10 +163,9 @@ impl Rbac {
         self.insert_binding(BindingKey::Namespaced { namespace, name }, binding);
     }
 
-    /// Forgets a RoleBinding.
-    pub fn delete_binding(&mut self, b: &RoleBinding) {
-        let (namespace, name) = name_of(&b.metadata);
-        self.remove_binding(&BindingKey::Namespaced { namespace, name });
+    /// Forgets a RoleBinding, by (namespace, name).
+    pub fn delete_binding(&mut self, (namespace, name): &(String, String)) {
+        self.remove_binding(&BindingKey::Namespaced { namespace: namespace.clone(), name: name.clone() });
     }
 
     fn insert_binding(&mut self, key: BindingKey, binding: Binding) {
@@ -371,10 +370,7 @@ mod tests {
         });
         assert_eq!(rbac.grants(&who("carol", &[]), "list", GROUP, RESOURCE).everywhere, Names::All);
         assert_eq!(rbac.grants(&who("dave", &[PRIVILEGED_GROUP]), "get", "x", "y"), Grants::all());
-        rbac.delete_cluster_binding(&ClusterRoleBinding {
-            metadata: meta(None, "crb"),
-            ..Default::default()
-        });
+        rbac.delete_cluster_binding(&(String::new(), "crb".into()));
         assert_eq!(rbac.grants(&who("carol", &[]), "list", GROUP, RESOURCE), Grants::default());
     }
 
@@ -398,7 +394,7 @@ mod tests {
         bind(&mut rbac, "a", "rb", role_ref("ClusterRole", "viewer"), vec![subject("User", "bob", None)]);
         assert!(rbac.grants(&who("alice", &[]), "get", GROUP, RESOURCE).namespaces.is_empty(), "replaced");
         assert_eq!(namespaces(&rbac.grants(&who("bob", &[]), "get", GROUP, RESOURCE)), ["a"]);
-        rbac.delete_cluster_role(&ClusterRole { metadata: meta(None, "viewer"), ..Default::default() });
+        rbac.delete_cluster_role(&(String::new(), "viewer".into()));
         assert!(rbac.grants(&who("bob", &[]), "get", GROUP, RESOURCE).namespaces.is_empty(), "role gone");
     }
 }

@@ -2,6 +2,7 @@
 //! replica (any replica answers a user's list), with a generation that moves on each change so
 //! open watches can re-evaluate what their user sees.
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
@@ -80,35 +81,41 @@ pub async fn run(client: Client, cache: Arc<RbacCache>) {
     );
 }
 
-/// Watches one kind. A re-list applies what it lists and forgets only what it no longer holds
-/// (kept aside until the list ends), so the index never passes through an emptier state that
-/// would hide rows from watchers.
-async fn follow<K>(client: Client, cache: Arc<RbacCache>, apply: fn(&mut Rbac, &K), delete: fn(&mut Rbac, &K))
-where
+/// Where an object lives: (namespace, name).
+type Key = (String, String);
+
+/// Watches one kind. A re-list applies what it lists and forgets only what it no longer holds,
+/// so the index never passes through an emptier state that would hide rows from watchers. Only
+/// the keys of what is applied are kept here (the index keeps what it needs of the objects).
+async fn follow<K>(
+    client: Client,
+    cache: Arc<RbacCache>,
+    apply: fn(&mut Rbac, &K),
+    delete: fn(&mut Rbac, &Key),
+) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::Scope: Send,
 {
     let api: Api<K> = Api::all(client);
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
-    let mut known: std::collections::HashMap<(String, String), K> = Default::default();
-    let mut relisted: std::collections::HashMap<(String, String), K> = Default::default();
+    let mut known: HashSet<Key> = HashSet::new();
+    let mut relisted: Vec<K> = Vec::new();
     let mut listed_once = false;
     let key =
         |o: &K| (o.meta().namespace.clone().unwrap_or_default(), o.meta().name.clone().unwrap_or_default());
     loop {
         match stream.try_next().await {
             Ok(Some(Event::Init)) => relisted.clear(),
-            Ok(Some(Event::InitApply(o))) => {
-                relisted.insert(key(&o), o);
-            }
+            Ok(Some(Event::InitApply(o))) => relisted.push(o),
             Ok(Some(Event::InitDone)) => {
-                let gone: Vec<K> =
-                    known.values().filter(|o| !relisted.contains_key(&key(o))).cloned().collect();
-                known = std::mem::take(&mut relisted);
+                let listed: HashSet<Key> = relisted.iter().map(key).collect();
+                let gone: Vec<&Key> = known.difference(&listed).collect();
                 cache.change(|rbac| {
-                    gone.iter().for_each(|o| delete(rbac, o));
-                    known.values().for_each(|o| apply(rbac, o));
+                    gone.iter().for_each(|k| delete(rbac, k));
+                    relisted.iter().for_each(|o| apply(rbac, o));
                 });
+                known = listed;
+                relisted = Vec::new();
                 if !listed_once {
                     listed_once = true;
                     cache.listed.fetch_add(1, Ordering::AcqRel);
@@ -116,11 +123,12 @@ where
             }
             Ok(Some(Event::Apply(o))) => {
                 cache.change(|rbac| apply(rbac, &o));
-                known.insert(key(&o), o);
+                known.insert(key(&o));
             }
             Ok(Some(Event::Delete(o))) => {
-                cache.change(|rbac| delete(rbac, &o));
-                known.remove(&key(&o));
+                let k = key(&o);
+                cache.change(|rbac| delete(rbac, &k));
+                known.remove(&k);
             }
             Ok(None) => return,
             Err(error) => tracing::warn!(%error, kind = %K::kind(&()), "RBAC watch failed; retrying"),
