@@ -9,7 +9,19 @@ use serde_json::Value;
 use crate::output;
 
 /// The `Accept` header asking for a Table, with plain JSON as the fallback kubectl also offers.
-pub const ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+const ACCEPT: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+
+/// `request` asking for a Table without the objects behind its rows (`includeObject=None`):
+/// only the cells are printed, and each row's object metadata would make the answer several
+/// times larger to send and to read.
+pub fn request(request: http::Request<Vec<u8>>) -> Result<http::Request<Vec<u8>>, http::uri::InvalidUri> {
+    let (mut parts, body) = request.into_parts();
+    let uri = parts.uri.to_string();
+    let separator = if uri.contains('?') { '&' } else { '?' };
+    parts.uri = format!("{uri}{separator}includeObject=None").parse()?;
+    parts.headers.insert(http::header::ACCEPT, http::HeaderValue::from_static(ACCEPT));
+    Ok(http::Request::from_parts(parts, body))
+}
 
 /// A Table as the server sends it (the parts that are printed).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -127,6 +139,16 @@ mod tests {
         let no_columns = Table { column_definitions: vec![], rows: vec![] };
         let out = render(&[("a".into(), no_columns), ("b".into(), pods(&["p"]))], true, false);
         assert!(out.starts_with("NAMESPACE   NAME   READY   RESTARTS\nb "), "{out}");
+    }
+
+    #[test]
+    fn a_table_is_asked_for_without_its_objects() {
+        let list = http::Request::get("/api/v1/namespaces/a/pods?&labelSelector=x%3Dy").body(vec![]).unwrap();
+        let list = request(list).unwrap();
+        assert_eq!(list.uri(), "/api/v1/namespaces/a/pods?&labelSelector=x%3Dy&includeObject=None");
+        assert_eq!(list.headers()[http::header::ACCEPT], ACCEPT);
+        let get = request(http::Request::get("/api/v1/namespaces/a").body(vec![]).unwrap()).unwrap();
+        assert_eq!(get.uri(), "/api/v1/namespaces/a?includeObject=None");
     }
 
     #[test]

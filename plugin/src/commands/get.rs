@@ -150,13 +150,13 @@ async fn list_objects(
     if let Some(selector) = &args.selector {
         params = params.labels(selector);
     }
-    let requests = |accept: &'static str| -> anyhow::Result<Vec<(String, http::Request<Vec<u8>>)>> {
+    let requests = |as_table: bool| -> anyhow::Result<Vec<(String, http::Request<Vec<u8>>)>> {
         namespaces
             .iter()
             .map(|ns| {
                 Ok((
                     ns.clone(),
-                    accepting(kube::core::Request::new(kind.collection(ns)).list(&params)?, accept),
+                    shaped(kube::core::Request::new(kind.collection(ns)).list(&params)?, as_table)?,
                 ))
             })
             .collect()
@@ -164,12 +164,12 @@ async fn list_objects(
     let action = format!("list {} in", kind.resource());
     match args.output {
         None | Some(GetFormat::Wide) => {
-            let answers: Answers<Table> = send(client, requests(table::ACCEPT)?).await?;
+            let answers: Answers<Table> = send(client, requests(true)?).await?;
             forbidden(&answers, &action, place)?;
             print_tables(&answers.found, true, args.output == Some(GetFormat::Wide), place);
         }
         Some(format) => {
-            let answers: Answers<Value> = send(client, requests("application/json")?).await?;
+            let answers: Answers<Value> = send(client, requests(false)?).await?;
             forbidden(&answers, &action, place)?;
             let items: Vec<Value> =
                 answers.found.into_iter().flat_map(|(_, list)| typed_items(list, kind)).collect();
@@ -186,23 +186,23 @@ async fn list_namespaces(
     format: Option<GetFormat>,
     place: &Place<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let requests = |accept: &'static str| -> anyhow::Result<Vec<(String, http::Request<Vec<u8>>)>> {
+    let requests = |as_table: bool| -> anyhow::Result<Vec<(String, http::Request<Vec<u8>>)>> {
         namespaces
             .iter()
             .map(|ns| {
                 let get = kube::core::Request::new("/api/v1/namespaces").get(ns, &GetParams::default())?;
-                Ok((ns.clone(), accepting(get, accept)))
+                Ok((ns.clone(), shaped(get, as_table)?))
             })
             .collect()
     };
     match format {
         None | Some(GetFormat::Wide) => {
-            let answers: Answers<Table> = send(client, requests(table::ACCEPT)?).await?;
+            let answers: Answers<Table> = send(client, requests(true)?).await?;
             forbidden(&answers, "get", place)?;
             print_tables(&answers.found, false, format == Some(GetFormat::Wide), place);
         }
         Some(format) => {
-            let answers: Answers<Value> = send(client, requests("application/json")?).await?;
+            let answers: Answers<Value> = send(client, requests(false)?).await?;
             forbidden(&answers, "get", place)?;
             let items = answers.found.into_iter().map(|(_, ns)| ns).collect();
             print_objects(items, format.data(), "namespace", place)?;
@@ -211,10 +211,13 @@ async fn list_namespaces(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `request` asking for `accept`.
-fn accepting(mut request: http::Request<Vec<u8>>, accept: &'static str) -> http::Request<Vec<u8>> {
-    request.headers_mut().insert(http::header::ACCEPT, http::HeaderValue::from_static(accept));
-    request
+/// `request` asking for a Table, or for plain JSON.
+fn shaped(mut request: http::Request<Vec<u8>>, as_table: bool) -> anyhow::Result<http::Request<Vec<u8>>> {
+    if as_table {
+        return Ok(table::request(request)?);
+    }
+    request.headers_mut().insert(http::header::ACCEPT, http::HeaderValue::from_static("application/json"));
+    Ok(request)
 }
 
 /// The requests' answers; a failure other than 403 or 404 is the command's error, in the
