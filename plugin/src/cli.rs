@@ -152,6 +152,11 @@ mod tests {
             "namespaces or -A, not both"
         );
         assert!(Cli::try_parse_from(["kubectl-hns", "tree", "-A", "-o", "yaml"]).is_ok());
+        for get in [&["get", "--subtree", "pods"][..], &["get", "pods", "--subtree=false", "-o", "name"]] {
+            let argv = std::iter::once("kubectl-hns").chain(get.iter().copied());
+            assert!(Cli::try_parse_from(argv).is_ok(), "{get:?}: --subtree takes its value after =");
+        }
+        assert!(Cli::try_parse_from(["kubectl-hns", "get", "pods", "--subtree=no"]).is_err());
         assert!(Cli::try_parse_from([
             "kubectl-hns",
             "config",
