@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
-#   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose quotas)
+#   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose quotas subtree-get)
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -13,9 +13,9 @@ HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" u
 use_control_plane "$DIR"
 log "benchmarks against Kubernetes $K8S_VERSION"
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
-# The diagnose benchmark times the release kubectl-hns built above.
+# The diagnose and subtree-get benchmarks time the release kubectl-hns built above.
 export HNS_PLUGIN_DIR="$TARGET"
-for b in ${@:-deletion watches api propagation tree views diagnose quotas}; do
+for b in ${@:-deletion watches api propagation tree views diagnose quotas subtree-get}; do
   log "benchmark: $b"
   case "$b" in
     # The diagnoser's figures come from its e2e harness (real stuck namespaces, real kubectl).

@@ -56,6 +56,8 @@ enum Command {
     Config(commands::config::ConfigArgs),
     /// List hierarchical resource quotas and the usage of their subtrees.
     Hrq(commands::hrq::HrqArgs),
+    /// List objects of any kind in a namespace and all its descendants.
+    Get(commands::get::GetArgs),
     /// Print the plugin's version and whether the cluster serves the hns API.
     #[command(after_help = "\
 Examples:
@@ -114,6 +116,7 @@ impl Cli {
             Command::Diagnose(args) => commands::diagnose::run(&kube, args).await,
             Command::Export(args) => commands::export::run(&kube, args).await,
             Command::Hrq(args) => commands::hrq::run(&kube, args).await,
+            Command::Get(args) => commands::get::run(&kube, args).await,
         }
     }
 }
@@ -149,6 +152,11 @@ mod tests {
             "namespaces or -A, not both"
         );
         assert!(Cli::try_parse_from(["kubectl-hns", "tree", "-A", "-o", "yaml"]).is_ok());
+        for get in [&["get", "--subtree", "pods"][..], &["get", "pods", "--subtree=false", "-o", "name"]] {
+            let argv = std::iter::once("kubectl-hns").chain(get.iter().copied());
+            assert!(Cli::try_parse_from(argv).is_ok(), "{get:?}: --subtree takes its value after =");
+        }
+        assert!(Cli::try_parse_from(["kubectl-hns", "get", "pods", "--subtree=no"]).is_err());
         assert!(Cli::try_parse_from([
             "kubectl-hns",
             "config",
@@ -242,6 +250,7 @@ mod tests {
             assert_eq!(values(line), ["team"], "{line:?}");
         }
         assert_eq!(values("config set-resource "), ["ks"]);
+        assert_eq!(values("get "), ["ks"]);
         assert_eq!(values("config delete-type --resource "), ["ks"]);
         assert_eq!(values("config delete-type --group "), ["g.io"]);
         assert!(values("config set-resource ks --mode ").contains(&"Propagate".to_string()));

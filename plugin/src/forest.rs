@@ -125,6 +125,23 @@ impl Forest {
         out
     }
 
+    /// `name` and the namespaces below it, each once, depth first: each namespace, then its
+    /// children's subtrees by name (the order `tree` draws them in).
+    pub fn subtree<'a>(&'a self, name: &'a str) -> Vec<&'a str> {
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut out = Vec::new();
+        let mut stack = vec![name];
+        while let Some(n) = stack.pop() {
+            if seen.insert(n) {
+                out.push(n);
+                stack.extend(
+                    self.nodes.get(n).into_iter().flat_map(|n| n.children.iter().rev().map(String::as_str)),
+                );
+            }
+        }
+        out
+    }
+
     /// Marks `name` and everything below it reached.
     fn reach<'a>(&'a self, name: &'a str, reached: &mut HashSet<&'a str>) {
         let mut stack = vec![name];
@@ -329,6 +346,14 @@ pub(crate) mod tests {
         assert_eq!(f.descendants("acme-org"), ["team-a", "team-b", "svc-1"]);
         assert_eq!(f.descendants("cyc-a"), ["cyc-b", "cyc-b-kid"]);
         assert!(f.descendants("solo").is_empty());
+    }
+
+    #[test]
+    fn a_subtree_is_depth_first_by_name() {
+        let f = sample();
+        assert_eq!(f.subtree("acme-org"), ["acme-org", "team-a", "svc-1", "team-b"]);
+        assert_eq!(f.subtree("cyc-a"), ["cyc-a", "cyc-b", "cyc-b-kid"]);
+        assert_eq!(f.subtree("solo"), ["solo"]);
     }
 
     #[test]

@@ -57,8 +57,21 @@ impl From<&Condition> for ConditionView {
 
 /// Lays out rows as columns two spaces apart, the last column unpadded.
 pub fn columns(rows: &[Vec<String>]) -> String {
+    aligned(rows, 2, 0)
+}
+
+/// Lays out rows as kubectl's tables are: columns three spaces apart and at least six wide
+/// (kubectl's tabwriter settings), the last column unpadded.
+pub fn kubectl_columns(rows: &[Vec<String>]) -> String {
+    aligned(rows, 3, 6)
+}
+
+/// Rows as columns `padding` spaces apart, each column at least `min_width` wide padding
+/// included, as Go's tabwriter lays them out.
+fn aligned(rows: &[Vec<String>], padding: usize, min_width: usize) -> String {
     let widths: Vec<usize> = (0..rows.first().map_or(0, Vec::len))
         .map(|i| rows.iter().map(|r| r.get(i).map_or(0, |c| c.chars().count())).max().unwrap_or(0))
+        .map(|w| (w + padding).max(min_width))
         .collect();
     let mut out = String::new();
     for row in rows {
@@ -66,7 +79,7 @@ pub fn columns(rows: &[Vec<String>]) -> String {
         for (i, cell) in row.iter().enumerate() {
             out.push_str(cell);
             if i < last {
-                out.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+                out.push_str(&" ".repeat(widths[i] - cell.chars().count()));
             }
         }
         out.push('\n');
@@ -85,6 +98,7 @@ mod tests {
             vec!["BBB".into(), "y".into(), "z".into()],
         ];
         assert_eq!(columns(&rows), "A    LONGER  x\nBBB  y       z\n");
+        assert_eq!(kubectl_columns(&rows), "A     LONGER   x\nBBB   y        z\n");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use openssl::x509::{X509NameBuilder, X509};
 
 pub mod deletion;
 pub mod docs;
+pub mod get_bench;
 pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;

@@ -7,6 +7,7 @@ pub mod delete;
 pub mod describe;
 pub mod diagnose;
 pub mod export;
+pub mod get;
 pub mod hrq;
 pub mod set;
 pub mod tree;

@@ -141,7 +141,8 @@ fn summary(c: &CompletionCandidate) -> Option<String> {
 pub enum ValueKind {
     /// A namespace: `-n`, and the namespaces of tree, describe, set (and its --parent), diagnose.
     Namespace,
-    /// A plural resource name: `config set-resource RESOURCE`, `delete-type --resource`.
+    /// A plural resource name: `config set-resource RESOURCE`, `delete-type --resource`,
+    /// `get KIND`.
     Resource,
     /// An API group: `config … --group`.
     Group,

@@ -21,6 +21,9 @@
 //!   hns-bench views        per-user views with 10,000 namespaces: a team admin's lists across
 //!                          all namespaces vs the cluster admin's, and access changes reaching
 //!                          their watch
+//!   hns-bench subtree-get  `kubectl hns get pods -n ROOT` over a subtree of 100 namespaces
+//!                          holding 10,000 pods ($HNS_BENCH_GET_NAMESPACES, $HNS_BENCH_GET_PODS)
+//!                          vs `kubectl get pods -n NS` for each of them in turn
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +49,14 @@ async fn main() -> anyhow::Result<()> {
         "tree" => tree(&client, &env).await,
         "deletion" => deletion(&client).await,
         "watches" => watches(&env).await,
+        "subtree-get" => {
+            let size = |var: &str, default: usize| {
+                std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+            };
+            let (namespaces, pods) =
+                (size("HNS_BENCH_GET_NAMESPACES", 100), size("HNS_BENCH_GET_PODS", 10_000));
+            hns_e2e::get_bench::run(&client, &env, namespaces, pods).await
+        }
         "quotas" => {
             let trials =
                 std::env::var("HNS_BENCH_QUOTA_TRIALS").ok().and_then(|t| t.parse().ok()).unwrap_or(1_000);
@@ -54,7 +65,7 @@ async fn main() -> anyhow::Result<()> {
         "views" => hns_e2e::views_bench::run(&client, &env).await,
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get"
             )
         }
     }
