@@ -98,6 +98,8 @@ fn kubectl_finds_the_plugin_copied_onto_path() {
         "completion",
         "diagnose",
         "export",
+        "hrq",
+        "get",
     ] {
         assert!(help.contains(&format!("\n  {word} ")), "{word} in help:\n{help}");
     }
