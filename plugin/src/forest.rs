@@ -6,9 +6,12 @@
 //! made `tree` slow on big clusters. hns answers those lists with what the user may see (their
 //! view, docs/access.md), so a team admin's `tree -A` shows their subtrees. A subtree asked for
 //! that the list does not show (a server without views, a namespace hidden from the user) is
-//! walked namespace by namespace, as far as the user may read, so its error is exact.
+//! walked a level at a time, as far as the user may read, so its error is exact; `get` walks
+//! its subtree that way always, since a subtree is usually a small part of the cluster.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use futures::StreamExt;
 
 use hns_api::HierarchyConfiguration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -205,37 +208,56 @@ pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
     Ok(forest)
 }
 
-/// HNC's way, for users who may read only some namespaces: each namespace's configuration and
-/// subnamespaces, one namespace at a time. Descendants the user may not read are left out (their
-/// names still show as their parents' children).
-async fn walk(hns: &Hns, names: &[String]) -> hns::Result<Forest> {
+/// How many namespaces a walk reads at once.
+const WALK_AT_ONCE: usize = 32;
+
+/// The subtrees below `names` read namespace by namespace, a level at a time (each level's
+/// namespaces at once): each namespace's configuration, and its subnamespaces if it has
+/// children. Descendants the user may not read are left out (their names still show as their
+/// parents' children). Cheaper than listing every namespace when the subtree is a small part of
+/// a large cluster.
+pub async fn walk(hns: &Hns, names: &[String]) -> hns::Result<Forest> {
     let mut configs = Vec::new();
     let mut subnamespaces = BTreeSet::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut queue: Vec<(String, bool)> = names.iter().map(|n| (n.clone(), true)).collect();
-    while let Some((ns, named)) = queue.pop() {
-        if !seen.insert(ns.clone()) {
-            continue;
-        }
-        let hc = match hns.hierarchy(&ns).await {
-            Ok(hc) => hc,
-            Err(e) if named => return Err(e),
-            Err(e) if e.code() == Some(403) => continue,
-            Err(hns::Error::NamespaceNotFound(_)) => continue,
-            Err(e) => return Err(e),
-        };
-        let children = hc.status.as_ref().map(|s| s.children.clone()).unwrap_or_default();
-        if !children.is_empty() {
-            match hns.subnamespaces(&ns).await {
-                Ok(subs) => subnamespaces.extend(subs.into_iter().filter_map(|s| s.metadata.name)),
-                Err(e) if e.code() == Some(403) => {}
+    let mut seen: HashSet<String> = names.iter().cloned().collect();
+    let mut level: Vec<(String, bool)> = names.iter().map(|n| (n.clone(), true)).collect();
+    while !level.is_empty() {
+        let reads = level.into_iter().map(|(ns, named)| async move {
+            let read = read_namespace(hns, &ns).await;
+            (named, read)
+        });
+        let mut next = Vec::new();
+        let answers: Vec<_> = futures::stream::iter(reads).buffer_unordered(WALK_AT_ONCE).collect().await;
+        for (named, read) in answers {
+            let (hc, subs) = match read {
+                Ok(found) => found,
+                Err(e) if named => return Err(e),
+                Err(e) if e.code() == Some(403) => continue,
+                Err(hns::Error::NamespaceNotFound(_)) => continue,
                 Err(e) => return Err(e),
-            }
+            };
+            subnamespaces.extend(subs);
+            let children = hc.status.as_ref().map(|s| s.children.clone()).unwrap_or_default();
+            next.extend(children.into_iter().filter(|c| seen.insert(c.clone())).map(|c| (c, false)));
+            configs.push(hc);
         }
-        queue.extend(children.into_iter().map(|c| (c, false)));
-        configs.push(hc);
+        level = next;
     }
     Ok(Forest::new(configs, &subnamespaces))
+}
+
+/// A namespace's configuration, and the names of its subnamespaces if it has children (none if
+/// the user may not list them).
+async fn read_namespace(hns: &Hns, ns: &str) -> hns::Result<(HierarchyConfiguration, Vec<String>)> {
+    let hc = hns.hierarchy(ns).await?;
+    if hc.status.as_ref().is_none_or(|s| s.children.is_empty()) {
+        return Ok((hc, Vec::new()));
+    }
+    match hns.subnamespaces(ns).await {
+        Ok(subs) => Ok((hc, subs.into_iter().filter_map(|s| s.metadata.name).collect())),
+        Err(e) if e.code() == Some(403) => Ok((hc, Vec::new())),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]

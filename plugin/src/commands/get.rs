@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::client::KubeFlags;
 use crate::fanout::{self, Answers};
-use crate::forest::{self, Scope};
+use crate::forest;
 use crate::hns::{self, Hns};
 use crate::kinds::{self, Kind};
 use crate::output::{self, DataFormat};
@@ -96,8 +96,7 @@ pub async fn run(kube: &KubeFlags, args: GetArgs) -> anyhow::Result<ExitCode> {
     let hns = Hns::new(client.clone());
     let roots = [root.clone()];
     // Both at once; the kind is checked first, as kubectl checks it before anything else.
-    let (groups, forest) =
-        tokio::join!(kinds::discover(&client), forest::load(&hns, Scope::Subtrees(&roots)));
+    let (groups, forest) = tokio::join!(kinds::discover(&client), forest::walk(&hns, &roots));
     let kind = kinds::resolve(&groups?, &args.resource)?;
     let forest = forest?;
     let namespaces: Vec<String> = match args.subtree {
