@@ -105,7 +105,8 @@ async fn grow(client: &Client, names: &[String]) -> anyhow::Result<()> {
 
 /// Creates `pods` pods spread evenly over the namespaces, 64 at once. Each namespace takes pods
 /// once the controller manager has made its `default` ServiceAccount; until then a creation is
-/// retried.
+/// retried, for up to 5 minutes (after `hns-bench views` has made 10,000 namespaces, the
+/// controller manager takes minutes to reach new ones).
 async fn fill(client: &Client, names: &[String], pods: usize) -> anyhow::Result<()> {
     let started = Instant::now();
     let made: Vec<anyhow::Result<()>> = stream::iter(0..pods)
@@ -115,7 +116,7 @@ async fn fill(client: &Client, names: &[String], pods: usize) -> anyhow::Result<
             let mut tries = 0;
             while let Err(e) = api.create(&PostParams::default(), &p).await {
                 tries += 1;
-                anyhow::ensure!(tries < 300, "pod p-{j}: {e}");
+                anyhow::ensure!(tries < 3_000, "pod p-{j}: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Ok(())

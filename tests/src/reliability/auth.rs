@@ -60,6 +60,9 @@ struct Op {
     path: String,
     body: Option<Value>,
     allowed: &'static [Who],
+    /// For a list answered with each user's view: who must see `p`'s rows, and who `q`'s (no
+    /// one else may see either).
+    rows: Option<(&'static [Who], &'static [Who])>,
 }
 
 fn ops(p: &str, q: &str) -> Vec<Op> {
@@ -73,6 +76,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/namespaces/{p}/hierarchyconfigurations/hierarchy"),
             body: None,
             allowed: readers,
+            rows: None,
         },
         Op {
             what: "list subnamespaces",
@@ -80,6 +84,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/namespaces/{p}/subnamespaces"),
             body: None,
             allowed: readers,
+            rows: None,
         },
         Op {
             what: "watch subnamespaces",
@@ -87,6 +92,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/namespaces/{p}/subnamespaces?watch=1&timeoutSeconds=1"),
             body: None,
             allowed: readers,
+            rows: None,
         },
         Op {
             what: "create subnamespace",
@@ -96,6 +102,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
                 json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "Subnamespace", "metadata": {"name": format!("{p}-new")}}),
             ),
             allowed: readers,
+            rows: None,
         },
         Op {
             what: "delete subnamespace",
@@ -103,6 +110,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/namespaces/{p}/subnamespaces/{p}-child?dryRun=All"),
             body: None,
             allowed: &[ClusterAdmin, NamespaceAdmin],
+            rows: None,
         },
         Op {
             what: "patch hierarchyconfiguration",
@@ -110,6 +118,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/namespaces/{p}/hierarchyconfigurations/hierarchy?dryRun=All"),
             body: merge(json!({"spec": {"allowCascadingDeletion": true}})),
             allowed: &[ClusterAdmin, NamespaceAdmin],
+            rows: None,
         },
         Op {
             what: "move under a namespace they do not administer",
@@ -117,6 +126,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/namespaces/{p}/hierarchyconfigurations/hierarchy?dryRun=All"),
             body: merge(json!({"spec": {"parent": q}})),
             allowed: &[ClusterAdmin],
+            rows: None,
         },
         Op {
             what: "get hncconfiguration",
@@ -124,6 +134,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/hncconfigurations/config"),
             body: None,
             allowed: &[ClusterAdmin],
+            rows: None,
         },
         Op {
             what: "patch hncconfiguration",
@@ -131,6 +142,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/hncconfigurations/config?dryRun=All"),
             body: merge(json!({"metadata": {"labels": {"auth-matrix": "dry-run"}}})),
             allowed: &[ClusterAdmin],
+            rows: None,
         },
         Op {
             // Answered with each user's view (docs/access.md): what they may get, perhaps nothing.
@@ -139,6 +151,7 @@ fn ops(p: &str, q: &str) -> Vec<Op> {
             path: format!("{API}/hierarchyconfigurations"),
             body: None,
             allowed: &ROLES,
+            rows: Some((readers, &[ClusterAdmin])),
         },
     ]
 }
@@ -160,23 +173,43 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
             let want = if op.allowed.contains(&who) { "2xx" } else { "403" };
             let via_kube = send_kube(&through_kube, op).await;
             let via_hns = send_direct(&direct, local, op, Some((user, groups))).await;
-            for (path, got) in [("through kube-apiserver", via_kube), ("front-proxy to hns", via_hns)] {
+            for (path, (got, body)) in [("through kube-apiserver", via_kube), ("front-proxy to hns", via_hns)]
+            {
                 cells += 1;
                 let ok = if want == "2xx" { (200..300).contains(&got) } else { got == 403 };
                 if !ok {
                     wrong.push(format!("{who:?} {} ({path}): got {got}, want {want}", op.what));
+                }
+                if let Some((sees_p, sees_q)) = op.rows {
+                    let want = (sees_p.contains(&who), sees_q.contains(&who));
+                    let seen = rows_seen(&body, &p, &q);
+                    if seen != want {
+                        wrong.push(format!(
+                            "{who:?} {} ({path}): sees (p, q) {seen:?}, want {want:?}",
+                            op.what
+                        ));
+                    }
                 }
             }
         }
     }
     for attack in ATTACKS {
         let (client, headers) = attack_client(local, attack);
-        let want: u16 = if matches!(attack, Attack::ForgedHeaders) { 403 } else { 401 };
+        // Authenticated as the certificate's user (no rights), whatever the headers say: refused,
+        // or, for a list answered with the user's view, shown nothing.
+        let forged = matches!(attack, Attack::ForgedHeaders);
         for op in &ops {
             cells += 1;
-            let got = send_direct(&client, local, op, headers).await;
+            let (got, body) = send_direct(&client, local, op, headers).await;
+            let want: u16 = match (forged, op.rows) {
+                (false, _) => 401,
+                (true, None) => 403,
+                (true, Some(_)) => 200,
+            };
             if got != want {
                 wrong.push(format!("{attack:?} {}: got {got}, want {want}", op.what));
+            } else if got == 200 && rows_seen(&body, &p, &q) != (false, false) {
+                wrong.push(format!("{attack:?} {}: the forged identity's rows were shown", op.what));
             }
         }
     }
@@ -221,7 +254,20 @@ fn content_type(method: &Method) -> &'static str {
     }
 }
 
-async fn send_kube(client: &Client, op: &Op) -> u16 {
+/// Whether a list's body shows rows of namespaces `p` and `q`.
+fn rows_seen(body: &str, p: &str, q: &str) -> (bool, bool) {
+    let list: Value = serde_json::from_str(body).unwrap_or_default();
+    let namespaces: Vec<&str> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["metadata"]["namespace"].as_str())
+        .collect();
+    (namespaces.contains(&p), namespaces.contains(&q))
+}
+
+/// The status and body of `op` sent through kube-apiserver.
+async fn send_kube(client: &Client, op: &Op) -> (u16, String) {
     let body = op.body.as_ref().map(|b| b.to_string().into_bytes()).unwrap_or_default();
     let req = Request::builder()
         .method(op.method.clone())
@@ -230,16 +276,22 @@ async fn send_kube(client: &Client, op: &Op) -> u16 {
         .body(body)
         .expect("a valid request");
     match client.request_text(req).await {
-        Ok(_) => 200,
-        Err(kube::Error::Api(e)) => e.code,
+        Ok(body) => (200, body),
+        Err(kube::Error::Api(e)) => (e.code, String::new()),
         Err(e) => {
             println!("auth: {} through kube-apiserver: {e}", op.what);
-            0
+            (0, String::new())
         }
     }
 }
 
-async fn send_direct(client: &reqwest::Client, local: &Local, op: &Op, user: Option<(&str, &[&str])>) -> u16 {
+/// The status and body of `op` sent straight to hns-apiserver.
+async fn send_direct(
+    client: &reqwest::Client,
+    local: &Local,
+    op: &Op,
+    user: Option<(&str, &[&str])>,
+) -> (u16, String) {
     let mut req = client
         .request(op.method.clone(), format!("{}{}", local.hns_url(), op.path))
         .header("content-type", content_type(&op.method));
@@ -253,10 +305,13 @@ async fn send_direct(client: &reqwest::Client, local: &Local, op: &Op, user: Opt
         req = req.body(b.to_string());
     }
     match req.send().await {
-        Ok(r) => r.status().as_u16(),
+        Ok(r) => {
+            let code = r.status().as_u16();
+            (code, r.text().await.unwrap_or_default())
+        }
         Err(e) => {
             println!("auth: {} straight to hns: {e}", op.what);
-            0
+            (0, String::new())
         }
     }
 }
