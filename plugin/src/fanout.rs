@@ -6,8 +6,10 @@ use kube::Client;
 use serde::de::DeserializeOwned;
 
 /// How many requests are in flight at once: enough to hide the round trips, few enough not to
-/// be throttled (kubectl's client allows bursts of 300) or to load the API server.
-const CONCURRENCY: usize = 32;
+/// load the API server. Each request in flight needs a connection of its own, and each new
+/// connection a TLS handshake: for 100 namespaces of 100 pods on a 2-core control plane, 8 at
+/// once took 50–56 ms, 16 took 81–117 ms and 32 took 89–147 ms.
+const CONCURRENCY: usize = 8;
 
 /// What the namespaces answered.
 #[derive(Debug)]

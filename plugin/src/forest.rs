@@ -208,8 +208,9 @@ pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
     Ok(forest)
 }
 
-/// How many namespaces a walk reads at once.
-const WALK_AT_ONCE: usize = 32;
+/// How many namespaces a walk reads at once (as many as `get` then lists at once, so both use
+/// the same connections: see `fanout`).
+const WALK_AT_ONCE: usize = 8;
 
 /// The subtrees below `names` read namespace by namespace, a level at a time (each level's
 /// namespaces at once): each namespace's configuration, and its subnamespaces if it has
