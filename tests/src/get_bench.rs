@@ -72,7 +72,7 @@ async fn measure(client: &Client, env: &Env, names: &[String], pods: usize) -> a
     }
     ratios.sort_by(f64::total_cmp);
     println!("  {:<42}  {:20}  {:22}   {:5.1}x", "median ratio", "", "", ratios[ROUNDS / 2]);
-    println!("  kubectl hns get pods -n {ROOT}: one process, one request per namespace, 32 at once");
+    println!("  kubectl hns get pods -n {ROOT}: one process, one request per namespace, 8 at once");
     println!("  baseline: kubectl get pods -n NS for each namespace of the subtree, one after the other");
     Ok(())
 }
