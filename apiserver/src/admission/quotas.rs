@@ -158,7 +158,7 @@ fn observed_members(state: &AppState, ledger: &ledger::Ledger) -> BTreeMap<Strin
         .keys()
         .filter_map(|m| {
             let q = forest.observed_quota(m)?;
-            let version = q.resource_version.as_deref().and_then(|v| v.parse().ok())?;
+            let version = q.version()?;
             let observed = Observed { version, used: Some(q.used.clone()), allocation: q.allocation.clone() };
             Some((m.clone(), observed))
         })
@@ -178,7 +178,7 @@ const RECOUNT_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 /// cluster).
 fn recount_settled(state: &AppState, update: &StatusUpdate) -> Result<(), Denial> {
     let settled = state.cache.read().observed_quota(&update.namespace).is_some_and(|q| {
-        let version = q.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let version = q.version().unwrap_or(0);
         version >= update.old_version && q.increased_at.is_none_or(|t| t.elapsed() >= RECOUNT_SETTLE)
     });
     if settled {
@@ -244,7 +244,7 @@ async fn reclaim_slack(
 /// yet seen that version is the stored object read.
 async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, Denial> {
     let cached = state.cache.read().observed_quota(&update.namespace).map(|q| {
-        let version = q.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        let version = q.version().unwrap_or(0);
         (version, q.used.clone())
     });
     match cached {

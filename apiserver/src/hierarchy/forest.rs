@@ -220,6 +220,13 @@ pub struct ObservedQuota {
     pub increased_at: Option<std::time::Instant>,
 }
 
+impl ObservedQuota {
+    /// Its resourceVersion as a number (`None` if unreadable).
+    pub fn version(&self) -> Option<u64> {
+        self.resource_version.as_deref().and_then(|v| v.parse().ok())
+    }
+}
+
 impl Forest {
     /// An empty forest honouring state sealed by `sealer`.
     pub fn new(sealer: Sealer) -> Self {

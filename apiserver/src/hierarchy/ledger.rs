@@ -137,7 +137,7 @@ pub struct StatusUpdate {
 impl StatusUpdate {
     /// Whether it increases any resource.
     pub fn increases(&self) -> bool {
-        !increases(&self.old_used, &self.new_used).is_empty()
+        quantity::grew(&self.old_used, &self.new_used)
     }
 }
 
