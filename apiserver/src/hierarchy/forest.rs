@@ -188,11 +188,15 @@ impl Node {
 }
 
 /// The hierarchy of every namespace in the cluster.
+///
+/// Cloning it is cheap (names, nodes and child sets are shared, and copied only when written):
+/// a list or watch takes a snapshot and renders from it without holding the cache's lock, so a
+/// 100,000-namespace answer neither blocks the watch nor is built in memory all at once.
 #[derive(Debug, Clone)]
 pub struct Forest {
-    nodes: BTreeMap<String, Node>,
+    nodes: BTreeMap<Arc<str>, Arc<Node>>,
     /// parent → children. A parent may be listed here before (or after) it exists.
-    children: BTreeMap<String, BTreeSet<String>>,
+    children: BTreeMap<Arc<str>, Arc<BTreeSet<Arc<str>>>>,
     /// The newest resourceVersion observed: the point in time the forest reflects.
     resource_version: u64,
     /// Tells sealed hierarchy state from forged.
@@ -200,7 +204,7 @@ pub struct Forest {
     /// hns's ResourceQuota in each namespace that has one, as last observed: the usage that
     /// the hierarchical quotas above it sum. Not namespace state, but kept here so a quota's
     /// status is derived, like everything else served, from one consistent picture.
-    resource_quotas: BTreeMap<String, ObservedQuota>,
+    resource_quotas: BTreeMap<Arc<str>, Arc<ObservedQuota>>,
 }
 
 /// hns's ResourceQuota in one namespace, as observed.
@@ -241,20 +245,20 @@ impl Forest {
 
     /// hns's ResourceQuota in namespace `ns`, as last observed.
     pub fn observed_quota(&self, ns: &str) -> Option<&ObservedQuota> {
-        self.resource_quotas.get(ns)
+        self.resource_quotas.get(ns).map(|q| &**q)
     }
 
     /// Records hns's ResourceQuota in `ns` (`None`: there is none).
     pub fn observe_quota(&mut self, ns: &str, observed: Option<ObservedQuota>) {
         match observed {
-            Some(q) => self.resource_quotas.insert(ns.to_string(), q),
+            Some(q) => self.resource_quotas.insert(ns.into(), Arc::new(q)),
             None => self.resource_quotas.remove(ns),
         };
     }
 
     /// Replaces every observed ResourceQuota (after their watch re-listed).
     pub fn replace_observed_quotas(&mut self, all: BTreeMap<String, ObservedQuota>) {
-        self.resource_quotas = all;
+        self.resource_quotas = all.into_iter().map(|(ns, q)| (ns.into(), Arc::new(q))).collect();
     }
 
     /// The sealer, for writers that seal what they write.
@@ -284,7 +288,7 @@ impl Forest {
 
     /// Holds `node` unless a newer version of it is held.
     fn insert(&mut self, mut node: Node) {
-        let name = node.name().to_string();
+        let name: Arc<str> = node.name().into();
         if name.is_empty() {
             return;
         }
@@ -305,14 +309,14 @@ impl Forest {
         }
         self.unlink(&name);
         if let Some(p) = &node.parent {
-            self.children.entry(p.clone()).or_default().insert(name.clone());
+            Arc::make_mut(self.children.entry(p.as_str().into()).or_default()).insert(name.clone());
         }
-        self.nodes.insert(name, node);
+        self.nodes.insert(name, Arc::new(node));
     }
 
     fn touch_children(&mut self, parent: &str, rv: u64) {
-        if let Some(p) = self.nodes.get_mut(parent) {
-            p.children_rv = p.children_rv.max(rv);
+        if let Some(p) = self.nodes.get_mut(parent).filter(|p| p.children_rv < rv) {
+            Arc::make_mut(p).children_rv = rv;
         }
     }
 
@@ -362,7 +366,7 @@ impl Forest {
             self.insert(node);
         }
         // Without history, a parent's children last changed no later than its newest child.
-        let newest: Vec<(String, u64)> = self
+        let newest: Vec<(Arc<str>, u64)> = self
             .children
             .iter()
             .map(|(p, cs)| {
@@ -370,7 +374,7 @@ impl Forest {
                     p.clone(),
                     cs.iter()
                         .filter_map(|c| self.nodes.get(c))
-                        .map(Node::resource_version)
+                        .map(|n| n.resource_version())
                         .max()
                         .unwrap_or(0),
                 )
@@ -378,7 +382,7 @@ impl Forest {
             .collect();
         for (p, rv) in newest {
             if let Some(n) = self.nodes.get_mut(&p) {
-                n.children_rv = rv;
+                Arc::make_mut(n).children_rv = rv;
             }
         }
     }
@@ -387,22 +391,38 @@ impl Forest {
         let Some(old_parent) = self.nodes.get(name).and_then(|n| n.parent.clone()) else {
             return;
         };
-        if let Some(set) = self.children.get_mut(&old_parent) {
-            set.remove(name);
+        if let Some(set) = self.children.get_mut(old_parent.as_str()) {
+            Arc::make_mut(set).remove(name);
             if set.is_empty() {
-                self.children.remove(&old_parent);
+                self.children.remove(old_parent.as_str());
             }
         }
     }
 
     /// The namespace, if it exists.
     pub fn get(&self, name: &str) -> Option<&Node> {
-        self.nodes.get(name)
+        self.nodes.get(name).map(|n| &**n)
     }
 
     /// All namespaces, by name.
     pub fn iter(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.values()
+        self.nodes.values().map(|n| &**n)
+    }
+
+    /// Every name the forest knows, in order, once each: its namespaces and the parents they name,
+    /// which may be gone (their children still list them). What a list across namespaces visits.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let mut nodes = self.nodes.keys().map(|k| &**k).peekable();
+        let mut parents = self.children.keys().map(|k| &**k).peekable();
+        std::iter::from_fn(move || match (nodes.peek(), parents.peek()) {
+            (Some(n), Some(p)) if p < n => parents.next(),
+            (Some(n), Some(p)) if p == n => {
+                parents.next();
+                nodes.next()
+            }
+            (Some(_), _) => nodes.next(),
+            (None, _) => parents.next(),
+        })
     }
 
     /// How many namespaces the forest holds.
@@ -417,13 +437,13 @@ impl Forest {
 
     /// The namespaces naming `name` as their parent, sorted by name.
     pub fn children(&self, name: &str) -> impl Iterator<Item = &str> {
-        self.children.get(name).into_iter().flatten().map(String::as_str)
+        self.children.get(name).into_iter().flat_map(|set| set.iter()).map(|c| &**c)
     }
 
     /// The subnamespaces of `name` (children created through it), sorted by name.
     pub fn subnamespaces<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
         self.children(name)
-            .filter_map(|c| self.nodes.get(c))
+            .filter_map(|c| self.get(c))
             .filter(move |n| n.is_subnamespace && n.parent.as_deref() == Some(name))
     }
 
@@ -475,9 +495,7 @@ impl Forest {
             .into_iter()
             .rev()
             .filter_map(|ns| self.nodes.get_key_value(ns.as_str()))
-            .flat_map(|(ns, node)| {
-                node.quotas.iter().map(move |(q, stored)| (ns.as_str(), q.as_str(), stored))
-            })
+            .flat_map(|(ns, node)| node.quotas.iter().map(move |(q, stored)| (&**ns, q.as_str(), stored)))
             .collect()
     }
 
@@ -486,7 +504,7 @@ impl Forest {
     pub fn allows_cascading_deletion(&self, name: &str) -> bool {
         self.ancestry_names(name)
             .iter()
-            .any(|n| self.nodes.get(n).is_some_and(|n| n.allow_cascading_deletion))
+            .any(|n| self.get(n).is_some_and(|n| n.allow_cascading_deletion))
     }
 
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
@@ -499,7 +517,7 @@ impl Forest {
             if !seen.insert(n.clone()) {
                 break;
             }
-            cur = self.nodes.get(&n).and_then(|node| node.parent.clone());
+            cur = self.get(&n).and_then(|node| node.parent.clone());
             chain.push(n);
         }
         chain.reverse();
@@ -519,7 +537,7 @@ impl Forest {
             if !seen.insert(n.clone()) {
                 return None; // a cycle above us, which we are not part of
             }
-            cur = self.nodes.get(&n).and_then(|node| node.parent.clone());
+            cur = self.get(&n).and_then(|node| node.parent.clone());
             members.push(n);
         }
         None
@@ -650,6 +668,8 @@ mod tests {
         assert_eq!(f.ancestry_names("orphan"), ["gone", "orphan"]);
         assert!(f.get("gone").is_none());
         assert_eq!(f.children("gone").collect::<Vec<_>>(), ["orphan"]);
+        let f = forest("a b:a c:gone z:a");
+        assert_eq!(f.names().collect::<Vec<_>>(), ["a", "b", "c", "gone", "z"], "gone parents too, in order, once");
     }
 
     #[test]

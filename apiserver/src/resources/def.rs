@@ -20,8 +20,10 @@ use crate::store::hub::Family;
 /// Serves one verb of one resource.
 pub type Handler = for<'a> fn(&'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, ApiError>>;
 
-/// The objects of a resource in a namespace (all namespaces when empty) as they stand in the
-/// forest: what a watch from the current state starts with.
+/// The objects of a resource in one namespace (for a cluster-scoped resource, given `""`: all of
+/// them) as they stand in the forest, in key order: what lists show and a watch from the current
+/// state starts with. Lists across namespaces ask namespace after namespace
+/// ([`super::listing::objects`]), so that no answer is built whole.
 pub type CurrentObjects = fn(&AppState, &Forest, &ResourceDef, &str) -> Vec<Value>;
 
 /// The verbs a resource serves, each with its handler; `None` is not served.
@@ -120,8 +122,8 @@ impl ResourceDef {
 
 /// One API call, as the resource modules see it.
 pub struct Call<'a> {
-    /// Shared state.
-    pub state: &'a AppState,
+    /// Shared state (shared, since an answer streamed after the handler returns reads it).
+    pub state: &'a actix_web::web::Data<AppState>,
     /// The caller.
     pub who: &'a Identity,
     /// What is asked.
@@ -142,12 +144,24 @@ pub struct Call<'a> {
     pub view: Option<View>,
 }
 
+/// A body written a piece at a time, as it is rendered.
+pub type Streamed = futures::stream::LocalBoxStream<'static, Result<bytes::Bytes, actix_web::Error>>;
+
+/// The body of a [`Reply`].
+pub enum Body {
+    /// One JSON document, rendered.
+    Json(Value),
+    /// JSON rendered while it is sent: lists across namespaces, whose size grows with the
+    /// cluster's.
+    Streamed(Streamed),
+}
+
 /// What a resource module answers.
 pub struct Reply {
     /// HTTP status (200, 201).
     pub code: u16,
-    /// The rendered body.
-    pub body: Value,
+    /// The body.
+    pub body: Body,
     /// `Warning` headers (e.g. unknown fields).
     pub warnings: Vec<String>,
 }
@@ -155,6 +169,16 @@ pub struct Reply {
 impl Reply {
     /// 200 with `body`.
     pub fn ok(body: Value) -> Self {
-        Reply { code: 200, body, warnings: Vec::new() }
+        Reply::json(200, body, Vec::new())
+    }
+
+    /// `code` with `body` and `warnings`.
+    pub fn json(code: u16, body: Value, warnings: Vec<String>) -> Self {
+        Reply { code, body: Body::Json(body), warnings }
+    }
+
+    /// 200 with a body rendered while it is sent.
+    pub fn streamed(body: Streamed) -> Self {
+        Reply { code: 200, body: Body::Streamed(body), warnings: Vec::new() }
     }
 }

@@ -91,14 +91,9 @@ const SHAPE: Shape =
 
 /// The quotas of `namespace`, or of every namespace when empty, in key order.
 fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
-    if namespace.is_empty() {
-        forest
-            .iter()
-            .filter(|n| !n.quotas.is_empty())
-            .flat_map(|n| quotas::quotas_in(forest, n.name()))
-            .collect()
-    } else {
-        quotas::quotas_in(forest, namespace)
+    match forest.get(namespace) {
+        Some(node) if !node.quotas.is_empty() => quotas::quotas_in(forest, namespace),
+        _ => Vec::new(),
     }
 }
 
@@ -192,7 +187,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         .await
         .map_err(|e| write::write_failed(e, client_precondition))?;
     let code = if current.is_none() { 201 } else { 200 };
-    Ok(Reply { code, body: render::object(&DEF, written, call.render), warnings })
+    Ok(Reply::json(code, render::object(&DEF, written, call.render), warnings))
 }
 
 /// Writes quota `hrq` onto its namespace (keeping the uid and creation time of the one it
@@ -405,7 +400,7 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let (_, dry_run) = write::delete_options(call)?;
     let selected: Vec<Value> = {
         let forest = call.state.cache.read();
-        let all = current(call.state, &forest, &DEF, &call.req.namespace);
+        let all = listing::objects(call.state, &forest, &DEF, current, &call.req.namespace, None);
         paginate(all, &ListOptions { limit: None, after: None, ..opts }, "").items
     };
     let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();

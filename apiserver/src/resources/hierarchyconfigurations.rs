@@ -113,11 +113,7 @@ const SHAPE: Shape = Shape::Struct(&[
 
 /// The configurations of `namespace`, or of every namespace when empty.
 fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
-    if namespace.is_empty() {
-        forest.iter().filter_map(|n| objects::hierarchy_configuration_value(forest, n.name())).collect()
-    } else {
-        objects::hierarchy_configuration_value(forest, namespace).into_iter().collect()
-    }
+    objects::hierarchy_configuration_value(forest, namespace).into_iter().collect()
 }
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
@@ -212,11 +208,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         None => current,
     };
     let code = if call.req.verb == Verb::Create { 201 } else { 200 };
-    Ok(Reply {
-        code,
-        body: render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render),
-        warnings,
-    })
+    Ok(Reply::json(code, render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render), warnings))
 }
 
 /// Checks the change against the hierarchy rules and HNC's permission rule for moves.

@@ -155,7 +155,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         .await
         .map_err(|e| write::write_failed(e, client_precondition))?;
     let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
-    Ok(Reply { code: 200, body: render::object(&DEF, body, call.render), warnings })
+    Ok(Reply::json(200, render::object(&DEF, body, call.render), warnings))
 }
 
 /// The configuration with its status: every propagated kind, its mode and counts, the kinds

@@ -45,34 +45,108 @@ pub fn shows(view: &View, object: &Value) -> bool {
     view.shows(meta["namespace"].as_str().unwrap_or_default(), meta["name"].as_str().unwrap_or_default())
 }
 
-/// The objects of `def` in `namespace` (all namespaces when empty), in key order; with a view,
-/// only those it shows, read only from the namespaces it may show anything in.
-pub fn visible(
-    state: &AppState,
-    forest: &Forest,
-    def: &ResourceDef,
+/// The objects of `def` in `namespace` (every namespace when empty), in key order, rendered a
+/// namespace at a time as the iterator is read; with a view, only those it shows, read only from
+/// the namespaces it may show anything in.
+pub fn objects<'a>(
+    state: &'a AppState,
+    forest: &'a Forest,
+    def: &'static ResourceDef,
     current: CurrentObjects,
-    namespace: &str,
-    view: Option<&View>,
-) -> Vec<Value> {
-    let Some(view) = view else {
-        return current(state, forest, def, namespace);
+    namespace: &'a str,
+    view: Option<&'a View>,
+) -> impl Iterator<Item = Value> + 'a {
+    let namespaces: Box<dyn Iterator<Item = &'a str> + 'a> = if !namespace.is_empty() || !def.namespaced {
+        Box::new(std::iter::once(namespace))
+    } else if let Some(shown) = view.and_then(View::namespaces) {
+        Box::new(shown)
+    } else {
+        Box::new(forest.names())
     };
-    let objects = match view.namespaces().filter(|_| namespace.is_empty()) {
-        Some(namespaces) => namespaces.flat_map(|ns| current(state, forest, def, ns)).collect(),
-        None => current(state, forest, def, namespace),
-    };
-    objects.into_iter().filter(|o| shows(view, o)).collect()
+    namespaces
+        .flat_map(move |ns| current(state, forest, def, ns))
+        .filter(move |o| view.is_none_or(|v| shows(v, o)))
 }
 
-/// Serves a list of a namespaced resource whose objects `current` gives.
+/// A streamed answer is sent in pieces of about this size.
+pub const PIECE_BYTES: usize = 64 << 10;
+
+/// Serves a list of a namespaced resource whose objects `current` gives. It is rendered from a
+/// snapshot of the forest: a page (`limit`) whole, since its size is bounded, anything else
+/// while it is sent, so that answering every object of a 100,000-namespace cluster holds one
+/// piece of it at a time, not the whole answer.
 pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    let forest = call.state.cache.read();
-    let items = visible(call.state, &forest, call.def, current, &call.req.namespace, call.view.as_ref());
+    let forest = call.state.cache.read().clone();
     if let Some(view) = &call.view {
         call.state.views.remember(call.who, call.def.plural, view);
     }
     let rv = forest.resource_version();
-    Ok(Reply::ok(render::list(call.def, paginate(items, &opts, &rv), &rv, call.render)))
+    if opts.limit.is_some() {
+        let items = objects(call.state, &forest, call.def, current, &call.req.namespace, call.view.as_ref());
+        return Ok(Reply::ok(render::list(call.def, paginate(items, &opts, &rv), &rv, call.render)));
+    }
+    let (state, def, render) = (call.state.clone(), call.def, *call.render);
+    let (namespace, view) = (call.req.namespace.clone(), call.view.clone());
+    let (envelope, field) = render::list_envelope(def, render::list_meta(&rv, None, None), &render);
+    Ok(Reply::streamed(Box::pin(async_stream::stream! {
+        let mut piece = opening(envelope, field);
+        let items = objects(&state, &forest, def, current, &namespace, view.as_ref()).filter(|o| opts.selects(o));
+        for (i, item) in items.enumerate() {
+            if i > 0 {
+                piece.push(b',');
+            }
+            serde_json::to_writer(&mut piece, &render::list_item(def, item, &render))
+                .map_err(actix_web::error::ErrorInternalServerError)?;
+            if piece.len() >= PIECE_BYTES {
+                yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));
+            }
+        }
+        piece.extend_from_slice(b"]}");
+        yield Ok(bytes::Bytes::from(piece));
+    })))
+}
+
+/// The start of a streamed list: its envelope's fields, then the opening of its items array.
+fn opening(envelope: serde_json::Map<String, Value>, items_field: &str) -> Vec<u8> {
+    let mut out = Value::Object(envelope).to_string().into_bytes();
+    out.pop(); // the envelope's closing brace: the items follow
+    out.extend_from_slice(format!(",\"{items_field}\":[").as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use crate::http::request_info::Verb;
+    use crate::resources::def::Body;
+    use crate::resources::hierarchyconfigurations::DEF;
+    use crate::resources::testing::{send, state};
+
+    #[tokio::test]
+    async fn a_list_across_namespaces_is_streamed_whole_and_in_order() {
+        // Enough namespaces for many pieces.
+        let spec: Vec<String> =
+            (0..3_000).map(|i| if i == 0 { "root".into() } else { format!("ns-{i:04}:root") }).collect();
+        let state = state(&spec.join(" "));
+        let reply = send(&state, &DEF, Verb::List, ("", ""), &json!({})).await.unwrap();
+        let Body::Streamed(mut body) = reply.body else { panic!("a list across namespaces is streamed") };
+        let (mut bytes, mut pieces) = (Vec::new(), 0);
+        while let Some(piece) = body.next().await {
+            bytes.extend_from_slice(&piece.unwrap());
+            pieces += 1;
+        }
+        assert!(pieces > 1, "sent in pieces");
+        let list: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(list["kind"], "HierarchyConfigurationList");
+        assert_eq!(list["metadata"]["resourceVersion"], state.cache.read().resource_version());
+        let namespaces: Vec<&str> =
+            list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["namespace"].as_str().unwrap()).collect();
+        assert_eq!(namespaces.len(), 3_000);
+        assert!(namespaces.windows(2).all(|w| w[0] < w[1]), "key order");
+        assert_eq!(namespaces[2_999], "root");
+        assert_eq!(list["items"][2_999]["status"]["children"].as_array().unwrap().len(), 2_999);
+    }
 }

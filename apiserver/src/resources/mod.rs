@@ -116,7 +116,10 @@ pub async fn dispatch(
     for w in reply.warnings {
         resp.append_header((header::WARNING, warning_header(&w)));
     }
-    Ok(resp.json(reply.body))
+    Ok(match reply.body {
+        def::Body::Json(body) => resp.json(body),
+        def::Body::Streamed(body) => resp.content_type(mime::APPLICATION_JSON).streaming(body),
+    })
 }
 
 /// A `Warning` header value (RFC 7234: `299 - "text"`). Header values must be visible ASCII, and

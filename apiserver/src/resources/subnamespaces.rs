@@ -124,31 +124,11 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
 /// The subnamespaces a list, watch or deletecollection addresses, as objects of `def`'s kind,
 /// in key order.
 fn current(state: &AppState, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Value> {
-    let policy = &state.policy;
-    let mut items: Vec<Value> = if namespace.is_empty() {
-        forest
-            .iter()
-            .filter(|n| n.is_subnamespace && forest.anchor_exists(n))
-            .map(|n| objects::subnamespace(policy, n, def.kind))
-            .collect()
-    } else {
-        forest
-            .subnamespaces(namespace)
-            .filter(|n| forest.anchor_exists(n))
-            .map(|n| objects::subnamespace(policy, n, def.kind))
-            .collect()
-    };
-    // Key order is (namespace, name): the parent, then the child.
-    items.sort_by(|a, b| {
-        let key = |v: &Value| {
-            (
-                v["metadata"]["namespace"].as_str().map(str::to_string),
-                v["metadata"]["name"].as_str().map(str::to_string),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
-    items
+    forest
+        .subnamespaces(namespace)
+        .filter(|n| forest.anchor_exists(n))
+        .map(|n| objects::subnamespace(&state.policy, n, def.kind))
+        .collect()
 }
 
 /// What a list or deletecollection addresses.
@@ -238,7 +218,7 @@ async fn create_object(
         objects::subnamespace(&call.state.policy, &node, call.def.kind),
         call.render,
     );
-    Ok(Reply { code: 201, body, warnings })
+    Ok(Reply::json(201, body, warnings))
 }
 
 /// A namespace made by someone else between our check and our create is the same conflict.
@@ -315,7 +295,7 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
         Some(n) => objects::subnamespace(&call.state.policy, &n, call.def.kind),
         None => current,
     };
-    Ok(Reply { code: 200, body: render::object(call.def, obj, call.render), warnings })
+    Ok(Reply::json(200, render::object(call.def, obj, call.render), warnings))
 }
 
 /// Deletes one subnamespace after the checks; returns its object as it stands.
@@ -376,7 +356,7 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let targets: Vec<(String, Option<String>)> = {
         let forest = call.state.cache.read();
         let items = paginate(
-            current(call.state, &forest, call.def, &call.req.namespace),
+            listing::objects(call.state, &forest, call.def, current, &call.req.namespace, None),
             &ListOptions { limit: None, after: None, ..opts },
             "",
         )

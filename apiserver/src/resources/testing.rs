@@ -25,11 +25,11 @@ use crate::store::parent_lock::ParentLock;
 use crate::store::writer::Writer;
 
 /// State whose cache holds the namespaces of `spec`; its client points at a closed port.
-pub fn state(spec: &str) -> AppState {
+pub fn state(spec: &str) -> actix_web::web::Data<AppState> {
     let config = kube::Config::new("https://127.0.0.1:1".parse().expect("a valid URL"));
     let client = kube::Client::try_from(config).expect("a client for a fixed URL");
     let cache = Arc::new(cache(spec));
-    AppState {
+    actix_web::web::Data::new(AppState {
         propagation: Arc::new(Propagation::new(client.clone(), cache.changes.clone())),
         cache,
         authn: Arc::new(AuthnState::default()),
@@ -43,12 +43,12 @@ pub fn state(spec: &str) -> AppState {
         client,
         namespace: "hns-system".into(),
         serving: ServingCert::empty(),
-    }
+    })
 }
 
 /// Sends `verb` on object `name` of `def` in `namespace` with JSON `body`, as `alice`.
 pub async fn send(
-    state: &AppState,
+    state: &actix_web::web::Data<AppState>,
     def: &'static ResourceDef,
     verb: Verb,
     (namespace, name): (&str, &str),

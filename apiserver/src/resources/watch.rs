@@ -65,8 +65,11 @@ fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
 
 /// How a watch begins.
 enum Begin {
-    /// These lines, then changes (and the end-of-initial-events bookmark first, if asked).
-    Lines { lines: Vec<bytes::Bytes>, initial_events_end: bool },
+    /// ADDED events for every object of this snapshot, rendered as they are sent, then changes
+    /// (and the end-of-initial-events bookmark between, if asked).
+    Current { snapshot: Forest, initial_events_end: bool },
+    /// These lines, then changes.
+    Lines(Vec<bytes::Bytes>),
     /// The requested resourceVersion is too old: one ERROR line and the end.
     Expired(bytes::Bytes),
 }
@@ -111,15 +114,16 @@ impl Watcher {
             }
         }
         let objects: Vec<Value> = if everywhere {
-            current(state, forest, self.def, "")
+            listing::objects(state, forest, self.def, current, &self.namespace, None).collect()
         } else {
-            namespaces.iter().flat_map(|ns| current(state, forest, self.def, ns)).collect()
+            namespaces
+                .iter()
+                .filter(|ns| self.namespace.is_empty() || **ns == self.namespace)
+                .flat_map(|ns| current(state, forest, self.def, ns))
+                .collect()
         };
         objects
             .iter()
-            .filter(|o| {
-                self.namespace.is_empty() || o["metadata"]["namespace"].as_str() == Some(&self.namespace)
-            })
             .filter(|o| self.opts.selects(o))
             .filter_map(|o| {
                 let now = listing::shows(new, o);
@@ -248,22 +252,7 @@ pub async fn serve(
         let last_seen = state.cache.hub.last();
         let now_rv = forest.resource_version_number();
         let begin = match start {
-            Start::Current { initial_events_end } => {
-                let objects = listing::visible(
-                    &state,
-                    &forest,
-                    def,
-                    current_objects,
-                    &req.namespace,
-                    watcher.view.as_ref(),
-                );
-                let lines = objects
-                    .iter()
-                    .filter(|o| watcher.opts.selects(o))
-                    .map(|o| watcher.line("ADDED", o))
-                    .collect();
-                Begin::Lines { lines, initial_events_end }
-            }
+            Start::Current { initial_events_end } => Begin::Current { snapshot: forest.clone(), initial_events_end },
             // A view resumed with no record of what its user was shown cannot tell what to
             // remove: its client lists again, as after any expired watch.
             Start::After(_) if served.as_ref().is_some_and(Vec::is_empty) => Begin::Expired(watcher.expired(
@@ -278,7 +267,7 @@ pub async fn serve(
                     if let (Some(served), Some(view)) = (&served, &watcher.view) {
                         lines.extend(watcher.regranted((&state, &forest), current_objects, served, view));
                     }
-                    Begin::Lines { lines, initial_events_end: false }
+                    Begin::Lines(lines)
                 }
                 None => {
                     Begin::Expired(watcher.expired(&format!("too old resource version: {rv} ({now_rv})")))
@@ -295,9 +284,27 @@ pub async fn serve(
                 yield Ok::<_, actix_web::Error>(line);
                 return;
             }
-            Begin::Lines { lines, initial_events_end } => {
+            Begin::Lines(lines) => {
                 for line in lines {
                     yield Ok(line);
+                }
+                false
+            }
+            Begin::Current { snapshot, initial_events_end } => {
+                // In pieces of many lines: a 100,000-object start is neither built whole nor
+                // sent a line per write.
+                let mut piece = Vec::new();
+                let objects = listing::objects(
+                    &state, &snapshot, def, current_objects, &watcher.namespace, watcher.view.as_ref(),
+                );
+                for object in objects.filter(|o| watcher.opts.selects(o)) {
+                    piece.extend_from_slice(&watcher.line("ADDED", &object));
+                    if piece.len() >= listing::PIECE_BYTES {
+                        yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));
+                    }
+                }
+                if !piece.is_empty() {
+                    yield Ok(bytes::Bytes::from(piece));
                 }
                 initial_events_end
             }
