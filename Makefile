@@ -6,9 +6,11 @@
 #   make audit      cargo deny: licences, bans, sources, advisories (deny.toml); part of make lint
 #   make reliability        bad input, auth matrix, load, faults, outage safety: a table of figures
 #   make reliability-short  the same, minutes long (CI runs it)
+#   make bench      benchmarks, each against a baseline measured in the same run
+#   make bench-scale  hns at 100,000 namespaces (most of an hour; not in CI)
 #   make release    kubectl-hns packed for krew for this machine's platform
 
-.PHONY: reliability reliability-short bench build dev-up dev-down dev-clean test test-unit e2e migration-test lint audit fmt manifests verify-manifests release
+.PHONY: reliability reliability-short bench bench-scale build dev-up dev-down dev-clean test test-unit e2e migration-test lint audit fmt manifests verify-manifests release
 
 build:
 	cargo build --workspace
@@ -46,6 +48,11 @@ reliability-short:
 # Benchmarks print figures and ratios against a baseline measured in the same run.
 bench:
 	hack/bench.sh
+
+# 100,000 namespaces (HNS_BENCH_SCALE_NAMESPACES): creation, memory, reads, tree -A,
+# propagation, a move and a restart at that size; tests/src/scale_bench.rs says what is measured.
+bench-scale:
+	hack/bench.sh scale
 
 # The krew archive for this machine's platform (linux/amd64 here): kubectl-hns and its README at
 # the top level, as deploy/krew/hns.yaml maps them; its sha256 is written into that platform's

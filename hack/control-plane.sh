@@ -95,7 +95,8 @@ log "starting etcd on 127.0.0.1:$ETCD_PORT"
 start etcd "$BIN/etcd" --name hns-local --data-dir "$DIR/etcd" \
   --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
   --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-cluster "hns-local=http://127.0.0.1:$ETCD_PEER_PORT"
+  --initial-cluster "hns-local=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --quota-backend-bytes 8589934592  # etcd's suggested maximum: 100,000 namespaces outgrow the 2 GiB default
 wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" \
   || { tail -20 "$LOGS/etcd.log" >&2; die "etcd did not become healthy (log: $LOGS/etcd.log)"; }
 

@@ -30,6 +30,7 @@ pub mod get_bench;
 pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;
+pub mod scale_bench;
 pub mod views_bench;
 
 /// The cluster under test.
@@ -244,7 +245,8 @@ impl Local {
     /// A kubeconfig for `user` in `groups`, with a client certificate signed by the cluster CA.
     pub fn user_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {
         let tag = format!("{user}-{}", groups.join("-")).replace([':', '/'], "_");
-        let path = self.dir.join(format!("user-{tag}.kubeconfig"));
+        // Named by kube-apiserver's port too: `make dev-up` may start it on another port later.
+        let path = self.dir.join(format!("user-{tag}-{}.kubeconfig", self.kube_apiserver_port));
         if path.exists() {
             return path;
         }

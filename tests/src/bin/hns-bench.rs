@@ -24,6 +24,9 @@
 //!   hns-bench subtree-get  `kubectl hns get pods -n ROOT` over a subtree of 100 namespaces
 //!                          holding 10,000 pods ($HNS_BENCH_GET_NAMESPACES, $HNS_BENCH_GET_PODS)
 //!                          vs `kubectl get pods -n NS` for each of them in turn
+//!   hns-bench scale        100,000 namespaces ($HNS_BENCH_SCALE_NAMESPACES): creation, memory,
+//!                          reads, tree -A, propagation, a move and a restart at that size
+//!                          (`make bench-scale`; see tests/src/scale_bench.rs)
 
 use std::time::{Duration, Instant};
 
@@ -63,9 +66,14 @@ async fn main() -> anyhow::Result<()> {
             hns_e2e::quota_bench::run(&client, trials).await
         }
         "views" => hns_e2e::views_bench::run(&client, &env).await,
+        "scale" => {
+            let total =
+                std::env::var("HNS_BENCH_SCALE_NAMESPACES").ok().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+            hns_e2e::scale_bench::run(&client, &env, total).await
+        }
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, scale"
             )
         }
     }

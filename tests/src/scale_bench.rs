@@ -1,0 +1,442 @@
+//! `hns-bench scale` (`make bench-scale`, not part of CI: it takes most of an hour): hns with
+//! 100,000 namespaces ($HNS_BENCH_SCALE_NAMESPACES), in the order a cluster grows.
+//!
+//! The cluster: ten trees made of subnamespaces, each 10 levels deep with at most 5 children per
+//! namespace, a tree of 1,000 to move, and plain namespaces made before and after the trees (the
+//! baseline of creation rates). Then, measured: creation rates; one RoleBinding at a root
+//! reaching its whole tree vs the best client writing the copies itself; hns-apiserver's memory,
+//! steady and while 5 clients list everything at once; GET and LIST against kube-apiserver's own
+//! namespaces; `kubectl hns tree -A`; a move of the 1,000-namespace tree; a restart.
+//! Prints figures and the targets beside them; asserts nothing about time.
+
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client};
+
+use crate::reliability::processes::Processes;
+use crate::reliability::quantile_ms;
+use crate::{create_namespace, create_subns, view_binding, Env};
+
+const PREFIX: &str = "scale";
+const TREES: usize = 10;
+const DEPTH: usize = 10;
+const WIDTH: usize = 5;
+/// Namespaces in the tree that is moved.
+const MOVED: usize = 1_000;
+/// Clients creating namespaces at once, both sides.
+const CREATORS: usize = 16;
+/// kube-apiserver's default `--max-mutating-requests-inflight`: the most writes a client can
+/// have in flight before it is throttled, so the best a client writing copies itself can do.
+const BEST_CLIENT: usize = 200;
+
+/// How many namespaces each level of a tree of `size` holds, root first: each level at most
+/// `WIDTH` times the one above, the rest spread evenly so that the tree is `DEPTH` levels deep.
+fn levels(size: usize) -> Vec<usize> {
+    let mut levels = vec![1];
+    let mut left = size - 1;
+    while levels.len() <= DEPTH && left > 0 {
+        let to_place = DEPTH + 1 - levels.len();
+        let level = (levels[levels.len() - 1] * WIDTH).min(left.div_ceil(to_place));
+        levels.push(level);
+        left -= level;
+    }
+    levels
+}
+
+/// A tree: its namespaces level by level, each with its parent.
+struct Tree {
+    root: String,
+    /// Level by level below the root: (namespace, parent).
+    levels: Vec<Vec<(String, String)>>,
+}
+
+impl Tree {
+    fn new(root: String, size: usize) -> Tree {
+        let sizes = levels(size);
+        let mut out: Vec<Vec<(String, String)>> = Vec::new();
+        let mut above = vec![root.clone()];
+        for (depth, &n) in sizes.iter().enumerate().skip(1) {
+            let level: Vec<(String, String)> =
+                (0..n).map(|j| (format!("{root}-l{depth}-{j}"), above[j % above.len()].clone())).collect();
+            above = level.iter().map(|(name, _)| name.clone()).collect();
+            out.push(level);
+        }
+        Tree { root, levels: out }
+    }
+
+    fn descendants(&self) -> usize {
+        self.levels.iter().map(Vec::len).sum()
+    }
+
+    fn namespaces(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.root.as_str()).chain(self.levels.iter().flatten().map(|(n, _)| n.as_str()))
+    }
+}
+
+/// Creates a tree's root, then its subnamespaces a level at a time; returns how long the
+/// subnamespaces took.
+async fn grow(client: &Client, tree: &Tree) -> Duration {
+    create_namespace(client, &tree.root, &[]).await;
+    let started = Instant::now();
+    for level in &tree.levels {
+        stream::iter(level)
+            .for_each_concurrent(CREATORS, |(name, parent)| async move {
+                create_subns(client, parent, name).await.unwrap_or_else(|e| panic!("subnamespace {name}: {e}"));
+            })
+            .await;
+    }
+    started.elapsed()
+}
+
+/// Creates `n` plain namespaces `<prefix>-<i>`; returns how long they took.
+async fn plain(client: &Client, prefix: &str, n: usize) -> Duration {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(CREATORS, |i| {
+            let api = api.clone();
+            async move {
+                let mut ns = Namespace::default();
+                ns.metadata.name = Some(format!("{prefix}-{i}"));
+                api.create(&PostParams::default(), &ns).await.expect("namespace");
+            }
+        })
+        .await;
+    started.elapsed()
+}
+
+fn rate(n: usize, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64()
+}
+
+/// Polls `check` (a count) every half second until it reaches `want` or `limit` passes;
+/// returns how long it took, or `None` on timeout.
+async fn until_count<F, Fut>(want: usize, limit: Duration, mut check: F) -> Option<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if check().await >= want {
+            return Some(started.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    None
+}
+
+/// Namespaces carrying the tree label of `root` (hns labels every descendant).
+async fn labelled_below(client: &Client, root: &str) -> usize {
+    let selector = hns_api::keys::tree_label(root);
+    let api: Api<Namespace> = Api::all(client.clone());
+    api.list_metadata(&ListParams::default().labels(&selector)).await.map_or(0, |l| l.items.len())
+}
+
+/// Copies of RoleBinding `name` made by hns from `root`.
+async fn copies(client: &Client, root: &str, name: &str) -> usize {
+    let api: Api<RoleBinding> = Api::all(client.clone());
+    let lp = ListParams::default()
+        .labels(&format!("{}={root}", "hnc.x-k8s.io/inherited-from"))
+        .fields(&format!("metadata.name={name}"));
+    api.list_metadata(&lp).await.map_or(0, |l| l.items.len())
+}
+
+/// hns: one RoleBinding in `root`, timed until a watch opened first has seen its `n` copies.
+async fn propagate(client: &Client, root: &str, name: &str, n: usize) -> anyhow::Result<Duration> {
+    let all: Api<RoleBinding> = Api::all(client.clone());
+    let wp = WatchParams::default()
+        .labels(&format!("{}={root}", "hnc.x-k8s.io/inherited-from"))
+        .fields(&format!("metadata.name={name}"));
+    let rv = all.list_metadata(&ListParams::default().limit(1)).await?.metadata.resource_version;
+    let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv.unwrap_or_default()).await?);
+    let started = Instant::now();
+    Api::<RoleBinding>::namespaced(client.clone(), root)
+        .create(&PostParams::default(), &view_binding(name, "bench"))
+        .await?;
+    let mut seen = std::collections::HashSet::new();
+    while seen.len() < n {
+        match events.try_next().await? {
+            Some(WatchEvent::Added(o)) => {
+                seen.insert(o.metadata.namespace.unwrap_or_default());
+            }
+            Some(_) => {}
+            None => anyhow::bail!("the watch of the copies ended early"),
+        }
+    }
+    Ok(started.elapsed())
+}
+
+/// The best client: RoleBinding `name` written into every namespace of `tree` below its root,
+/// `BEST_CLIENT` at a time.
+async fn by_hand(client: &Client, tree: &Tree, name: &str) -> Duration {
+    let started = Instant::now();
+    stream::iter(tree.namespaces().skip(1))
+        .for_each_concurrent(BEST_CLIENT, |ns| async move {
+            let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+            api.create(&PostParams::default(), &view_binding(name, "bench")).await.expect("RoleBinding");
+        })
+        .await;
+    started.elapsed()
+}
+
+fn rss(env: &Env) -> Option<f64> {
+    Processes::new(&env.local.as_ref()?.dir).rss_mib("hns-apiserver")
+}
+
+fn mib(v: Option<f64>) -> String {
+    v.map_or("n/a (needs the local control plane)".into(), |v| format!("{v:.1} MiB"))
+}
+
+/// Runs `kubectl` (or, with `hns` first, the plugin through it) and returns how long it took.
+fn timed_kubectl(env: &Env, args: &[&str]) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let out = std::process::Command::new("kubectl")
+        .env("KUBECONFIG", &env.kubeconfig)
+        .env("PATH", crate::path_with(&crate::plugin_dir()))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()?;
+    anyhow::ensure!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(started.elapsed())
+}
+
+pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()> {
+    let existing = Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?;
+    if existing.items.iter().any(|n| n.metadata.name.as_deref().is_some_and(|n| n.starts_with(PREFIX))) {
+        anyhow::bail!("namespaces named {PREFIX}-* exist already: run on a fresh cluster (make bench-scale starts one)");
+    }
+    let plain_block = (total / 100).max(100);
+    let tree_size = (total - 2 * plain_block - MOVED) / TREES;
+    let trees: Vec<Tree> = (0..TREES).map(|t| Tree::new(format!("{PREFIX}-t{t}"), tree_size)).collect();
+    let moved = Tree::new(format!("{PREFIX}-move"), MOVED);
+    println!(
+        "{total} namespaces: {TREES} trees of {tree_size} ({} levels below the root, at most {WIDTH} children each), a tree of {MOVED} to move, 2 x {plain_block} plain",
+        trees[0].levels.len()
+    );
+
+    // Creation, plain namespaces before and after the trees, so both sides see small and large.
+    let first = plain(client, &format!("{PREFIX}-plain-a"), plain_block).await;
+    let mut sub_took = Duration::ZERO;
+    for (t, tree) in trees.iter().enumerate() {
+        let took = grow(client, tree).await;
+        println!("  tree {t}: {} subnamespaces in {:.1} s", tree.descendants(), took.as_secs_f64());
+        sub_took += took;
+    }
+    sub_took += grow(client, &moved).await;
+    let last = plain(client, &format!("{PREFIX}-plain-b"), plain_block).await;
+    let subs = TREES * trees[0].descendants() + moved.descendants();
+    let plain_rate = rate(2 * plain_block, first + last);
+    let sub_rate = rate(subs, sub_took);
+    println!();
+    println!("creation, {CREATORS} clients       per second");
+    println!(
+        "  plain namespaces           {plain_rate:8.0}   ({:.0} first, {:.0} last)",
+        rate(plain_block, first),
+        rate(plain_block, last)
+    );
+    println!(
+        "  subnamespaces              {sub_rate:8.0}   ratio {:.2} (target >= 0.8)",
+        sub_rate / plain_rate
+    );
+
+    // Settled: every tree labelled to its leaves.
+    for tree in trees.iter().chain([&moved]) {
+        let want = tree.descendants() + 1;
+        until_count(want, Duration::from_secs(600), || labelled_below(client, &tree.root))
+            .await
+            .ok_or_else(|| anyhow::anyhow!("{} did not get its tree labels in 10 minutes", tree.root))?;
+    }
+
+    propagation(client, &trees).await?;
+    memory_and_reads(client, env).await?;
+    move_subtree(client, &trees[0], &moved).await?;
+    restart(env).await
+}
+
+/// One RoleBinding at a root reaching its tree vs the best client, then a second one, so the
+/// cluster holds about 20,000 propagated objects from here on.
+async fn propagation(client: &Client, trees: &[Tree]) -> anyhow::Result<()> {
+    let n = trees[0].descendants();
+    let baseline = by_hand(client, &trees[1], "by-hand").await;
+    let hns = propagate(client, &trees[0].root, "inherited-0", n).await?;
+    propagate(client, &trees[0].root, "inherited-1", n).await?;
+    println!();
+    println!("one RoleBinding to {n} descendants       s");
+    println!("  best client ({BEST_CLIENT} at once)         {:8.2}", baseline.as_secs_f64());
+    println!(
+        "  hns                              {:8.2}   ratio {:.2} (target <= 1.0)",
+        hns.as_secs_f64(),
+        hns.as_secs_f64() / baseline.as_secs_f64()
+    );
+    Ok(())
+}
+
+/// GET and LIST against kube-apiserver's own namespaces, memory steady and under 5 full lists
+/// at once, and `tree -A`.
+async fn memory_and_reads(client: &Client, env: &Env) -> anyhow::Result<()> {
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    println!();
+    println!("hns-apiserver RSS, steady: {} (target < 160 MiB)", mib(rss(env)));
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let names: Vec<String> =
+        namespaces.list_metadata(&ListParams::default()).await?.items.into_iter().filter_map(|n| n.metadata.name).collect();
+    const GETS: usize = 500;
+    let (mut hns, mut kube) = (Vec::new(), Vec::new());
+    for i in 0..GETS {
+        let name = &names[(i * 7919) % names.len()];
+        let t = Instant::now();
+        Api::<hns_api::HierarchyConfiguration>::namespaced(client.clone(), name).get("hierarchy").await?;
+        hns.push(t.elapsed());
+        let t = Instant::now();
+        namespaces.get(name).await?;
+        kube.push(t.elapsed());
+    }
+    hns.sort();
+    kube.sort();
+    let hcs: Api<hns_api::HierarchyConfiguration> = Api::all(client.clone());
+    let (mut hns_lists, mut kube_lists) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let t = Instant::now();
+        hcs.list(&ListParams::default()).await?;
+        hns_lists.push(t.elapsed());
+        let t = Instant::now();
+        namespaces.list(&ListParams::default()).await?;
+        kube_lists.push(t.elapsed());
+    }
+    hns_lists.sort();
+    kube_lists.sort();
+    println!();
+    println!("reads at {} namespaces          hns (ms)   namespaces (ms)   ratio", names.len());
+    println!(
+        "  GET p50 ({GETS})                  {:8.2}   {:15.2}   {:5.2} (target <= 1.5)",
+        quantile_ms(&hns, 0.5),
+        quantile_ms(&kube, 0.5),
+        quantile_ms(&hns, 0.5) / quantile_ms(&kube, 0.5)
+    );
+    println!(
+        "  LIST -A median of 3           {:8.0}   {:15.0}   {:5.2} (target <= 1.0)",
+        quantile_ms(&hns_lists, 0.5),
+        quantile_ms(&kube_lists, 0.5),
+        quantile_ms(&hns_lists, 0.5) / quantile_ms(&kube_lists, 0.5)
+    );
+
+    // Five clients listing everything at once, as the OOM came from.
+    let processes = env.local.as_ref().map(|l| Processes::new(&l.dir));
+    let measured = processes.as_ref().is_some_and(|p| p.reset_peak_rss("hns-apiserver"));
+    let started = Instant::now();
+    let lists = [
+        vec!["get", "hierarchyconfigurations", "-A"],
+        vec!["get", "hierarchyconfigurations", "-A", "-o", "json"],
+        vec!["get", "subnamespaces", "-A", "-o", "json"],
+        vec!["get", "--raw", "/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations"],
+        vec!["hns", "tree", "-A"],
+    ];
+    let runs = lists.iter().map(|args| async move { timed_kubectl(env, args) });
+    for (args, took) in lists.iter().zip(futures::future::join_all(runs).await) {
+        println!("  kubectl {:<55} {:6.0} ms (5 at once)", args.join(" "), took?.as_secs_f64() * 1000.0);
+    }
+    let peak = processes.as_ref().filter(|_| measured).and_then(|p| p.peak_rss_mib("hns-apiserver"));
+    println!(
+        "hns-apiserver peak RSS while 5 clients list everything at once ({:.1} s): {} (target < 256 MiB)",
+        started.elapsed().as_secs_f64(),
+        mib(peak)
+    );
+
+    let mut tree = Vec::new();
+    for _ in 0..3 {
+        tree.push(timed_kubectl(env, &["hns", "tree", "-A"])?);
+    }
+    tree.sort();
+    println!("kubectl hns tree -A, median of 3: {:.0} ms (target < 500 ms)", quantile_ms(&tree, 0.5));
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    println!("hns-apiserver RSS, steady again: {}", mib(rss(env)));
+    Ok(())
+}
+
+/// Moves the 1,000-namespace tree under `to`'s root: converged when every namespace of it has
+/// `to`'s tree label and both of its RoleBindings.
+async fn move_subtree(client: &Client, to: &Tree, moved: &Tree) -> anyhow::Result<()> {
+    let labelled = to.descendants() + 1 + moved.descendants() + 1;
+    let copied = to.descendants() + moved.descendants() + 1;
+    let started = Instant::now();
+    crate::set_parent(client, &moved.root, Some(&to.root)).await?;
+    let limit = Duration::from_secs(300);
+    let labels = until_count(labelled, limit, || labelled_below(client, &to.root)).await;
+    let copies = async {
+        for name in ["inherited-0", "inherited-1"] {
+            until_count(copied, limit, || copies(client, &to.root, name)).await?;
+        }
+        Some(started.elapsed())
+    }
+    .await;
+    let show = |d: Option<Duration>| d.map_or("not within 5 minutes".into(), |d| format!("{:.1} s", d.as_secs_f64()));
+    println!();
+    println!(
+        "move of a {}-namespace tree under {}: tree labels exact after {}, copies after {} (target < 30 s)",
+        moved.descendants() + 1,
+        to.root,
+        show(labels),
+        show(copies)
+    );
+    Ok(())
+}
+
+/// hns-apiserver killed and started again: time until Ready, and memory then and once steady.
+async fn restart(env: &Env) -> anyhow::Result<()> {
+    let Some(local) = env.local.as_ref() else {
+        println!("restart: not measurable here (needs the local control plane)");
+        return Ok(());
+    };
+    let processes = Processes::new(&local.dir);
+    let stopped = processes.kill("hns-apiserver").await?;
+    let started = Instant::now();
+    processes.start(stopped)?;
+    let probe = local.direct_client(None);
+    let url = format!("{}/readyz", local.hns_url());
+    loop {
+        if probe.get(&url).send().await.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(300), "hns-apiserver not Ready 5 minutes after a restart");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready = started.elapsed();
+    let at_ready = processes.rss_mib("hns-apiserver");
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    println!();
+    println!(
+        "restart: Ready after {:.1} s (target < 30 s); RSS then {}, 15 s later {} (target < 160 MiB)",
+        ready.as_secs_f64(),
+        mib(at_ready),
+        mib(processes.rss_mib("hns-apiserver"))
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trees_are_ten_levels_deep_at_most_five_wide_and_of_the_size_asked() {
+        for size in [1_000, 9_700, 10_000] {
+            let sizes = levels(size);
+            assert_eq!(sizes.iter().sum::<usize>(), size);
+            assert_eq!(sizes.len(), DEPTH + 1, "{sizes:?}");
+            assert!(sizes.windows(2).all(|w| w[1] <= w[0] * WIDTH), "{sizes:?}");
+        }
+        let tree = Tree::new("t".into(), 1_000);
+        assert_eq!(tree.namespaces().count(), 1_000);
+        let mut children = std::collections::HashMap::<&str, usize>::new();
+        for (_, parent) in tree.levels.iter().flatten() {
+            *children.entry(parent).or_default() += 1;
+        }
+        assert!(children.values().all(|&c| c <= WIDTH));
+    }
+}
