@@ -30,6 +30,7 @@ pub mod get_bench;
 pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;
+pub mod timing;
 pub mod views_bench;
 
 /// The cluster under test.

@@ -17,6 +17,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use crate::quotas::{count_pods, create_pod, delete_pods, race_pods, set_quota, until_counted, until_used};
+use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns};
 
 /// Pods the parent's quota allows in the overspend trials (one per sibling).
@@ -27,14 +28,6 @@ pub async fn run(client: &Client, trials: usize) -> anyhow::Result<()> {
     overspend(client, trials).await?;
     cost(client).await?;
     convergence(client).await
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// A parent with a quota of [`BUDGET`] pods and [`BUDGET`] subnamespaces, counted.
@@ -161,18 +154,18 @@ async fn cost(client: &Client) -> anyhow::Result<()> {
     println!("Pod creation, {ROUNDS} each, interleaved         p50 (ms)   p99 (ms)");
     println!(
         "  plain ResourceQuota (baseline)             {:8.2}   {:8.2}",
-        ms(percentile(&rq, 0.5)),
-        ms(percentile(&rq, 0.99))
+        quantile_ms(&rq, 0.5),
+        quantile_ms(&rq, 0.99)
     );
     println!(
         "  under a chain of 3 hierarchical quotas     {:8.2}   {:8.2}",
-        ms(percentile(&hrq, 0.5)),
-        ms(percentile(&hrq, 0.99))
+        quantile_ms(&hrq, 0.5),
+        quantile_ms(&hrq, 0.99)
     );
     println!(
         "  ratio                                      {:8.2}   {:8.2}   (target <= 1.3)",
-        ms(percentile(&hrq, 0.5)) / ms(percentile(&rq, 0.5)),
-        ms(percentile(&hrq, 0.99)) / ms(percentile(&rq, 0.99))
+        quantile_ms(&hrq, 0.5) / quantile_ms(&rq, 0.5),
+        quantile_ms(&hrq, 0.99) / quantile_ms(&rq, 0.99)
     );
     Ok(())
 }
@@ -214,8 +207,8 @@ async fn convergence(client: &Client) -> anyhow::Result<()> {
     times.sort();
     println!(
         "  status.used shows a new pod after: p50 {:.0} ms, max {:.0} ms   (target <= 2 s)",
-        ms(percentile(&times, 0.5)),
-        ms(percentile(&times, 1.0))
+        quantile_ms(&times, 0.5),
+        quantile_ms(&times, 1.0)
     );
     Ok(())
 }

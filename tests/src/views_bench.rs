@@ -17,7 +17,7 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client, ResourceExt};
 
-use crate::reliability::quantile_ms;
+use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns, Env};
 
 /// Namespaces in the cluster during the measurements (`HNS_BENCH_VIEWS_NAMESPACES` for a

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use futures::{stream, StreamExt};
 use hns_api::HierarchyConfiguration;
 use hns_e2e::reliability::processes::Processes;
+use hns_e2e::timing::{ms, quantile_ms};
 use hns_e2e::{create_namespace, view_binding, Env};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -114,14 +115,6 @@ async fn wait_controllers_settled(client: &Client, n: usize) {
     println!("(kube-controller-manager still busy after 5 minutes; figures taken anyway)");
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 async fn api(client: &Client) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let existing = namespaces.list_metadata(&ListParams::default()).await?.items.len();
@@ -147,18 +140,18 @@ async fn api(client: &Client) -> anyhow::Result<()> {
     println!("GET, {ROUNDS} requests each          p50 (ms)   p99 (ms)");
     println!(
         "  namespaces/NAME (baseline)      {:8.2}   {:8.2}",
-        ms(percentile(&kube, 0.5)),
-        ms(percentile(&kube, 0.99))
+        quantile_ms(&kube, 0.5),
+        quantile_ms(&kube, 0.99)
     );
     println!(
         "  hierarchyconfigurations/hierarchy {:6.2}   {:8.2}",
-        ms(percentile(&hns, 0.5)),
-        ms(percentile(&hns, 0.99))
+        quantile_ms(&hns, 0.5),
+        quantile_ms(&hns, 0.99)
     );
     println!(
         "  ratio hns/baseline              {:8.2}   {:8.2}   (target p50 ratio <= 1.5)",
-        ms(percentile(&hns, 0.5)) / ms(percentile(&kube, 0.5)),
-        ms(percentile(&hns, 0.99)) / ms(percentile(&kube, 0.99))
+        quantile_ms(&hns, 0.5) / quantile_ms(&kube, 0.5),
+        quantile_ms(&hns, 0.99) / quantile_ms(&kube, 0.99)
     );
 
     println!();

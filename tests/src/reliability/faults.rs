@@ -16,8 +16,9 @@ use serde_json::json;
 
 use super::invariants::converge;
 use super::processes::Role as ReplicaRole;
-use super::{quantile_ms, Context, Figure, Rng};
+use super::{Context, Figure, Rng};
 use crate::quotas::{count_pods, create_pod, set_quota, until_counted, Admission};
+use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns, set_parent, view_binding};
 
 const SUITE: &str = "faults";

@@ -18,7 +18,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 
-use super::{quantile_ms, Context, Figure, Rng};
+use super::{Context, Figure, Rng};
+use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns, delete_namespaces, delete_tree, may_get, set_parent};
 
 const SUITE: &str = "views";
