@@ -31,7 +31,7 @@ use futures::{stream, StreamExt};
 use hns_api::HierarchyConfiguration;
 use hns_e2e::reliability::processes::Processes;
 use hns_e2e::timing::{ms, quantile_ms};
-use hns_e2e::{create_namespace, view_binding, Env};
+use hns_e2e::{create_namespace, role_binding, Env, Subject};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{ListParams, PostParams};
@@ -207,7 +207,9 @@ async fn by_hand(client: &Client, name: &str) -> Duration {
     stream::iter(0..DESCENDANTS)
         .for_each_concurrent(32, |i| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{TREE}-{i}"));
-            api.create(&PostParams::default(), &view_binding(name, "bench")).await.expect("RoleBinding");
+            api.create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
+                .await
+                .expect("RoleBinding");
         })
         .await;
     t.elapsed()
@@ -230,7 +232,7 @@ async fn by_hns(client: &Client, root: &str, name: &str) -> anyhow::Result<Durat
     let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv).await?);
     let t = Instant::now();
     Api::<RoleBinding>::namespaced(client.clone(), root)
-        .create(&PostParams::default(), &view_binding(name, "bench"))
+        .create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
         .await?;
     let mut seen = std::collections::HashSet::new();
     while seen.len() < DESCENDANTS {
@@ -292,7 +294,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     for i in PROPAGATION_ROUNDS + 1..=10 {
         let name = format!("inherited-{i}");
         Api::<RoleBinding>::namespaced(client.clone(), &root)
-            .create(&PostParams::default(), &view_binding(&name, "bench"))
+            .create(&PostParams::default(), &role_binding(&name, "view", Subject::Group("bench")))
             .await?;
     }
     for i in PROPAGATION_ROUNDS + 1..=10 {
