@@ -31,6 +31,7 @@ pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;
 pub mod scale_bench;
+pub mod timing;
 pub mod views_bench;
 
 /// The cluster under test.
@@ -342,13 +343,37 @@ fn build_cert(cn: &str, orgs: &[&str], key: &PKey<Private>, issuer: Option<(&X50
     b.build()
 }
 
-/// A RoleBinding `name` granting ClusterRole `view` to group `group`: the object the
-/// propagation tests, benchmarks and fault trials copy down hierarchies.
-pub fn view_binding(name: &str, group: &str) -> k8s_openapi::api::rbac::v1::RoleBinding {
+/// Whom a RoleBinding grants its role to.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    User(&'a str),
+    Group(&'a str),
+}
+
+impl<'a> Subject<'a> {
+    /// The subject's kind, as RBAC spells it.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Subject::User(_) => "User",
+            Subject::Group(_) => "Group",
+        }
+    }
+
+    /// The user's or the group's name.
+    pub fn name(self) -> &'a str {
+        let (Subject::User(name) | Subject::Group(name)) = self;
+        name
+    }
+}
+
+/// A RoleBinding `name` granting ClusterRole `role` to `subject`: the object the propagation
+/// tests, benchmarks and fault trials copy down hierarchies, and the grants the auth and views
+/// suites give their users.
+pub fn role_binding(name: &str, role: &str, subject: Subject) -> k8s_openapi::api::rbac::v1::RoleBinding {
     serde_json::from_value(serde_json::json!({
         "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": subject.kind(), "name": subject.name()}],
     }))
     .expect("a valid RoleBinding")
 }

@@ -16,37 +16,21 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
 
-use crate::quotas::{count_pods, create_pod, delete_pods, race_pods, set_quota, until_counted, until_used};
+use crate::quotas::{
+    budget_tree, count_pods, create_pod, delete_pods, race_pods, set_quota, until_counted, until_used,
+    SIBLINGS,
+};
+use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns};
 
 /// Pods the parent's quota allows in the overspend trials (one per sibling).
-const BUDGET: usize = 8;
+const BUDGET: usize = SIBLINGS;
 
 /// Runs the three benchmarks; `trials` overspend trials.
 pub async fn run(client: &Client, trials: usize) -> anyhow::Result<()> {
     overspend(client, trials).await?;
     cost(client).await?;
     convergence(client).await
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// A parent with a quota of [`BUDGET`] pods and [`BUDGET`] subnamespaces, counted.
-async fn budget_tree(client: &Client, prefix: &str) -> anyhow::Result<(String, Vec<String>)> {
-    let root = create_namespace(client, &format!("{prefix}-root"), &[]).await;
-    let siblings: Vec<String> = (0..BUDGET).map(|i| format!("{prefix}-s{i}")).collect();
-    for s in &siblings {
-        create_subns(client, &root, s).await?;
-    }
-    set_quota(client, &root, "budget", &[("pods", &BUDGET.to_string())]).await?;
-    until_counted(client, &siblings).await?;
-    Ok((root, siblings))
 }
 
 /// Trees the overspend trials take turns on: a tree's usage takes a second or two to come back
@@ -58,7 +42,7 @@ async fn overspend(client: &Client, trials: usize) -> anyhow::Result<()> {
     let id = std::process::id();
     let mut trees = Vec::new();
     for k in 0..TREES {
-        trees.push(budget_tree(client, &format!("bq{id}-{k}")).await?);
+        trees.push(budget_tree(client, &format!("bq{id}-{k}"), BUDGET).await);
     }
     let (mut beyond, mut short) = (0usize, 0usize);
     let mut other: std::collections::BTreeMap<String, usize> = Default::default();
@@ -161,18 +145,18 @@ async fn cost(client: &Client) -> anyhow::Result<()> {
     println!("Pod creation, {ROUNDS} each, interleaved         p50 (ms)   p99 (ms)");
     println!(
         "  plain ResourceQuota (baseline)             {:8.2}   {:8.2}",
-        ms(percentile(&rq, 0.5)),
-        ms(percentile(&rq, 0.99))
+        quantile_ms(&rq, 0.5),
+        quantile_ms(&rq, 0.99)
     );
     println!(
         "  under a chain of 3 hierarchical quotas     {:8.2}   {:8.2}",
-        ms(percentile(&hrq, 0.5)),
-        ms(percentile(&hrq, 0.99))
+        quantile_ms(&hrq, 0.5),
+        quantile_ms(&hrq, 0.99)
     );
     println!(
         "  ratio                                      {:8.2}   {:8.2}   (target <= 1.3)",
-        ms(percentile(&hrq, 0.5)) / ms(percentile(&rq, 0.5)),
-        ms(percentile(&hrq, 0.99)) / ms(percentile(&rq, 0.99))
+        quantile_ms(&hrq, 0.5) / quantile_ms(&rq, 0.5),
+        quantile_ms(&hrq, 0.99) / quantile_ms(&rq, 0.99)
     );
     Ok(())
 }
@@ -214,8 +198,8 @@ async fn convergence(client: &Client) -> anyhow::Result<()> {
     times.sort();
     println!(
         "  status.used shows a new pod after: p50 {:.0} ms, max {:.0} ms   (target <= 2 s)",
-        ms(percentile(&times, 0.5)),
-        ms(percentile(&times, 1.0))
+        quantile_ms(&times, 0.5),
+        quantile_ms(&times, 1.0)
     );
     Ok(())
 }

@@ -1,18 +1,27 @@
 //! Hierarchical quotas in the e2e tests, the benchmarks and the reliability suites: quotas,
-//! pods that count against them (no scheduler runs, so they stay Pending, and quota counts them
-//! all the same), and creations raced against a budget.
+//! trees under a budget, pods that count against them (no scheduler runs, so they stay Pending,
+//! and quota counts them all the same), creations raced against a budget, and waiting until hns
+//! has granted what its ledgers hold.
 
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use hns_api::keys::HRQ_PENDING_LABEL;
+use hns_api::quota::RESOURCE_QUOTA_NAME;
 use hns_api::{HierarchicalResourceQuota, HierarchicalResourceQuotaStatus};
-use k8s_openapi::api::core::v1::{Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use serde_json::json;
+use serde_json::{json, Value};
+
+use crate::{create_namespace, create_subns, eventually, unique};
 
 /// The field manager the tests apply quotas with.
 const MANAGER: &str = "hns-e2e";
+/// Subnamespaces under the root of a [`budget_tree`].
+pub const SIBLINGS: usize = 8;
+/// How long [`until_granted`] waits.
+const GRANT_WAIT: Duration = Duration::from_secs(90);
 
 /// Creates or changes quota `name` in `ns` to `hard` (server-side apply).
 pub async fn set_quota(client: &Client, ns: &str, name: &str, hard: &[(&str, &str)]) -> anyhow::Result<()> {
@@ -142,7 +151,7 @@ pub async fn until_counted(client: &Client, namespaces: &[String]) -> anyhow::Re
     for ns in namespaces {
         let api: Api<ResourceQuota> = Api::namespaced(client.clone(), ns);
         loop {
-            let ready = api.get_opt(hns_api::quota::RESOURCE_QUOTA_NAME).await?.and_then(|q| q.status?.hard);
+            let ready = api.get_opt(RESOURCE_QUOTA_NAME).await?.and_then(|q| q.status?.hard);
             if ready.is_some() && granted(client, ns).await? {
                 break;
             }
@@ -159,11 +168,62 @@ pub async fn until_counted(client: &Client, namespaces: &[String]) -> anyhow::Re
 /// Whether a tree's quota ledger (`hns-system/hrq-ledger-<root>`) knows `ns`'s usage: until
 /// then hns answers an increase there "try again".
 async fn granted(client: &Client, ns: &str) -> anyhow::Result<bool> {
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), "hns-system");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "hns-system");
     let ledgers = cms.list(&ListParams::default().labels("hnc.x-k8s.io/hrq-ledger")).await?;
-    Ok(ledgers.items.iter().any(|cm| {
-        let ledger = cm.data.as_ref().and_then(|d| d.get("ledger.json"));
-        let ledger: Option<serde_json::Value> = ledger.and_then(|l| serde_json::from_str(l).ok());
-        ledger.is_some_and(|l| l["namespaces"][ns]["granted"].is_object())
-    }))
+    Ok(ledgers
+        .items
+        .iter()
+        .any(|cm| ledger_in(cm).is_some_and(|l| l["namespaces"][ns]["granted"].is_object())))
+}
+
+/// The ledger of the tree rooted at `root` (`hns-system/hrq-ledger-<root>`), as stored.
+pub async fn stored_ledger(client: &Client, root: &str) -> Option<Value> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "hns-system");
+    ledger_in(&cms.get_opt(&format!("hrq-ledger-{root}")).await.ok()??)
+}
+
+/// The ledger a ledger ConfigMap holds, parsed.
+fn ledger_in(cm: &ConfigMap) -> Option<Value> {
+    serde_json::from_str(cm.data.as_ref()?.get("ledger.json")?).ok()
+}
+
+/// Waits until every namespace of `members` is ready for usage: its ResourceQuota counted by
+/// Kubernetes, no longer pending, and its grant in the ledger of `root`'s tree down to `pods`
+/// pods (its usage: near a limit no headroom is kept).
+pub async fn until_granted(client: &Client, root: &str, members: &[String], pods: &str) {
+    eventually(&format!("namespaces under {root} counted at {pods} pods"), GRANT_WAIT, || async {
+        let ledger = stored_ledger(client, root).await?;
+        for ns in members {
+            let rq = Api::<ResourceQuota>::namespaced(client.clone(), ns)
+                .get_opt(RESOURCE_QUOTA_NAME)
+                .await
+                .ok()??;
+            rq.status?.used?.get("pods")?;
+            let labels =
+                Api::<Namespace>::all(client.clone()).get(ns).await.ok()?.metadata.labels.unwrap_or_default();
+            if labels.contains_key(HRQ_PENDING_LABEL) {
+                return None;
+            }
+            (ledger["namespaces"][ns]["granted"]["pods"] == pods).then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+}
+
+/// A tree `unique(prefix)` with a quota `budget` of `pods` pods and [`SIBLINGS`] subnamespaces,
+/// every namespace granted (at 0 pods); the root and the subnamespaces.
+pub async fn budget_tree(client: &Client, prefix: &str, pods: usize) -> (String, Vec<String>) {
+    let root = create_namespace(client, &unique(prefix), &[]).await;
+    set_quota(client, &root, "budget", &[("pods", &pods.to_string())]).await.expect("set the budget");
+    let mut siblings = Vec::new();
+    for i in 0..SIBLINGS {
+        let name = format!("{root}-{i}");
+        create_subns(client, &root, &name).await.expect("create a sibling");
+        siblings.push(name);
+    }
+    let mut all = siblings.clone();
+    all.push(root.clone());
+    until_granted(client, &root, &all, "0").await;
+    (root, siblings)
 }

@@ -18,8 +18,8 @@ use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 
 use crate::reliability::processes::Processes;
-use crate::reliability::quantile_ms;
-use crate::{create_namespace, create_subns, view_binding, Env};
+use crate::timing::quantile_ms;
+use crate::{create_namespace, create_subns, role_binding, Env, Subject};
 
 const PREFIX: &str = "scale";
 const TREES: usize = 10;
@@ -85,7 +85,9 @@ async fn grow(client: &Client, tree: &Tree) -> Duration {
     for level in &tree.levels {
         stream::iter(level)
             .for_each_concurrent(CREATORS, |(name, parent)| async move {
-                create_subns(client, parent, name).await.unwrap_or_else(|e| panic!("subnamespace {name}: {e}"));
+                create_subns(client, parent, name)
+                    .await
+                    .unwrap_or_else(|e| panic!("subnamespace {name}: {e}"));
             })
             .await;
     }
@@ -156,7 +158,7 @@ async fn propagate(client: &Client, root: &str, name: &str, n: usize) -> anyhow:
     let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv.unwrap_or_default()).await?);
     let started = Instant::now();
     Api::<RoleBinding>::namespaced(client.clone(), root)
-        .create(&PostParams::default(), &view_binding(name, "bench"))
+        .create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
         .await?;
     let mut seen = std::collections::HashSet::new();
     while seen.len() < n {
@@ -178,7 +180,9 @@ async fn by_hand(client: &Client, tree: &Tree, name: &str) -> Duration {
     stream::iter(tree.namespaces().skip(1))
         .for_each_concurrent(BEST_CLIENT, |ns| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-            api.create(&PostParams::default(), &view_binding(name, "bench")).await.expect("RoleBinding");
+            api.create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
+                .await
+                .expect("RoleBinding");
         })
         .await;
     started.elapsed()
@@ -208,7 +212,9 @@ fn timed_kubectl(env: &Env, args: &[&str]) -> anyhow::Result<Duration> {
 pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()> {
     let existing = Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?;
     if existing.items.iter().any(|n| n.metadata.name.as_deref().is_some_and(|n| n.starts_with(PREFIX))) {
-        anyhow::bail!("namespaces named {PREFIX}-* exist already: run on a fresh cluster (make bench-scale starts one)");
+        anyhow::bail!(
+            "namespaces named {PREFIX}-* exist already: run on a fresh cluster (make bench-scale starts one)"
+        );
     }
     let plain_block = (total / 100).max(100);
     let tree_size = (total - 2 * plain_block - MOVED) / TREES;
@@ -284,8 +290,13 @@ async fn memory_and_reads(client: &Client, env: &Env) -> anyhow::Result<()> {
     println!("hns-apiserver RSS, steady: {} (target < 160 MiB)", mib(rss(env)));
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let names: Vec<String> =
-        namespaces.list_metadata(&ListParams::default()).await?.items.into_iter().filter_map(|n| n.metadata.name).collect();
+    let names: Vec<String> = namespaces
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
     const GETS: usize = 500;
     let (mut hns, mut kube) = (Vec::new(), Vec::new());
     for i in 0..GETS {
@@ -375,7 +386,9 @@ async fn move_subtree(client: &Client, to: &Tree, moved: &Tree) -> anyhow::Resul
         Some(started.elapsed())
     }
     .await;
-    let show = |d: Option<Duration>| d.map_or("not within 5 minutes".into(), |d| format!("{:.1} s", d.as_secs_f64()));
+    let show = |d: Option<Duration>| {
+        d.map_or("not within 5 minutes".into(), |d| format!("{:.1} s", d.as_secs_f64()))
+    };
     println!();
     println!(
         "move of a {}-namespace tree under {}: tree labels exact after {}, copies after {} (target < 30 s)",
@@ -403,7 +416,10 @@ async fn restart(env: &Env) -> anyhow::Result<()> {
         if probe.get(&url).send().await.is_ok_and(|r| r.status().is_success()) {
             break;
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(300), "hns-apiserver not Ready 5 minutes after a restart");
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(300),
+            "hns-apiserver not Ready 5 minutes after a restart"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let ready = started.elapsed();

@@ -17,8 +17,8 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client, ResourceExt};
 
-use crate::reliability::quantile_ms;
-use crate::{create_namespace, create_subns, Env};
+use crate::timing::quantile_ms;
+use crate::{create_namespace, create_subns, role_binding, Env, Subject};
 
 /// Namespaces in the cluster during the measurements (`HNS_BENCH_VIEWS_NAMESPACES` for a
 /// quicker run).
@@ -59,13 +59,8 @@ async fn team(client: &Client) -> anyhow::Result<Vec<String>> {
 
 /// Binds ClusterRole `view` to the user in `namespace`.
 async fn bind(client: &Client, namespace: &str, name: &str) -> anyhow::Result<()> {
-    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}],
-    }))?;
     Api::<RoleBinding>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &binding)
+        .create(&PostParams::default(), &role_binding(name, "view", Subject::User(USER)))
         .await?;
     Ok(())
 }

@@ -158,7 +158,10 @@ async fn a_bad_annotation_that_got_past_admission_propagates_nowhere_and_is_repo
     create_subns(&admin, &root, &child).await.unwrap();
     let (in_root, in_child): (Api<RoleBinding>, Api<RoleBinding>) =
         (Api::namespaced(admin.clone(), &root), Api::namespaced(admin.clone(), &child));
-    in_root.create(&PostParams::default(), &view_binding("leaky", "leaky-team")).await.unwrap();
+    in_root
+        .create(&PostParams::default(), &role_binding("leaky", "view", Subject::Group("leaky-team")))
+        .await
+        .unwrap();
     wait_copy(&in_child, "leaky", true).await;
 
     // A bad value on a propagated object: its copies go. (hns may update RoleBindings, not
@@ -178,13 +181,16 @@ async fn a_bad_annotation_that_got_past_admission_propagates_nowhere_and_is_repo
     assert!(message.contains("propagated to no namespace"), "{message}");
 
     // A new object with a selector that does not parse is never copied.
-    let mut never = view_binding("never", "never-team");
+    let mut never = role_binding("never", "view", Subject::Group("never-team"));
     never.metadata.annotations = Some([(SELECT.to_string(), "!!bad".to_string())].into());
     Api::<RoleBinding>::namespaced(unchecked.clone(), &root)
         .create(&PostParams::default(), &never)
         .await
         .unwrap();
-    in_root.create(&PostParams::default(), &view_binding("after", "after-team")).await.unwrap();
+    in_root
+        .create(&PostParams::default(), &role_binding("after", "view", Subject::Group("after-team")))
+        .await
+        .unwrap();
     wait_copy(&in_child, "after", true).await;
     assert!(!has_copy(&in_child, "never").await, "a selector that does not parse propagated");
     let message = eventually("CannotParseSelector about never", WAIT, || async {

@@ -15,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
 
 async fn rolebinding(client: &Client, ns: &str, name: &str, group: &str) {
-    let rb = view_binding(name, group);
+    let rb = role_binding(name, "view", Subject::Group(group));
     Api::<RoleBinding>::namespaced(client.clone(), ns).create(&PostParams::default(), &rb).await.unwrap();
 }
 
@@ -147,9 +147,9 @@ async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
     let private = RoleBinding {
         metadata: kube::api::ObjectMeta {
             annotations: Some([("propagate.hnc.x-k8s.io/none".to_string(), "true".to_string())].into()),
-            ..view_binding("org-private", "org-only").metadata
+            ..role_binding("org-private", "view", Subject::Group("org-only")).metadata
         },
-        ..view_binding("org-private", "org-only")
+        ..role_binding("org-private", "view", Subject::Group("org-only"))
     };
     Api::<RoleBinding>::namespaced(client.clone(), &org)
         .create(&PostParams::default(), &private)

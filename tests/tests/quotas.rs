@@ -78,12 +78,7 @@ async fn resource_quota(client: &Client, ns: &str) -> ResourceQuota {
 /// Creates pod `name` in `ns` requesting `cpu`, retrying while Kubernetes' quota admission has
 /// no usage for a new ResourceQuota yet or the namespace's ServiceAccount is not made yet.
 async fn create_pod(client: &Client, ns: &str, name: &str, cpu: &str) {
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": "registry.invalid/none",
-                                 "resources": {"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]},
-    }))
-    .unwrap();
+    let pod = quotas::pod(name, cpu);
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     eventually(&format!("pod {ns}/{name} to be created"), WAIT, || async {
         match api.create(&PostParams::default(), &pod).await {

@@ -3,15 +3,15 @@
 //! namespaces outside every quota are unaffected, and creation works again once hns is back.
 //! Alone in its file: it stops hns, which other tests would notice.
 
+use std::time::Duration;
+
+use hns_e2e::quotas::{budget_tree, pod, set_quota, until_granted};
 use hns_e2e::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::PostParams;
 use kube::Api;
 
-#[path = "quotas/setup.rs"]
-#[allow(dead_code)]
-mod setup;
-use setup::*;
+const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn hns_down_fails_closed_in_covered_namespaces_only() {
@@ -22,24 +22,24 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
     // Far from its limit, a namespace's first pod brings it a grant with headroom.
     let roomy = create_namespace(&client, &unique("hrq-roomy"), &[]).await;
-    hrq(&client, &roomy, "budget", 1000).await;
-    ready(&client, &roomy, std::slice::from_ref(&roomy), "0").await;
+    set_quota(&client, &roomy, "budget", &[("pods", "1000")]).await.unwrap();
+    until_granted(&client, &roomy, std::slice::from_ref(&roomy), "0").await;
     let granted: Api<Pod> = Api::namespaced(client.clone(), &roomy);
-    granted.create(&PostParams::default(), &pod("before-outage")).await.expect("within the quota");
+    granted.create(&PostParams::default(), &pod("before-outage", "1m")).await.expect("within the quota");
 
     let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
     assert!(std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap().success());
     let covered: Api<Pod> = Api::namespaced(client.clone(), &siblings[0]);
-    let refused = covered.create(&PostParams::default(), &pod("during-outage")).await;
+    let refused = covered.create(&PostParams::default(), &pod("during-outage", "1m")).await;
     let message = refused.expect_err("a covered namespace fails closed").to_string();
     assert!(message.contains("resourcequotas.hns.hnc.x-k8s.io"), "{message}");
     granted
-        .create(&PostParams::default(), &pod("during-outage"))
+        .create(&PostParams::default(), &pod("during-outage", "1m"))
         .await
         .expect("within what hns had granted: admitted without hns");
     let outside: Api<Pod> = Api::namespaced(client.clone(), &lone);
     outside
-        .create(&PostParams::default(), &pod("during-outage"))
+        .create(&PostParams::default(), &pod("during-outage", "1m"))
         .await
         .expect("outside every quota: unaffected");
 
@@ -48,7 +48,7 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
         std::process::Command::new(repo.join("hack/hns-up.sh")).arg("up").arg(&local.dir).status().unwrap();
     assert!(up.success(), "hns-apiserver restarts");
     eventually("a covered namespace accepts pods again", WAIT, || async {
-        covered.create(&PostParams::default(), &pod("after-outage")).await.ok()
+        covered.create(&PostParams::default(), &pod("after-outage", "1m")).await.ok()
     })
     .await;
     delete_tree(&client, &root).await;

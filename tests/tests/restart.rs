@@ -63,8 +63,12 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
         })
         .await;
     let rbs: Api<RoleBinding> = Api::namespaced(client.clone(), &root);
-    rbs.create(&PostParams::default(), &view_binding("keep", "before")).await.unwrap();
-    rbs.create(&PostParams::default(), &view_binding("gone", "before")).await.unwrap();
+    rbs.create(&PostParams::default(), &role_binding("keep", "view", Subject::Group("before")))
+        .await
+        .unwrap();
+    rbs.create(&PostParams::default(), &role_binding("gone", "view", Subject::Group("before")))
+        .await
+        .unwrap();
     eventually("the first two bindings everywhere", Duration::from_secs(180), || async {
         let all = Api::<RoleBinding>::all(client.clone())
             .list(&ListParams::default().labels(INHERITED_FROM))
@@ -89,7 +93,9 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     .await;
 
     // A new source, and hns killed while it propagates.
-    rbs.create(&PostParams::default(), &view_binding("fresh", "during")).await.unwrap();
+    rbs.create(&PostParams::default(), &role_binding("fresh", "view", Subject::Group("during")))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
     let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();

@@ -80,7 +80,10 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
     let forger_client = as_skipped_webhook(local).await;
     let victim = create_namespace(&admin, &unique("victim"), &[]).await;
     Api::<RoleBinding>::namespaced(admin.clone(), &victim)
-        .create(&PostParams::default(), &view_binding("victim-secrets", "victim-team"))
+        .create(
+            &PostParams::default(),
+            &role_binding("victim-secrets", "view", Subject::Group("victim-team")),
+        )
         .await
         .unwrap();
     // The control: a real child of the victim gets the copy, so the checks below can fail.
@@ -146,7 +149,10 @@ async fn a_subnamespace_moved_by_hand_keeps_its_sealed_parent() {
     let forger_client = as_skipped_webhook(local).await;
     let victim = create_namespace(&admin, &unique("victim"), &[]).await;
     Api::<RoleBinding>::namespaced(admin.clone(), &victim)
-        .create(&PostParams::default(), &view_binding("victim-secrets", "victim-team"))
+        .create(
+            &PostParams::default(),
+            &role_binding("victim-secrets", "view", Subject::Group("victim-team")),
+        )
         .await
         .unwrap();
     let home = create_namespace(&admin, &unique("home"), &[]).await;

@@ -108,12 +108,36 @@ async fn lists_across_namespaces_show_exactly_what_the_user_may_get() {
     delete_namespaces(&admin, &[&outsider]).await;
 }
 
+type Events =
+    std::pin::Pin<Box<dyn futures::Stream<Item = kube::Result<WatchEvent<HierarchyConfiguration>>> + Send>>;
+
+/// What a watch event did to a namespace's configuration.
+#[derive(Debug, PartialEq)]
+enum Change {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// The next change in `events` and the namespace it is about (bookmarks skipped); `None` when
+/// the watch ends.
+async fn next_change(events: &mut Events) -> Option<(Change, String)> {
+    loop {
+        let (change, hc) = match events.try_next().await.unwrap()? {
+            WatchEvent::Added(hc) => (Change::Added, hc),
+            WatchEvent::Modified(hc) => (Change::Modified, hc),
+            WatchEvent::Deleted(hc) => (Change::Deleted, hc),
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+        };
+        return Some((change, hc.namespace().unwrap_or_default()));
+    }
+}
+
 /// The namespaces a watch of hierarchy configurations shows, kept up to date from its events.
 struct Watched {
     shown: BTreeSet<String>,
-    events: std::pin::Pin<
-        Box<dyn futures::Stream<Item = kube::Result<WatchEvent<HierarchyConfiguration>>> + Send>,
-    >,
+    events: Events,
 }
 
 impl Watched {
@@ -127,17 +151,10 @@ impl Watched {
     async fn until(&mut self, what: &str, done: impl Fn(&BTreeSet<String>) -> bool) {
         let read = async {
             while !done(&self.shown) {
-                match self.events.try_next().await.unwrap() {
-                    Some(WatchEvent::Added(hc)) | Some(WatchEvent::Modified(hc)) => {
-                        self.shown.insert(hc.namespace().unwrap_or_default());
-                    }
-                    Some(WatchEvent::Deleted(hc)) => {
-                        self.shown.remove(&hc.namespace().unwrap_or_default());
-                    }
-                    Some(WatchEvent::Bookmark(_)) => {}
-                    Some(WatchEvent::Error(e)) => panic!("watch error: {e:?}"),
-                    None => panic!("the watch ended"),
-                }
+                match next_change(&mut self.events).await.expect("the watch ended") {
+                    (Change::Deleted, ns) => self.shown.remove(&ns),
+                    (_, ns) => self.shown.insert(ns),
+                };
             }
         };
         tokio::time::timeout(WAIT, read).await.unwrap_or_else(|_| panic!("{what}: shown {:?}", self.shown));
@@ -196,20 +213,13 @@ async fn tree_all_shows_the_users_subtrees() {
 }
 
 /// The first event about `namespace`'s configuration in a watch of `api` from `rv`.
-async fn first_event_about(api: &Api<HierarchyConfiguration>, rv: &str, namespace: &str) -> &'static str {
+async fn first_event_about(api: &Api<HierarchyConfiguration>, rv: &str, namespace: &str) -> Change {
     let mut events = api.watch(&WatchParams::default().timeout(30), rv).await.unwrap().boxed();
     loop {
-        match events.try_next().await.unwrap() {
-            Some(WatchEvent::Added(hc)) if hc.namespace().as_deref() == Some(namespace) => return "ADDED",
-            Some(WatchEvent::Modified(hc)) if hc.namespace().as_deref() == Some(namespace) => {
-                return "MODIFIED"
-            }
-            Some(WatchEvent::Deleted(hc)) if hc.namespace().as_deref() == Some(namespace) => {
-                return "DELETED"
-            }
-            Some(WatchEvent::Error(e)) => panic!("watch error: {e:?}"),
-            None => panic!("the watch ended with no event about {namespace}"),
+        match next_change(&mut events).await {
+            Some((change, ns)) if ns == namespace => return change,
             Some(_) => {}
+            None => panic!("the watch ended with no event about {namespace}"),
         }
     }
 }
@@ -234,7 +244,7 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     })
     .await;
     let rv = before.metadata.resource_version.unwrap();
-    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, "ADDED");
+    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, Change::Added);
 
     // Listed with it; the grant taken away; a watch from that list's version removes it.
     let before = hcs.list(&ListParams::default()).await.unwrap();
@@ -245,7 +255,7 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     })
     .await;
     let rv = before.metadata.resource_version.unwrap();
-    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, "DELETED");
+    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, Change::Deleted);
     delete_tree(&admin, &root).await;
     delete_namespaces(&admin, &[&outsider]).await;
 }

@@ -38,6 +38,7 @@ use crate::resource_version;
 use crate::state::AppState;
 use crate::store::allocations;
 use crate::store::ledger::{Change, StoreError};
+use crate::store::resource_quotas::allocation_annotation;
 
 /// Kubernetes' quota admission, updating `status.used` before it admits an object.
 pub const QUOTA_ADMISSION_USER: &str = "system:apiserver";
@@ -101,7 +102,8 @@ async fn decide_status(
     if req.name != RESOURCE_QUOTA_NAME {
         return Ok(None);
     }
-    if allocation_of(old) != allocation_of(new) {
+    // Compared as written, not as read: an annotation that does not parse is hns's all the same.
+    if allocation_annotation(old) != allocation_annotation(new) {
         return Err(Denial::forbidden(format!(
             "the annotation {} on ResourceQuota {RESOURCE_QUOTA_NAME} is hns's: it holds what namespace {ns:?} may use without asking hns, and no status update may change it",
             ledger::ALLOCATION_ANNOTATION
@@ -189,11 +191,6 @@ fn recount_settled(state: &AppState, update: &StatusUpdate) -> Result<(), Denial
         update.namespace,
         RECOUNT_SETTLE.as_secs()
     )))
-}
-
-/// The allocation annotated on a ResourceQuota.
-fn allocation_of(rq: &ResourceQuota) -> Option<&String> {
-    rq.metadata.annotations.as_ref().and_then(|a| a.get(ledger::ALLOCATION_ANNOTATION))
 }
 
 /// A decision as the webhook answers it.

@@ -502,9 +502,7 @@ impl Forest {
     /// Whether deleting `name` may delete its subnamespaces: it, or any ancestor, allows
     /// cascading deletion (HNC's rule).
     pub fn allows_cascading_deletion(&self, name: &str) -> bool {
-        self.ancestry_names(name)
-            .iter()
-            .any(|n| self.get(n).is_some_and(|n| n.allow_cascading_deletion))
+        self.ancestry_names(name).iter().any(|n| self.get(n).is_some_and(|n| n.allow_cascading_deletion))
     }
 
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
@@ -669,7 +667,11 @@ mod tests {
         assert!(f.get("gone").is_none());
         assert_eq!(f.children("gone").collect::<Vec<_>>(), ["orphan"]);
         let f = forest("a b:a c:gone z:a");
-        assert_eq!(f.names().collect::<Vec<_>>(), ["a", "b", "c", "gone", "z"], "gone parents too, in order, once");
+        assert_eq!(
+            f.names().collect::<Vec<_>>(),
+            ["a", "b", "c", "gone", "z"],
+            "gone parents too, in order, once"
+        );
     }
 
     #[test]

@@ -208,7 +208,11 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         None => current,
     };
     let code = if call.req.verb == Verb::Create { 201 } else { 200 };
-    Ok(Reply::json(code, render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render), warnings))
+    Ok(Reply::json(
+        code,
+        render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render),
+        warnings,
+    ))
 }
 
 /// Checks the change against the hierarchy rules and HNC's permission rule for moves.

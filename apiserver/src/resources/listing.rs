@@ -142,8 +142,12 @@ mod tests {
         let list: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(list["kind"], "HierarchyConfigurationList");
         assert_eq!(list["metadata"]["resourceVersion"], state.cache.read().resource_version());
-        let namespaces: Vec<&str> =
-            list["items"].as_array().unwrap().iter().map(|i| i["metadata"]["namespace"].as_str().unwrap()).collect();
+        let namespaces: Vec<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["namespace"].as_str().unwrap())
+            .collect();
         assert_eq!(namespaces.len(), 3_000);
         assert!(namespaces.windows(2).all(|w| w[0] < w[1]), "key order");
         assert_eq!(namespaces[2_999], "root");

@@ -37,7 +37,11 @@ fn row(def: &ResourceDef, obj: Value, opts: &RenderOptions) -> Value {
 
 /// A list as the client negotiated it, without its items: the envelope (kind, apiVersion,
 /// metadata, a Table's column definitions) and the name of the field the items go in.
-pub fn list_envelope(def: &ResourceDef, list_meta: Value, opts: &RenderOptions) -> (Map<String, Value>, &'static str) {
+pub fn list_envelope(
+    def: &ResourceDef,
+    list_meta: Value,
+    opts: &RenderOptions,
+) -> (Map<String, Value>, &'static str) {
     let envelope = match opts.representation {
         Representation::Object => {
             json!({"kind": def.list_kind, "apiVersion": hns_api::API_VERSION, "metadata": list_meta})

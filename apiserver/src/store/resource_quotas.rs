@@ -12,7 +12,8 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::hierarchy::forest::ObservedQuota;
-use crate::hierarchy::quantity::Amount;
+use crate::hierarchy::ledger;
+use crate::hierarchy::quantity::{Amount, Amounts};
 use crate::store::cache::Cache;
 
 /// What hns keeps of a ResourceQuota: its limits, its usage read exactly, its identity.
@@ -35,10 +36,14 @@ pub fn observed(rq: &ResourceQuota) -> ObservedQuota {
     }
 }
 
+/// The allocation annotated on a ResourceQuota, as written.
+pub fn allocation_annotation(rq: &ResourceQuota) -> Option<&String> {
+    rq.metadata.annotations.as_ref()?.get(ledger::ALLOCATION_ANNOTATION)
+}
+
 /// The allocation annotated on a ResourceQuota, read.
-pub fn allocation_of(rq: &ResourceQuota) -> Option<crate::hierarchy::quantity::Amounts> {
-    let text = rq.metadata.annotations.as_ref()?.get(crate::hierarchy::ledger::ALLOCATION_ANNOTATION)?;
-    crate::hierarchy::ledger::parse_allocation(text)
+pub fn allocation_of(rq: &ResourceQuota) -> Option<Amounts> {
+    ledger::parse_allocation(allocation_annotation(rq)?)
 }
 
 fn namespace_of(rq: &ResourceQuota) -> String {

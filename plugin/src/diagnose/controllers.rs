@@ -16,6 +16,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::error::error_text;
+use super::nodes::list_pods;
 
 /// How many reads run at once.
 const CONCURRENCY: usize = 8;
@@ -143,15 +144,7 @@ pub async fn read(
             Err(e) => unreadable.push((format!("service {name} in namespace {ns}"), error_text(&e))),
         }
     }
-    let listed: Vec<_> = stream::iter(claim_namespaces)
-        .map(|ns| async move {
-            let listed = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await;
-            (ns, listed)
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    for (ns, listed) in listed {
+    for (ns, listed) in list_pods(client, claim_namespaces).await {
         match listed {
             Ok(list) => {
                 ev.claims.extend(list.items.iter().flat_map(claim_uses));

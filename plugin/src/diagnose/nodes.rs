@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashSet};
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::ListParams;
+use kube::api::{ListParams, ObjectList};
 use kube::{Api, Client};
 
 use super::error::error_text;
@@ -108,21 +108,28 @@ pub fn health(node: &Node) -> NodeHealth {
     }
 }
 
-/// Reads the deleted pods of `namespaces` (those holding deleted pods), and the nodes they are
-/// bound to. What cannot be read is returned with its error, described (`pods in namespace x`,
-/// `node n`): a node that could not be read is never taken for a missing one.
-pub async fn read(client: &Client, namespaces: BTreeSet<String>) -> (NodeEvidence, Vec<(String, String)>) {
-    let mut unreadable = Vec::new();
-    let listed: Vec<_> = stream::iter(namespaces)
+/// The pods of each of `namespaces`, listed up to [`CONCURRENCY`] at once, in no order.
+pub(crate) async fn list_pods(
+    client: &Client,
+    namespaces: impl IntoIterator<Item = String>,
+) -> Vec<(String, kube::Result<ObjectList<Pod>>)> {
+    stream::iter(namespaces)
         .map(|ns| async move {
             let listed = Api::<Pod>::namespaced(client.clone(), &ns).list(&ListParams::default()).await;
             (ns, listed)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
-        .await;
+        .await
+}
+
+/// Reads the deleted pods of `namespaces` (those holding deleted pods), and the nodes they are
+/// bound to. What cannot be read is returned with its error, described (`pods in namespace x`,
+/// `node n`): a node that could not be read is never taken for a missing one.
+pub async fn read(client: &Client, namespaces: BTreeSet<String>) -> (NodeEvidence, Vec<(String, String)>) {
+    let mut unreadable = Vec::new();
     let mut pods = Vec::new();
-    for (ns, result) in listed {
+    for (ns, result) in list_pods(client, namespaces).await {
         match result {
             Ok(list) => pods.extend(list.items.into_iter().filter_map(bound_pod)),
             Err(e) => unreadable.push((format!("pods in namespace {ns}"), error_text(&e))),

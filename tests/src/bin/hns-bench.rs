@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use futures::{stream, StreamExt};
 use hns_api::HierarchyConfiguration;
 use hns_e2e::reliability::processes::Processes;
-use hns_e2e::{create_namespace, view_binding, Env};
+use hns_e2e::timing::{ms, quantile_ms};
+use hns_e2e::{create_namespace, role_binding, Env, Subject};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{ListParams, PostParams};
@@ -67,8 +68,10 @@ async fn main() -> anyhow::Result<()> {
         }
         "views" => hns_e2e::views_bench::run(&client, &env).await,
         "scale" => {
-            let total =
-                std::env::var("HNS_BENCH_SCALE_NAMESPACES").ok().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+            let total = std::env::var("HNS_BENCH_SCALE_NAMESPACES")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(100_000);
             hns_e2e::scale_bench::run(&client, &env, total).await
         }
         other => {
@@ -122,14 +125,6 @@ async fn wait_controllers_settled(client: &Client, n: usize) {
     println!("(kube-controller-manager still busy after 5 minutes; figures taken anyway)");
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 async fn api(client: &Client) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let existing = namespaces.list_metadata(&ListParams::default()).await?.items.len();
@@ -155,18 +150,18 @@ async fn api(client: &Client) -> anyhow::Result<()> {
     println!("GET, {ROUNDS} requests each          p50 (ms)   p99 (ms)");
     println!(
         "  namespaces/NAME (baseline)      {:8.2}   {:8.2}",
-        ms(percentile(&kube, 0.5)),
-        ms(percentile(&kube, 0.99))
+        quantile_ms(&kube, 0.5),
+        quantile_ms(&kube, 0.99)
     );
     println!(
         "  hierarchyconfigurations/hierarchy {:6.2}   {:8.2}",
-        ms(percentile(&hns, 0.5)),
-        ms(percentile(&hns, 0.99))
+        quantile_ms(&hns, 0.5),
+        quantile_ms(&hns, 0.99)
     );
     println!(
         "  ratio hns/baseline              {:8.2}   {:8.2}   (target p50 ratio <= 1.5)",
-        ms(percentile(&hns, 0.5)) / ms(percentile(&kube, 0.5)),
-        ms(percentile(&hns, 0.99)) / ms(percentile(&kube, 0.99))
+        quantile_ms(&hns, 0.5) / quantile_ms(&kube, 0.5),
+        quantile_ms(&hns, 0.99) / quantile_ms(&kube, 0.99)
     );
 
     println!();
@@ -222,7 +217,9 @@ async fn by_hand(client: &Client, name: &str) -> Duration {
     stream::iter(0..DESCENDANTS)
         .for_each_concurrent(32, |i| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{TREE}-{i}"));
-            api.create(&PostParams::default(), &view_binding(name, "bench")).await.expect("RoleBinding");
+            api.create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
+                .await
+                .expect("RoleBinding");
         })
         .await;
     t.elapsed()
@@ -245,7 +242,7 @@ async fn by_hns(client: &Client, root: &str, name: &str) -> anyhow::Result<Durat
     let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv).await?);
     let t = Instant::now();
     Api::<RoleBinding>::namespaced(client.clone(), root)
-        .create(&PostParams::default(), &view_binding(name, "bench"))
+        .create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
         .await?;
     let mut seen = std::collections::HashSet::new();
     while seen.len() < DESCENDANTS {
@@ -307,7 +304,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     for i in PROPAGATION_ROUNDS + 1..=10 {
         let name = format!("inherited-{i}");
         Api::<RoleBinding>::namespaced(client.clone(), &root)
-            .create(&PostParams::default(), &view_binding(&name, "bench"))
+            .create(&PostParams::default(), &role_binding(&name, "view", Subject::Group("bench")))
             .await?;
     }
     for i in PROPAGATION_ROUNDS + 1..=10 {

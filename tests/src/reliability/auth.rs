@@ -9,7 +9,9 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use super::{Context, Figure};
-use crate::{client_for, create_namespace, create_subns, delete_tree, rogue_identity, Local};
+use crate::{
+    client_for, create_namespace, create_subns, delete_tree, rogue_identity, role_binding, Local, Subject,
+};
 
 const SUITE: &str = "auth";
 const API: &str = "/apis/hnc.x-k8s.io/v1alpha2";
@@ -231,14 +233,8 @@ async fn setup(ctx: &Context, p: &str, q: &str) {
         ("alice-admin", "admin", Who::NamespaceAdmin),
         ("carol-creator", "hns-subnamespace-creator", Who::SubnamespaceCreator),
     ] {
-        let rb: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": who.user().0}],
-        }))
-        .expect("a valid RoleBinding");
         kube::Api::namespaced(ctx.client.clone(), p)
-            .create(&Default::default(), &rb)
+            .create(&Default::default(), &role_binding(name, role, Subject::User(who.user().0)))
             .await
             .expect("bind a role");
     }

@@ -16,9 +16,10 @@ use serde_json::json;
 
 use super::invariants::converge;
 use super::processes::Role as ReplicaRole;
-use super::{quantile_ms, Context, Figure, Rng};
+use super::{Context, Figure, Rng};
 use crate::quotas::{count_pods, create_pod, set_quota, until_counted, Admission};
-use crate::{create_namespace, create_subns, set_parent, view_binding};
+use crate::timing::quantile_ms;
+use crate::{create_namespace, create_subns, role_binding, set_parent, Subject};
 
 const SUITE: &str = "faults";
 /// How long an operation keeps retrying while its target is down.
@@ -212,7 +213,7 @@ async fn setup(client: &Client, op: Op, p: &str) -> anyhow::Result<()> {
             }
             for (ns, name) in [("x", "rb-x"), ("y", "rb-y"), ("root", "rb-root")] {
                 let api: Api<RoleBinding> = Api::namespaced(client.clone(), &format!("{p}{ns}"));
-                api.create(&PostParams::default(), &view_binding(name, ns)).await?;
+                api.create(&PostParams::default(), &role_binding(name, "view", Subject::Group(ns))).await?;
             }
         }
         Op::Cascade => {
@@ -235,7 +236,8 @@ async fn setup(client: &Client, op: Op, p: &str) -> anyhow::Result<()> {
         }
         Op::Propagate => {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), &root);
-            api.create(&PostParams::default(), &view_binding("rb-old", "before")).await?;
+            api.create(&PostParams::default(), &role_binding("rb-old", "view", Subject::Group("before")))
+                .await?;
             for k in 0..12 {
                 create_subns(client, &root, &format!("{p}s{k}")).await?;
                 create_subns(client, &format!("{p}s{k}"), &format!("{p}s{k}-1")).await?;
@@ -291,7 +293,12 @@ async fn operate(client: Client, op: Op, p: String) -> anyhow::Result<()> {
             let roles: Api<Role> = Api::namespaced(client.clone(), &root);
             retry(|| async {
                 ignore_conflict(
-                    rbs.create(&PostParams::default(), &view_binding("rb-new", "new")).await.map(|_| ()),
+                    rbs.create(
+                        &PostParams::default(),
+                        &role_binding("rb-new", "view", Subject::Group("new")),
+                    )
+                    .await
+                    .map(|_| ()),
                 )
             })
             .await?;

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use super::Figure;
-use crate::{create_namespace, delete_namespaces, set_parent, view_binding};
+use crate::{create_namespace, delete_namespaces, role_binding, set_parent, Subject};
 
 const SUITE: &str = "outage";
 const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
@@ -34,7 +34,10 @@ impl Forgery {
         let pid = std::process::id();
         let victim = create_namespace(client, &format!("forge{pid}-victim"), &[]).await;
         Api::<RoleBinding>::namespaced(client.clone(), &victim)
-            .create(&PostParams::default(), &view_binding("victim-secrets", "victim-team"))
+            .create(
+                &PostParams::default(),
+                &role_binding("victim-secrets", "view", Subject::Group("victim-team")),
+            )
             .await
             .expect("create the victim's RoleBinding");
         let control = create_namespace(client, &format!("forge{pid}-control"), &[]).await;

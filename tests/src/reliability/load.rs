@@ -16,7 +16,8 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use super::{quantile_ms, Context, Figure};
+use super::{Context, Figure};
+use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns, delete_tree, set_parent};
 
 const SUITE: &str = "load";

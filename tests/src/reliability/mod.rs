@@ -16,7 +16,6 @@ pub mod races;
 pub mod views;
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 /// One figure of a suite: what was measured, its value, and the target it must meet, if any.
 #[derive(Debug, Clone)]
@@ -146,14 +145,6 @@ impl Scale {
     }
 }
 
-/// The value at quantile `q` (0..=1) of sorted `durations`, in milliseconds.
-pub fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
-}
-
 /// A small deterministic random source (xorshift), so a run can be repeated from its seed.
 pub struct Rng(u64);
 
@@ -190,14 +181,6 @@ mod tests {
         assert!(lines[2].ends_with("ok"), "{t}");
         assert!(lines[3].ends_with("MISSED"), "{t}");
         assert_eq!(lines[0].find("value"), lines[3].find('3'), "{t}");
-    }
-
-    #[test]
-    fn quantiles_pick_from_sorted_durations() {
-        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
-        assert_eq!(quantile_ms(&d, 0.5).round(), 51.0);
-        assert_eq!(quantile_ms(&d, 0.99).round(), 99.0);
-        assert_eq!(quantile_ms(&[], 0.5), 0.0);
     }
 
     #[test]

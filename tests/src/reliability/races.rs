@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 
 use super::{Context, Figure};
+use crate::timing::ms;
 use crate::{create_namespace, delete_namespaces, set_parent};
 
 const SUITE: &str = "races";
@@ -53,7 +54,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
             }
         }
     }
-    let per_round = start.elapsed().as_secs_f64() * 1000.0 / rounds as f64;
+    let per_round = ms(start.elapsed()) / rounds as f64;
     delete_namespaces(&ctx.client, &[&x, &y]).await;
     vec![
         Figure::zero(SUITE, format!("crossed-move rounds with a cycle (of {rounds}, 2 replicas)"), cycles),

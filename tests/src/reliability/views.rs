@@ -18,8 +18,12 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 
-use super::{quantile_ms, Context, Figure, Rng};
-use crate::{create_namespace, create_subns, delete_namespaces, delete_tree, may_get, set_parent};
+use super::{Context, Figure, Rng};
+use crate::timing::quantile_ms;
+use crate::{
+    create_namespace, create_subns, delete_namespaces, delete_tree, may_get, role_binding, set_parent,
+    Subject,
+};
 
 const SUITE: &str = "views";
 /// How long a change may take to reach every watch and list before what differs is counted.
@@ -155,27 +159,21 @@ async fn change(
         0..=3 => {
             let ns = &pool.all[rng.below(pool.all.len() as u64) as usize];
             let w = &watchers[rng.below(watchers.len() as u64) as usize];
-            let (kind, subject) = if rng.below(3) == 0 { ("Group", &w.group) } else { ("User", &w.user) };
+            let subject = if rng.below(3) == 0 { Subject::Group(&w.group) } else { Subject::User(&w.user) };
             let name = format!(
                 "views-{}-{}",
-                subject.rsplit('-').next().unwrap_or_default(),
+                subject.name().rsplit('-').next().unwrap_or_default(),
                 ns.rsplit('-').next().unwrap_or_default()
             );
-            let binding: RoleBinding = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}],
-            }))
-            .expect("a RoleBinding");
             match Api::<RoleBinding>::namespaced(ctx.client.clone(), ns)
-                .create(&PostParams::default(), &binding)
+                .create(&PostParams::default(), &role_binding(&name, "view", subject))
                 .await
             {
                 Ok(_) => {
                     made.push((ns.clone(), name.clone()));
-                    format!("bind {kind} {subject} in {ns}")
+                    format!("bind {} {} in {ns}", subject.kind(), subject.name())
                 }
-                Err(e) => format!("bind {kind} {subject} in {ns}: {e}"),
+                Err(e) => format!("bind {} {} in {ns}: {e}", subject.kind(), subject.name()),
             }
         }
         4..=6 if !made.is_empty() => {

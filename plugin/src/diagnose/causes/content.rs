@@ -33,17 +33,7 @@ pub fn undeleted(ns: &NamespaceState, ev: &Evidence, excluded: &[String]) -> Opt
     if let Some(c) = conditions::failing(&ns.conditions, CONTENT_FAILURE) {
         evidence.push(format!("condition {CONTENT_FAILURE}: {}", c.message));
     }
-    let actions = objects
-        .iter()
-        .map(|l| Action::DeleteObject {
-            resource: l.resource.clone(),
-            namespace: l.namespace.clone(),
-            name: l.name.clone(),
-            uid: l.uid.clone(),
-            resource_version: l.resource_version.clone(),
-            force: false,
-        })
-        .collect();
+    let actions = objects.iter().map(|l| delete(l, false)).collect();
     Some(Cause {
         kind: CauseKind::UndeletedContent,
         summary: format!("{} object(s) were never deleted", objects.len()),
@@ -56,6 +46,19 @@ pub fn undeleted(ns: &NamespaceState, ev: &Evidence, excluded: &[String]) -> Opt
             actions,
         )),
     })
+}
+
+/// The DELETE of leftover `l`, with the uid and resourceVersion it was read at as preconditions;
+/// `force` skips the grace period.
+fn delete(l: &Leftover, force: bool) -> Action {
+    Action::DeleteObject {
+        resource: l.resource.clone(),
+        namespace: l.namespace.clone(),
+        name: l.name.clone(),
+        uid: l.uid.clone(),
+        resource_version: l.resource_version.clone(),
+        force,
+    }
 }
 
 /// Pods past their grace period without finalizers: a kubelet should have confirmed them gone.
@@ -72,17 +75,7 @@ pub fn terminating_pods(ns: &NamespaceState, ev: &Evidence, excluded: &[String])
         return None;
     }
     let names: Vec<String> = pods.iter().map(|l| l.name.clone()).collect();
-    let actions = pods
-        .iter()
-        .map(|l| Action::DeleteObject {
-            resource: l.resource.clone(),
-            namespace: l.namespace.clone(),
-            name: l.name.clone(),
-            uid: l.uid.clone(),
-            resource_version: l.resource_version.clone(),
-            force: true,
-        })
-        .collect();
+    let actions = pods.iter().map(|l| delete(l, true)).collect();
     Some(Cause {
         kind: CauseKind::TerminatingPods,
         summary: format!("{} pod(s) are past their grace period and no kubelet confirms them gone", pods.len()),
