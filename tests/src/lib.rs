@@ -43,6 +43,7 @@ pub struct Env {
 }
 
 /// What a local control plane offers beyond a kubeconfig.
+#[derive(Clone)]
 pub struct Local {
     /// Its directory (`pki/`, `logs/`, `env`).
     pub dir: PathBuf,
@@ -290,6 +291,19 @@ impl Local {
             std::fs::read(self.pki("front-proxy-client.crt")).unwrap(),
             std::fs::read(self.pki("front-proxy-client.key")).unwrap(),
         )
+    }
+
+    /// A TLS connection to hns-apiserver with the front proxy's certificate, as kube-apiserver
+    /// makes, offering the protocols `alpn` (ALPN wire format).
+    pub fn front_proxy_connection(&self, alpn: &[u8]) -> openssl::ssl::SslStream<std::net::TcpStream> {
+        let (cert, key) = self.front_proxy_identity();
+        let mut connector = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
+        connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
+        connector.set_alpn_protos(alpn).unwrap();
+        connector.set_certificate(&X509::from_pem(&cert).unwrap()).unwrap();
+        connector.set_private_key(&PKey::private_key_from_pem(&key).unwrap()).unwrap();
+        let tcp = std::net::TcpStream::connect((self.hns_host.as_str(), self.hns_port)).unwrap();
+        connector.build().connect("localhost", tcp).unwrap()
     }
 
     /// A new certificate with CN `cn` signed by the CA `ca` (a name in the PKI directory).

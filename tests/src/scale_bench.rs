@@ -174,15 +174,23 @@ async fn propagate(client: &Client, root: &str, name: &str, n: usize) -> anyhow:
 }
 
 /// The best client: RoleBinding `name` written into every namespace of `tree` below its root,
-/// `BEST_CLIENT` at a time.
+/// `BEST_CLIENT` at a time, each write retried when kube-apiserver answers 429 (too many in
+/// flight), as client-go retries.
 async fn by_hand(client: &Client, tree: &Tree, name: &str) -> Duration {
     let started = Instant::now();
     stream::iter(tree.namespaces().skip(1))
         .for_each_concurrent(BEST_CLIENT, |ns| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-            api.create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
-                .await
-                .expect("RoleBinding");
+            let binding = role_binding(name, "view", Subject::Group("bench"));
+            loop {
+                match api.create(&PostParams::default(), &binding).await {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(s)) if s.code == 429 => {
+                        tokio::time::sleep(Duration::from_millis(50)).await
+                    }
+                    Err(e) => panic!("RoleBinding {name} in {ns}: {e}"),
+                }
+            }
         })
         .await;
     started.elapsed()

@@ -4,7 +4,6 @@
 //! controller retry.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use hns_e2e::*;
@@ -164,7 +163,7 @@ async fn connections_of_strangers_are_closed_after_their_answer() {
 async fn http2_is_not_offered_and_oversized_bodies_get_413() {
     let env = Env::get();
     let Some(local) = env.local_or_skip("http2_is_not_offered_and_oversized_bodies_get_413") else { return };
-    let mut tls = front_proxy_connection(local, b"\x02h2\x08http/1.1");
+    let mut tls = local.front_proxy_connection(b"\x02h2\x08http/1.1");
     assert_eq!(tls.ssl().selected_alpn_protocol(), Some(&b"http/1.1"[..]));
     tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let mut head = [0u8; 12];
@@ -218,19 +217,6 @@ async fn a_deep_subtree_starts_terminating_at_once_and_goes() {
     assert!(left.left.is_empty(), "left behind: {:?}", left.left);
 }
 
-/// A TLS connection to hns-apiserver with the front proxy's certificate, as kube-apiserver makes,
-/// offering the protocols `alpn` (ALPN wire format).
-fn front_proxy_connection(local: &Local, alpn: &[u8]) -> openssl::ssl::SslStream<TcpStream> {
-    let (cert, key) = local.front_proxy_identity();
-    let mut connector = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
-    connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
-    connector.set_alpn_protos(alpn).unwrap();
-    connector.set_certificate(&openssl::x509::X509::from_pem(&cert).unwrap()).unwrap();
-    connector.set_private_key(&openssl::pkey::PKey::private_key_from_pem(&key).unwrap()).unwrap();
-    let tcp = TcpStream::connect((local.hns_host.as_str(), local.hns_port)).unwrap();
-    connector.build().connect("localhost", tcp).unwrap()
-}
-
 #[tokio::test]
 async fn a_watch_ends_soon_after_its_client_leaves() {
     let env = Env::get();
@@ -238,7 +224,7 @@ async fn a_watch_ends_soon_after_its_client_leaves() {
     // A quiet watch without bookmarks writes nothing for half an hour: only noticing that its
     // client has gone ends it. The client here stops sending (half-closes), then waits for hns
     // to end the answer and the connection.
-    let mut tls = front_proxy_connection(local, b"\x08http/1.1");
+    let mut tls = local.front_proxy_connection(b"\x08http/1.1");
     let request = format!(
         "GET {API}/namespaces/{}/subnamespaces?watch=true HTTP/1.1\r\nHost: localhost\r\n\
          X-Remote-User: watcher\r\nX-Remote-Group: system:masters\r\n\r\n",

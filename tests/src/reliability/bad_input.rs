@@ -2,7 +2,8 @@
 //! document and sends them straight to hns-apiserver over a verified front-proxy connection, as
 //! kube-apiserver would; hand-written cases cover what a schema cannot express (oversized bodies,
 //! wrong kinds, broken patches, garbage resourceVersions). Figures: requests tried, 5xx answers,
-//! invalid requests accepted, and whether refused requests changed anything in the cluster.
+//! invalid requests accepted, and whether refused requests changed anything in the cluster; and
+//! two attacks on memory: amplifying patches and an HTTP/2 flood ([`super::h2_flood`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
 
     let before = state(ctx, &t).await;
     let amplification = patch_amplification(ctx, &t).await;
+    let flood = super::h2_flood::run(local, &ctx.processes, &local.replica_names[0]).await;
     let hand = hand_written(local, &t).await;
     let negative = schemathesis(ctx, &t, "negative").await;
     let changed = changes(&before, &state(ctx, &t).await);
@@ -52,6 +54,18 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
                 g < 32.0,
             ),
             None => Figure::target(SUITE, "amplifying patches: peak RSS measured", "no", "yes", false),
+        },
+        Figure::zero(SUITE, "HTTP/2 flood: connections where hns agreed to h2", flood.h2_agreed),
+        Figure::info(SUITE, "HTTP/2 flood: bytes written before the connections ended", flood.bytes_taken),
+        match flood.peak_growth_mib {
+            Some(g) => Figure::target(
+                SUITE,
+                "HTTP/2 flood of empty DATA frames: peak RSS growth of the replica",
+                format!("{g:+.1} MiB"),
+                "< +16 MiB",
+                g < 16.0,
+            ),
+            None => Figure::target(SUITE, "HTTP/2 flood: peak RSS measured", "no", "yes", false),
         },
         Figure::info(SUITE, "hand-written cases tried", hand.tried),
         Figure::zero(SUITE, "hand-written cases accepted", hand.accepted),

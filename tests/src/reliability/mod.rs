@@ -8,6 +8,7 @@ pub mod bad_input;
 pub mod deletion;
 pub mod faults;
 pub mod forgery;
+pub mod h2_flood;
 pub mod invariants;
 pub mod load;
 pub mod outage;
