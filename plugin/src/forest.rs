@@ -183,7 +183,9 @@ pub enum Scope<'a> {
 
 /// Reads the forest. A namespace named in `scope` that does not exist is an error.
 pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
-    let configs = match hns.hierarchies().await {
+    // Both lists at once: at 100,000 namespaces each is a large answer, and neither needs the other.
+    let (configs, subnamespaces) = futures::join!(hns.hierarchies(), hns.all_subnamespace_names());
+    let configs = match configs {
         Ok(configs) => configs,
         Err(e) if e.code() == Some(403) => match scope {
             Scope::Subtrees(names) => return walk(hns, names).await,
@@ -191,12 +193,7 @@ pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
         },
         Err(e) => return Err(e),
     };
-    let subnamespaces = if configs.iter().any(|hc| hc.status.as_ref().is_some_and(|s| !s.children.is_empty()))
-    {
-        hns.all_subnamespaces().await?.into_iter().filter_map(|s| s.metadata.name).collect()
-    } else {
-        BTreeSet::new()
-    };
+    let subnamespaces = subnamespaces?;
     let forest = Forest::new(configs, &subnamespaces);
     // The list shows what the user may see: a namespace asked for and not in it is missing,
     // hidden from them, or newer than the list; reading it alone says which.

@@ -2,6 +2,8 @@
 //! user's terms: hns not installed, hns installed but not answering, a namespace that does not
 //! exist, or else the server's own message (its `Status` objects say what went wrong).
 
+use std::collections::BTreeSet;
+
 use hns_api::config::CONFIG_SINGLETON;
 use hns_api::hierarchy::HIERARCHY_SINGLETON;
 use hns_api::{
@@ -161,10 +163,11 @@ impl Hns {
             .map_err(|e| in_namespace(classify(e), ns))
     }
 
-    /// Every subnamespace in the cluster, in one request.
-    pub async fn all_subnamespaces(&self) -> Result<Vec<Subnamespace>> {
+    /// The names of every subnamespace in the cluster, in one request for their metadata only.
+    pub async fn all_subnamespace_names(&self) -> Result<BTreeSet<String>> {
         let api: Api<Subnamespace> = Api::all(self.client.clone());
-        Ok(api.list(&ListParams::default()).await.map_err(classify)?.items)
+        let list = api.list_metadata(&ListParams::default()).await.map_err(classify)?;
+        Ok(list.items.into_iter().filter_map(|s| s.metadata.name).collect())
     }
 
     /// The subnamespaces of `parent`.

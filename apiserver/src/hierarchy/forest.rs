@@ -29,6 +29,17 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+/// A Namespace object without its managed fields, spec and status: nothing in the forest reads
+/// them, and managed fields (and, while a namespace terminates, its status conditions) are most
+/// of a namespace's bytes. What the cache holds of each namespace, also while a re-list of
+/// 100,000 of them is gathered.
+pub fn trimmed(mut ns: Namespace) -> Namespace {
+    ns.metadata.managed_fields = None;
+    ns.spec = None;
+    ns.status = None;
+    ns
+}
+
 /// One namespace as the forest sees it.
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -123,13 +134,9 @@ fn json_annotation<T: serde::de::DeserializeOwned + Default>(value: Option<&Stri
 
 impl Node {
     /// Reads the hierarchy facts out of a Namespace object, if `sealer` finds them sealed; a
-    /// namespace with forged ones gets none. Managed fields, spec and status are dropped:
-    /// nothing here reads them, and managed fields (and, while a namespace terminates, its status
-    /// conditions) are most of a namespace's bytes.
-    pub fn from_namespace(mut ns: Namespace, sealer: &Sealer) -> Self {
-        ns.metadata.managed_fields = None;
-        ns.spec = None;
-        ns.status = None;
+    /// namespace with forged ones gets none. The object is kept [`trimmed`].
+    pub fn from_namespace(ns: Namespace, sealer: &Sealer) -> Self {
+        let ns = trimmed(ns);
         let empty = BTreeMap::new();
         let all = ns.metadata.annotations.as_ref().unwrap_or(&empty);
         let name = ns.metadata.name.as_deref().unwrap_or_default();

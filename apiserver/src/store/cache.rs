@@ -19,7 +19,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use crate::hierarchy::forest::{Forest, Node, ObservedQuota};
+use crate::hierarchy::forest::{self, Forest, Node, ObservedQuota};
 use crate::hierarchy::policy::Policy;
 use crate::store::changes;
 use crate::store::hub::Hub;
@@ -199,7 +199,7 @@ impl Cache {
     fn apply(&self, event: Event<Namespace>, relist: &mut Vec<Namespace>) {
         match event {
             Event::Init => relist.clear(),
-            Event::InitApply(ns) => relist.push(ns),
+            Event::InitApply(ns) => relist.push(forest::trimmed(ns)),
             Event::InitDone => {
                 let mut forest = self.write();
                 forest.replace_all(relist.drain(..));
