@@ -181,7 +181,11 @@ async fn by_hand(client: &Client, tree: &Tree, name: &str) -> Duration {
     stream::iter(tree.namespaces().skip(1))
         .for_each_concurrent(BEST_CLIENT, |ns| async move {
             let api: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
-            let binding = role_binding(name, "view", Subject::Group("bench"));
+            // Kept from hns's propagation (HNC's exception annotation): written into parents
+            // and children alike, the parents' would otherwise be copied into the children.
+            let mut binding = role_binding(name, "view", Subject::Group("bench"));
+            binding.metadata.annotations =
+                Some([("propagate.hnc.x-k8s.io/none".to_string(), "true".to_string())].into());
             loop {
                 match api.create(&PostParams::default(), &binding).await {
                     Ok(_) => break,
@@ -269,6 +273,7 @@ pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()>
     propagation(client, &trees).await?;
     memory_and_reads(client, env).await?;
     move_subtree(client, &trees[0], &moved).await?;
+    stuck(client, env).await?;
     restart(env).await
 }
 
@@ -404,6 +409,99 @@ async fn move_subtree(client: &Client, to: &Tree, moved: &Tree) -> anyhow::Resul
         to.root,
         show(labels),
         show(copies)
+    );
+    Ok(())
+}
+
+/// Namespaces made stuck Terminating for `diagnose -A`.
+const STUCK: usize = 1_000;
+
+/// `kubectl hns diagnose -A` with `STUCK` namespaces held Terminating by a ConfigMap's finalizer
+/// each, then `--fix --yes` until they are gone.
+async fn stuck(client: &Client, env: &Env) -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let names: Vec<String> = (0..STUCK).map(|i| format!("{PREFIX}-stuck-{i}")).collect();
+    stream::iter(&names)
+        .for_each_concurrent(CREATORS, |ns| async move {
+            let mut namespace = Namespace::default();
+            namespace.metadata.name = Some(ns.clone());
+            Api::<Namespace>::all(client.clone())
+                .create(&PostParams::default(), &namespace)
+                .await
+                .expect("namespace");
+            let mut held = ConfigMap::default();
+            held.metadata.name = Some("held".into());
+            held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+            Api::<ConfigMap>::namespaced(client.clone(), ns)
+                .create(&PostParams::default(), &held)
+                .await
+                .expect("ConfigMap");
+            Api::<Namespace>::all(client.clone()).delete(ns, &Default::default()).await.expect("delete");
+        })
+        .await;
+    // Stuck once the namespace controller has deleted every ConfigMap (and so met the finalizer).
+    let held = || async {
+        let lp = ListParams::default().fields("metadata.name=held");
+        let list = Api::<ConfigMap>::all(client.clone()).list_metadata(&lp).await.map(|l| l.items);
+        list.map_or(0, |items| {
+            items
+                .iter()
+                .filter(|c| {
+                    c.metadata.deletion_timestamp.is_some()
+                        && c.metadata
+                            .namespace
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(&format!("{PREFIX}-stuck-")))
+                })
+                .count()
+        })
+    };
+    until_count(STUCK, Duration::from_secs(600), held)
+        .await
+        .ok_or_else(|| anyhow::anyhow!("{STUCK} namespaces did not get stuck in 10 minutes"))?;
+    let diagnose = |args: &[&str]| {
+        let started = Instant::now();
+        let out = std::process::Command::new("kubectl")
+            .env("KUBECONFIG", &env.kubeconfig)
+            .env("PATH", crate::path_with(&crate::plugin_dir()))
+            .env("NO_COLOR", "1")
+            .args(args)
+            .output();
+        (started.elapsed(), out)
+    };
+    let (took, out) = diagnose(&["hns", "diagnose", "-A"]);
+    let out = out?;
+    anyhow::ensure!(
+        out.status.code() == Some(2),
+        "kubectl hns diagnose -A: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = out.stdout.iter().filter(|b| **b == b'\n').count();
+    let summary = String::from_utf8_lossy(&out.stdout).lines().take_while(|l| !l.is_empty()).count();
+    let (fix_took, fixed) = diagnose(&["hns", "diagnose", "-A", "--fix", "--yes"]);
+    fixed?;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let gone = until_count(STUCK, Duration::from_secs(600), || async {
+        let left = namespaces.list_metadata(&ListParams::default()).await.map_or(STUCK, |l| {
+            l.items
+                .iter()
+                .filter(|n| {
+                    n.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("{PREFIX}-stuck-")))
+                })
+                .count()
+        });
+        STUCK - left
+    })
+    .await;
+    println!();
+    println!(
+        "kubectl hns diagnose -A with {STUCK} namespaces stuck (a finalizer each): {:.1} s, {lines} lines ({summary} of summary first)",
+        took.as_secs_f64()
+    );
+    println!(
+        "kubectl hns diagnose -A --fix --yes: {:.1} s; all {STUCK} gone {}",
+        fix_took.as_secs_f64(),
+        gone.map_or("not within 10 minutes".into(), |d| format!("{:.1} s after", d.as_secs_f64()))
     );
     Ok(())
 }

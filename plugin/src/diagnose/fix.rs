@@ -1,13 +1,16 @@
-//! Fixing: remedies applied one at a time, in the order the causes must be fixed, each
-//! confirmed, checked for rights and guarded by preconditions, with a fresh scan after every
-//! step. A namespace counts as fixed only when a GET of it returns 404. What to do at each step
+//! Fixing: remedies applied in rounds, in the order the causes must be fixed, each confirmed,
+//! checked for rights and guarded by preconditions, with a fresh scan after every round. A round
+//! takes each pending namespace's next remedy, a remedy shared by several (one dead APIService
+//! blocking them all) once: with 1,000 namespaces stuck for 1,000 different reasons, a scan after
+//! every single remedy made the fix quadratic. A namespace counts as fixed only when a GET of it
+//! returns 404. What to do at each step
 //! is [`super::plan`]'s to decide; this module does the reading, asking and writing.
 //!
 //! When no remedy is left the namespace controller is given time to finish; only if it still
 //! does not, the last resort (finalizing by hand) is offered, and refused while content remains
 //! unless forced.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -22,9 +25,10 @@ use super::plan::{self, History, Next, Outcome};
 use super::remedy::{Action, RemedyId};
 use super::scan::{scan, Progress, Target};
 
-/// At most this many remedies in one run, so a controller that keeps undoing them cannot keep
-/// the fix going forever.
-const MAX_STEPS: usize = 50;
+/// At most this many rounds of remedies in one run, so a controller that keeps undoing them
+/// cannot keep the fix going forever (each remedy is also tried at most a few times: see
+/// [`History`]).
+const MAX_ROUNDS: usize = 50;
 
 /// How long content left after a remedy is left to the namespace controller before it is
 /// deleted by hand: the controller retries a namespace with a backoff that grows with its
@@ -149,7 +153,7 @@ impl Run<'_> {
     async fn go(&mut self, progress: &dyn Progress) -> Result<()> {
         let mut deadline = Instant::now() + self.options.timeout;
         let mut last_resort_offered = false;
-        let mut steps = 0;
+        let mut rounds = 0;
         let mut grace_until = Instant::now();
         loop {
             let target = Target::Named(self.pending.clone());
@@ -161,18 +165,26 @@ impl Run<'_> {
             if self.pending.is_empty() {
                 return Ok(());
             }
-            if steps >= MAX_STEPS {
-                self.give_up("too many steps; the causes keep coming back");
+            if rounds >= MAX_ROUNDS {
+                self.give_up("too many rounds of remedies; the causes keep coming back");
                 return Ok(());
             }
-            if let Some((ns, cause)) = self.next_step(&diagnosis) {
-                if deletes_content(&cause) && Instant::now() < grace_until {
-                    self.wait_for_change(grace_until.min(deadline)).await?;
-                    grace_until = Instant::now();
-                    continue;
+            let mut round = self.next_steps(&diagnosis);
+            if !round.is_empty() {
+                // Content the namespace controller would delete itself is left to it for a
+                // while after the last remedy.
+                if Instant::now() < grace_until {
+                    round.retain(|(_, cause)| !deletes_content(cause));
+                    if round.is_empty() {
+                        self.wait_for_change(grace_until.min(deadline)).await?;
+                        grace_until = Instant::now();
+                        continue;
+                    }
                 }
-                steps += 1;
-                self.step(&ns, &cause).await;
+                rounds += 1;
+                for (ns, cause) in &round {
+                    self.step(ns, cause).await;
+                }
                 grace_until = Instant::now() + CONTROLLER_GRACE;
                 continue;
             }
@@ -190,10 +202,7 @@ impl Run<'_> {
             last_resort_offered = true;
             for n in &diagnosis.namespaces {
                 match &n.last_resort {
-                    Some(cause) if self.pending.contains(&n.name) => {
-                        steps += 1;
-                        self.step(&n.name, cause).await;
-                    }
+                    Some(cause) if self.pending.contains(&n.name) => self.step(&n.name, cause).await,
                     _ => {}
                 }
             }
@@ -219,20 +228,28 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The first remedy to apply, in the first pending namespace that has one. Namespaces whose
-    /// next remedy was declined or does not work are settled here.
-    fn next_step(&mut self, diagnosis: &Diagnosis) -> Option<(String, Cause)> {
+    /// The round of remedies to apply: each pending namespace's next one, in the diagnosis'
+    /// order, a remedy several namespaces share only once. Namespaces whose next remedy was
+    /// declined or does not work are settled here.
+    fn next_steps(&mut self, diagnosis: &Diagnosis) -> Vec<(String, Cause)> {
+        let mut round: Vec<(String, Cause)> = Vec::new();
+        let mut taken: HashSet<RemedyId> = HashSet::new();
         for n in &diagnosis.namespaces {
             if !self.pending.contains(&n.name) {
                 continue;
             }
             match self.history.next(n) {
-                Some(Next::Apply(cause)) => return Some((n.name.clone(), cause.clone())),
+                Some(Next::Apply(cause))
+                    if cause.remedy.as_ref().is_some_and(|r| taken.insert(r.id.clone())) =>
+                {
+                    round.push((n.name.clone(), cause.clone()));
+                }
+                Some(Next::Apply(_)) => {} // shared with a namespace earlier in the round
                 Some(Next::Settle(outcome)) => self.settle(&n.name, outcome),
                 None => {}
             }
         }
-        None
+        round
     }
 
     /// Applies one cause's remedy, after the checks; settles the namespace when it cannot.

@@ -29,6 +29,10 @@ use super::nodes;
 const CONCURRENCY: usize = 16;
 /// Page size of the lists.
 const PAGE: u32 = 500;
+/// Up to this many namespaces, each type is listed in each namespace; beyond, each type is
+/// listed once across all namespaces (1,000 stuck namespaces took 1,000 lists per type, and
+/// every round of a fix scans again).
+const LIST_EACH_UP_TO: usize = 32;
 
 /// Which namespaces to diagnose.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,10 +277,18 @@ async fn list_leftovers(
     types: &[ResourceType],
     progress: &dyn Progress,
 ) -> (Vec<Leftover>, Vec<ListFailure>) {
+    let (mut leftovers, mut each) = (Vec::new(), Vec::new());
+    if namespaces.len() > LIST_EACH_UP_TO {
+        let (found, unlisted) = list_everywhere(client, namespaces, types, progress).await;
+        leftovers = found;
+        each = unlisted;
+    } else {
+        each.extend(types);
+    }
     let jobs: Vec<(&String, &ResourceType)> =
-        namespaces.iter().flat_map(|ns| types.iter().map(move |t| (ns, t))).collect();
+        namespaces.iter().flat_map(|ns| each.iter().map(move |t| (ns, *t))).collect();
     progress.phase(
-        &format!("listing {} types in {} namespace(s)", types.len(), namespaces.len()),
+        &format!("listing {} types in {} namespace(s)", each.len(), namespaces.len()),
         jobs.len() as u64,
     );
     let results: Vec<_> = stream::iter(jobs)
@@ -288,7 +300,6 @@ async fn list_leftovers(
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-    let mut leftovers = Vec::new();
     let mut failures = Vec::new();
     for (ns, t, r) in results {
         match r {
@@ -304,9 +315,44 @@ async fn list_leftovers(
     (leftovers, failures)
 }
 
+/// Lists each type once across all namespaces, keeping what is in `namespaces`; returns the
+/// types that could not be listed so (a user with rights in the namespaces only), to be listed
+/// namespace by namespace.
+async fn list_everywhere<'t>(
+    client: &Client,
+    namespaces: &[String],
+    types: &'t [ResourceType],
+    progress: &dyn Progress,
+) -> (Vec<Leftover>, Vec<&'t ResourceType>) {
+    progress.phase(&format!("listing {} types across all namespaces", types.len()), types.len() as u64);
+    let wanted: BTreeSet<&str> = namespaces.iter().map(String::as_str).collect();
+    let results: Vec<_> = stream::iter(types)
+        .map(|t| async move {
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &t.api_resource());
+            let r = list_pages(&api, t).await;
+            progress.advance();
+            (t, r)
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let (mut found, mut unlisted) = (Vec::new(), Vec::new());
+    for (t, r) in results {
+        match r {
+            Ok(all) => found.extend(all.into_iter().filter(|l| wanted.contains(l.namespace.as_str()))),
+            Err(_) => unlisted.push(t),
+        }
+    }
+    (found, unlisted)
+}
+
 /// Lists the objects of one type in one namespace, metadata only, page by page.
 async fn list_type(client: &Client, ns: &str, t: &ResourceType) -> Result<Vec<Leftover>, String> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &t.api_resource());
+    list_pages(&Api::namespaced_with(client.clone(), ns, &t.api_resource()), t).await
+}
+
+/// Lists the objects of type `t` that `api` reaches, metadata only, page by page.
+async fn list_pages(api: &Api<DynamicObject>, t: &ResourceType) -> Result<Vec<Leftover>, String> {
     let mut params = ListParams::default().limit(PAGE);
     let mut out = Vec::new();
     loop {
@@ -316,7 +362,7 @@ async fn list_type(client: &Client, ns: &str, t: &ResourceType) -> Result<Vec<Le
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 405 => return Ok(out),
             Err(e) => return Err(error_text(&e)),
         };
-        out.extend(page.items.into_iter().map(|o| leftover(t, ns, o.metadata)));
+        out.extend(page.items.into_iter().map(|o| leftover(t, o.metadata)));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
             _ => return Ok(out),
@@ -324,10 +370,10 @@ async fn list_type(client: &Client, ns: &str, t: &ResourceType) -> Result<Vec<Le
     }
 }
 
-fn leftover(t: &ResourceType, ns: &str, m: ObjectMeta) -> Leftover {
+fn leftover(t: &ResourceType, m: ObjectMeta) -> Leftover {
     Leftover {
         resource: t.clone(),
-        namespace: ns.to_string(),
+        namespace: m.namespace.unwrap_or_default(),
         name: m.name.unwrap_or_default(),
         uid: m.uid.unwrap_or_default(),
         resource_version: m.resource_version.unwrap_or_default(),
