@@ -42,6 +42,10 @@ pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
     out
 }
 
+/// Root causes in the same words as the one before them are folded into one entry from this
+/// many on (each is still detailed with its namespace).
+const FOLD_ALIKE: usize = 3;
+
 /// Lines of a namespace list, so that 200 names do not flood the screen.
 const LIST_WIDTH: usize = 100;
 const LIST_LINES: usize = 2;
@@ -50,11 +54,26 @@ const LIST_LINES: usize = 2;
 fn roots_text(out: &mut String, diagnosis: &Diagnosis, stuck: usize, roots: &[Root], paint: &Paint) {
     let head = format!("{stuck} namespaces are Terminating. Their root causes, in the order to fix them:");
     let _ = writeln!(out, "{}", paint.head(&head));
-    for (i, r) in roots.iter().enumerate() {
+    let mut i = 0;
+    while i < roots.len() {
+        let r = &roots[i];
         let _ = writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
         let lead = format!("blocks {} namespace(s): ", r.namespaces.len());
         namespace_list(out, "       ", &lead, &r.namespaces);
         cause_body(out, r.cause, paint);
+        // A thousand namespaces each held by its own object are a thousand roots in the same
+        // words: the first is stated, the rest are counted with the namespaces they block.
+        let alike = roots[i + 1..].iter().take_while(|o| o.cause.summary == r.cause.summary).count();
+        if alike >= FOLD_ALIKE {
+            let names: Vec<&str> =
+                roots[i + 1..=i + alike].iter().flat_map(|o| o.namespaces.iter().copied()).collect();
+            let numbers = format!("{}.–{}.", i + 2, i + 1 + alike);
+            let _ =
+                writeln!(out, "  {} the same, each with its own objects and remedy:", paint.head(&numbers));
+            namespace_list(out, "       ", &format!("blocks {} namespace(s): ", names.len()), &names);
+            i += alike;
+        }
+        i += 1;
     }
     let bare: Vec<&str> = diagnosis
         .namespaces
@@ -313,6 +332,27 @@ mod tests {
         let out = text(&d, &Paint::new(false));
         assert!(out.contains("blocks 2 namespace(s): team-01, team-02\n"), "{out}");
         assert!(out.contains("\n  No cause found yet in 1 namespace(s): team-03\n"), "{out}");
+    }
+
+    #[test]
+    fn alike_root_causes_are_folded_into_one_entry() {
+        let mut ev = evidence((1..=40).map(|i| terminating(&format!("team-{i:02}"))).collect());
+        for ns in &mut ev.namespaces {
+            ns.metadata_finalizers = vec!["example.com/hold".into()];
+        }
+        let d = diagnose(&ev);
+        let out = text(&d, &Paint::new(false));
+        let summary = out.split_once("\nNamespace team-01:").expect(&out).0;
+        assert!(summary.lines().count() <= 30, "one screen:\n{summary}");
+        // Root 1: the namespace controller silent in all 40; then each one's own finalizer.
+        assert!(summary.contains("  2. the namespace carries the finalizer example.com/hold\n       blocks 1 namespace(s): team-01\n"), "{summary}");
+        assert!(summary.contains("  3.–41. the same, each with its own objects and remedy:\n       blocks 39 namespace(s): team-02, team-03,"), "{summary}");
+        assert_eq!(
+            summary.matches("       remedy: ").count(),
+            1,
+            "the first stated whole, the rest folded:\n{summary}"
+        );
+        assert!(out.contains("see root cause 41 above"), "the details keep their numbers");
     }
 
     #[test]
