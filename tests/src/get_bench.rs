@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
+use crate::bench::ms;
 use crate::quotas::{delete_pods, pod};
 use crate::{create_namespace, create_subns, delete_tree, hns_with, kubectl_with, Env};
 
@@ -75,10 +76,6 @@ async fn measure(client: &Client, env: &Env, names: &[String], pods: usize) -> a
     println!("  kubectl hns get pods -n {ROOT}: one process, one request per namespace, 8 at once");
     println!("  baseline: kubectl get pods -n NS for each namespace of the subtree, one after the other");
     Ok(())
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// Makes the subtree, a level at a time so that parents exist first, 32 namespaces at once.

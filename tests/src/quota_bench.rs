@@ -16,6 +16,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
 
+use crate::bench::ms;
 use crate::quotas::{count_pods, create_pod, delete_pods, race_pods, set_quota, until_counted, until_used};
 use crate::{create_namespace, create_subns};
 
@@ -31,10 +32,6 @@ pub async fn run(client: &Client, trials: usize) -> anyhow::Result<()> {
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// A parent with a quota of [`BUDGET`] pods and [`BUDGET`] subnamespaces, counted.
