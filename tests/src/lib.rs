@@ -28,6 +28,7 @@ pub mod bench;
 pub mod deletion;
 pub mod docs;
 pub mod get_bench;
+pub mod hnc_bench;
 pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;

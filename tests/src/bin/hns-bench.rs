@@ -24,6 +24,11 @@
 //!   hns-bench subtree-get  `kubectl hns get pods -n ROOT` over a subtree of 100 namespaces
 //!                          holding 10,000 pods ($HNS_BENCH_GET_NAMESPACES, $HNS_BENCH_GET_PODS)
 //!                          vs `kubectl get pods -n NS` for each of them in turn
+//!   hns-bench hnc          hns against HNC v1.1 itself on a cluster of its own (`hack/bench.sh
+//!                          hnc` starts both): one RoleBinding to 1,000 descendants, memory at
+//!                          10,000 namespaces with 10,000 propagated objects, each side's own
+//!                          `kubectl hns tree -A`, and `kubectl hns create` until the
+//!                          subnamespace is usable (see tests/src/hnc_bench.rs)
 
 use std::time::{Duration, Instant};
 
@@ -67,9 +72,10 @@ async fn main() -> anyhow::Result<()> {
             hns_e2e::quota_bench::run(&client, trials).await
         }
         "views" => hns_e2e::views_bench::run(&client, &env).await,
+        "hnc" => hns_e2e::hnc_bench::run(&env).await,
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, hnc"
             )
         }
     }
