@@ -215,7 +215,7 @@ fn forest_member(i: usize) -> (String, Option<String>) {
 
 /// Grows the forest from `from` to `to` namespaces, a level at a time so parents exist first.
 /// Stops at the end of the first level to finish after `limit`, or at a failed creation, and
-/// says so; returns how many namespaces the forest has then.
+/// says so; returns the number of namespaces in its whole levels then.
 pub async fn grow_forest(
     client: &Client,
     how: Subnamespaces,
@@ -225,7 +225,7 @@ pub async fn grow_forest(
 ) -> usize {
     let started = Instant::now();
     let deadline = started + limit;
-    let mut start = from;
+    let (mut start, mut created) = (from, 0);
     while start < to {
         // The next level starts at the first namespace whose parent is not yet made.
         let level_end = (start + 1..to).find(|&i| i >= ROOTS && (i - ROOTS) / 10 >= start).unwrap_or(to);
@@ -242,8 +242,14 @@ pub async fn grow_forest(
             .buffer_unordered(32)
             .collect()
             .await;
+        let unmade = made.iter().filter(|r| r.is_err()).count();
+        created += made.len() - unmade;
         if let Some(Err(e)) = made.into_iter().find(Result::is_err) {
-            println!("growing the forest stopped at {start} namespaces: {e}");
+            let level = level_end - start;
+            println!(
+                "growing the forest stopped after {:.0} s: {unmade} of the {level} namespaces from {start} on unmade ({e})",
+                started.elapsed().as_secs_f64()
+            );
             break;
         }
         start = level_end;
@@ -252,7 +258,8 @@ pub async fn grow_forest(
             break;
         }
     }
-    println!("created {} forest namespaces in {:.1} s", start - from, started.elapsed().as_secs_f64());
+    println!("created {created} forest namespaces in {:.1} s", started.elapsed().as_secs_f64());
+    // Whole levels only: where growing the forest would go on from.
     start
 }
 

@@ -222,13 +222,8 @@ async fn memory(sides: &[Side; 2], sizes: &Sizes) -> anyhow::Result<Row> {
     tokio::time::sleep(Duration::from_secs(15)).await;
     let rss: Vec<Option<f64>> = sides.iter().map(Side::rss_mib).collect();
     let mib = |r: Option<f64>| r.map_or("unknown".to_string(), |r| format!("{r:.1} MiB"));
-    let same = reached[0] == reached[1];
     Ok(Row {
-        what: format!(
-            "RSS at {} namespaces, {} propagated objects",
-            if same { reached[0].to_string() } else { format!("{} / {}", reached[0], reached[1]) },
-            BINDINGS * d
-        ),
+        what: format!("RSS at {}, {} propagated objects", counts(reached[0], reached[1]), BINDINGS * d),
         hns: mib(rss[0]),
         hnc: mib(rss[1]),
         ratio: match (rss[0], rss[1]) {
@@ -242,9 +237,8 @@ async fn memory(sides: &[Side; 2], sizes: &Sizes) -> anyhow::Result<Row> {
 /// Step c: `kubectl hns tree -A`, a few runs of each side's plugin (HNC's once when it is slow).
 async fn tree(sides: &[Side; 2], sizes: &Sizes) -> anyhow::Result<Row> {
     let mut figures = Vec::new();
-    let mut total = 0;
     for side in sides {
-        total = namespace_count(&side.client).await?;
+        let total = namespace_count(&side.client).await?;
         wait_controllers_settled(&side.client, total).await;
         let limit = if side.subnamespaces == Subnamespaces::Hns { sizes.limit } else { sizes.tree_limit };
         let runs = tree_runs(&side.plugin_dir, &side.kubeconfig, 5, limit).await?;
@@ -262,18 +256,17 @@ async fn tree(sides: &[Side; 2], sizes: &Sizes) -> anyhow::Result<Row> {
                 format!(" by the time it was stopped after {} s", limit.as_secs())
             }
         );
-        figures.push((mean, last.finished, last.lines));
+        if !last.finished && last.lines > 0 {
+            // A line a namespace, at the pace it printed them: an estimate, said as one.
+            let estimate = mean.as_secs_f64() * total as f64 / last.lines as f64;
+            println!(
+                "{}: at that pace its tree of {total} namespaces would take about {estimate:.0} s",
+                side.name
+            );
+        }
+        figures.push((total, mean, last.finished, last.lines));
     }
-    let [(hns, hns_done, hns_lines), (hnc, hnc_done, hnc_lines)] = [figures[0], figures[1]];
-    if !hnc_done && hnc_lines > 0 {
-        // As many lines as hns's tree, at the pace it printed them: an estimate, said as one.
-        let estimate = hnc.as_secs_f64() * hns_lines as f64 / hnc_lines as f64;
-        println!(
-            "HNC v1.1: at that pace its tree of {hns_lines} lines would take about {:.0} s, {:.0}x hns's",
-            estimate,
-            estimate / hns.as_secs_f64()
-        );
-    }
+    let [(hns_total, hns, hns_done, _), (hnc_total, hnc, hnc_done, hnc_lines)] = [figures[0], figures[1]];
     let shown = |d: Duration, done: bool| {
         if done {
             format!("{:.1} ms", ms(d))
@@ -282,7 +275,7 @@ async fn tree(sides: &[Side; 2], sizes: &Sizes) -> anyhow::Result<Row> {
         }
     };
     Ok(Row {
-        what: format!("kubectl hns tree -A at {total} namespaces"),
+        what: format!("kubectl hns tree -A at {}", counts(hns_total, hnc_total)),
         hns: shown(hns, hns_done),
         hnc: if hnc_done { shown(hnc, true) } else { format!("{} ({hnc_lines} lines)", shown(hnc, false)) },
         ratio: format!(
@@ -292,6 +285,15 @@ async fn tree(sides: &[Side; 2], sizes: &Sizes) -> anyhow::Result<Row> {
         ),
         target: ">= 50x",
     })
+}
+
+/// "N namespaces", or "N / M namespaces" when the two sides differ (HNC stopped short).
+fn counts(hns: usize, hnc: usize) -> String {
+    if hns == hnc {
+        format!("{hns} namespaces")
+    } else {
+        format!("{hns} / {hnc} namespaces")
+    }
 }
 
 /// Step d: `kubectl hns create CHILD -n PARENT` as a process, timed until the child is usable.
