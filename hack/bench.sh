@@ -28,7 +28,7 @@ hns_cluster() {
 # when it ends, failed or not. A subshell, so that its clusters have their own EXIT trap.
 bench_hnc() (
   HNC="$("$ROOT/hack/build-hnc.sh")" || {
-    log "HNC v1.1 could not be had from the Go module proxy (hack/build-hnc.sh failed): hnc benchmark skipped"
+    log "HNC v${HNS_HNC_VERSION:-1.1.0} could not be had from the Go module proxy (hack/build-hnc.sh failed): hnc benchmark skipped"
     exit 0
   }
   if [ -n "${DIR:-}" ]; then
