@@ -45,7 +45,8 @@ reliability:
 reliability-short:
 	hack/reliability.sh --short
 
-# Benchmarks print figures and ratios against a baseline measured in the same run.
+# Benchmarks print figures and ratios against a baseline measured in the same run; the last,
+# hnc, against HNC v1.1 itself (built from the Go module proxy) on a cluster of its own.
 bench:
 	hack/bench.sh
 

@@ -1,25 +1,76 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
-#   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose quotas subtree-get)
+#   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose
+#                                   quotas subtree-get hnc)
+#
+# hnc compares hns with HNC v1.1 itself (hack/build-hnc.sh builds it from the Go module proxy;
+# when it cannot, the benchmark is skipped and says so). It runs on two clusters of its own,
+# both fresh, so that the two sides start from the same state whatever ran before: one with
+# hns, and one with HNC installed as the migration test installs it (hack/hnc.sh), since HNC's
+# CRDs and hns's APIService claim the same group. The other benchmarks' cluster is stopped
+# first, so the two share the machine with nothing else of this script's.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hnc.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/release"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
-throwaway_cluster bench
-"$ROOT/hack/control-plane.sh" up "$DIR"
-HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$DIR"
-use_control_plane "$DIR"
-log "benchmarks against Kubernetes $K8S_VERSION"
-export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
-# The diagnose and subtree-get benchmarks time the release kubectl-hns built above.
-export HNS_PLUGIN_DIR="$TARGET"
-for b in ${@:-deletion watches api propagation tree views diagnose quotas subtree-get}; do
+BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get hnc})
+
+# hns_cluster DIR: a control plane in DIR with the release hns-apiserver built above.
+hns_cluster() {
+  "$ROOT/hack/control-plane.sh" up "$1"
+  HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$1"
+}
+
+# bench_hnc: `hns-bench hnc` on a fresh hns cluster beside a fresh HNC cluster, both removed
+# when it ends, failed or not. A subshell, so that its clusters have their own EXIT trap.
+bench_hnc() (
+  HNC="$("$ROOT/hack/build-hnc.sh")" || {
+    log "HNC v${HNS_HNC_VERSION:-1.1.0} could not be had from the Go module proxy (hack/build-hnc.sh failed): hnc benchmark skipped"
+    exit 0
+  }
+  if [ -n "${DIR:-}" ]; then
+    log "stopping the other benchmarks' cluster"
+    "$ROOT/hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
+    "$ROOT/hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
+  fi
+  HNC_DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-bench-hnc.XXXXXX")"
+  throwaway_cluster bench-hnc-hns
+  TEARDOWN_ALSO=("hnc_cluster_down $HNC_DIR")
+  hns_cluster "$DIR"
+  log "HNC's cluster in $HNC_DIR"
+  hnc_cluster_up "$HNC_DIR"
+  use_control_plane "$DIR"
+  log "hns and HNC on Kubernetes $K8S_VERSION"
+  HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR" \
+    HNS_BENCH_HNC_KUBECONFIG="$HNC_DIR/kubeconfig" HNS_BENCH_HNC_DIR="$HNC_DIR" \
+    HNS_BENCH_HNC_PLUGIN="$HNC/kubectl-hns" "$TARGET/hns-bench" hnc
+)
+
+for b in "${BENCHMARKS[@]}"; do
+  [ "$b" = hnc ] && continue
+  if [ -z "${DIR:-}" ]; then
+    throwaway_cluster bench
+    hns_cluster "$DIR"
+    use_control_plane "$DIR"
+    log "benchmarks against Kubernetes $K8S_VERSION"
+    export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_E2E_DIR="$DIR"
+    # The diagnose, subtree-get and hnc benchmarks time the release kubectl-hns built above.
+    export HNS_PLUGIN_DIR="$TARGET"
+  fi
   log "benchmark: $b"
   case "$b" in
     # The diagnoser's figures come from its e2e harness (real stuck namespaces, real kubectl).
     diagnose) cargo test --release -p hns-e2e --test diagnose -- --ignored --nocapture diagnose_bench 2>&1 | grep -E "^bench|test result" ;;
     *) "$TARGET/hns-bench" "$b" ;;
   esac
+done
+# hnc runs last, whatever the order asked: it stops the other benchmarks' cluster.
+for b in "${BENCHMARKS[@]}"; do
+  if [ "$b" = hnc ]; then
+    log "benchmark: hnc (hns and HNC v1.1, each on a cluster of its own)"
+    HNS_PLUGIN_DIR="$TARGET" bench_hnc
+  fi
 done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds HNC v1.1 (sigs.k8s.io/hierarchical-namespaces, the project hns succeeds) for the
-# migration test (hack/migration-test.sh), from the module the Go module proxy serves. Nothing of
-# HNC is kept in this repository; the results are cached in $HNS_CACHE/hnc/vVERSION (a machine
-# pays the build once, about a minute on 2 cores). Prints that directory, which holds:
+# migration test (hack/migration-test.sh) and the benchmark against it (hack/bench.sh hnc), from
+# the module the Go module proxy serves. Nothing of HNC is kept in this repository; the results
+# are cached in $HNS_CACHE/hnc/vVERSION (a machine pays the build once, about a minute on 2
+# cores). Prints that directory, which holds:
 #   manager        HNC's controller manager (cmd/manager)
 #   kubectl-hns    HNC's kubectl plugin (cmd/kubectl), to compare trees with
 #   crds.yaml      HNC's four CRDs. The module ships them as its `make manifests` generated and

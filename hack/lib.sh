@@ -57,13 +57,15 @@ free_port() {
 # --- throw-away clusters -------------------------------------------------------------------
 # throwaway_cluster PURPOSE: sets DIR to a new directory for a control plane with hns; when the
 # script exits, both are stopped and the directory removed, after printing the components' last
-# log lines if the script failed.
+# log lines if the script failed. Commands in TEARDOWN_ALSO run first (a second cluster's own
+# teardown, say), their failures ignored.
+TEARDOWN_ALSO=()
 throwaway_cluster() {
   DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-$1.XXXXXX")"
   trap teardown EXIT
 }
 teardown() {
-  local rc=$? hack
+  local rc=$? hack also
   hack="$(dirname "${BASH_SOURCE[0]}")"
   if [ $rc -ne 0 ] && [ -d "$DIR/logs" ]; then
     for f in "$DIR"/logs/*.log; do echo "----- last lines of $f" >&2; tail -n 25 "$f" >&2; done
@@ -72,6 +74,7 @@ teardown() {
     echo "----- the end of the run's report again (the table of figures and what preceded it)" >&2
     tail -n 60 "$DIR/report.txt" >&2
   fi
+  for also in "${TEARDOWN_ALSO[@]}"; do eval "$also" >/dev/null 2>&1 || true; done
   "$hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
   "$hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
   rm -rf "$DIR"

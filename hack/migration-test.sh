@@ -30,6 +30,7 @@
 # Takes about a minute on 2 cores once HNC is built (hack/build-hnc.sh: about 3 minutes the first
 # time on a machine, with nothing in Go's caches).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hnc.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 DOC="$ROOT/docs/migration.md"
@@ -43,7 +44,7 @@ on_exit() {
     log "kept: export KUBECONFIG=$DIR/kubeconfig; stop with kill \$(cat $DIR/pids/hnc-manager.pid); hack/hns-up.sh down $DIR; hack/control-plane.sh down $DIR"
     exit $rc
   fi
-  if [ -n "${PIDS:-}" ]; then stop hnc-manager; fi
+  if [ -n "${PIDS:-}" ]; then hnc_down; fi
   # teardown reads the exit status from $?; under `set -e` a failing `(exit $rc)` on its own
   # would end this handler before it, leaving the control plane running.
   if [ "$rc" = 0 ]; then teardown; else (exit "$rc") || teardown; fi
@@ -55,43 +56,6 @@ use_control_plane "$DIR"
 set_dirs
 export KUBECONFIG="$DIR/kubeconfig" PATH="$ROOT/target/debug:$PATH" NO_COLOR=1
 WORK="$DIR/work"; mkdir -p "$WORK"
-
-# --- HNC on loopback ----------------------------------------------------------------------
-hnc_up() {
-  log "installing HNC v1.1: CRDs, webhooks, manager on loopback"
-  kubectl apply -f "$HNC/crds.yaml" >/dev/null
-  kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
-  kubectl get ns hnc-system >/dev/null 2>&1 || kubectl create ns hnc-system >/dev/null
-  local port; port="$(free_port)"
-  # HNC's webhooks let HNC's own writes through by the group of its ServiceAccounts, so the
-  # manager authenticates as its ServiceAccount (a client certificate, as hack/hns-up.sh does
-  # for hns), bound to cluster-admin: HNC's in-cluster RBAC is not what is tested here.
-  new_cert hnc-manager-client ca \
-    "/O=system:serviceaccounts/O=system:serviceaccounts:hnc-system/CN=system:serviceaccount:hnc-system:hnc-manager" clientAuth
-  kubeconfig_for "$DIR/hnc-manager.kubeconfig" hnc-manager-client
-  kubectl create clusterrolebinding hnc-manager-test --clusterrole cluster-admin \
-    --serviceaccount hnc-system:hnc-manager --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-  # controller-runtime reads its serving certificate from $TMPDIR/k8s-webhook-server/serving-certs.
-  new_cert hnc-webhook ca "/CN=hnc-webhook" serverAuth "DNS:localhost,IP:127.0.0.1"
-  local certs="$DIR/hnc-tmp/k8s-webhook-server/serving-certs"
-  mkdir -p "$certs"; cp "$PKI/hnc-webhook.crt" "$certs/tls.crt"; cp "$PKI/hnc-webhook.key" "$certs/tls.key"
-  kubectl create --dry-run=client -o json -f "$HNC/webhooks.yaml" \
-    | python3 "$ROOT/hack/migration/hnc-webhooks.py" "https://localhost:$port" "$PKI/ca.crt" \
-    | kubectl apply -f - >/dev/null
-  # Metrics and probes on loopback; HNC has no flag for its webhook server's address, so that
-  # one port listens on every interface of this machine while the test runs.
-  KUBECONFIG="$DIR/hnc-manager.kubeconfig" TMPDIR="$DIR/hnc-tmp" start hnc-manager "$HNC/manager" \
-    --webhook-server-port "$port" --metrics-addr "127.0.0.1:$(free_port)" \
-    --health-probe-bind-address "127.0.0.1:$(free_port)" --enable-stackdriver=false \
-    --max-reconciles 10 --excluded-namespace kube-system --excluded-namespace kube-public \
-    --excluded-namespace hnc-system --excluded-namespace kube-node-lease \
-    --nopropagation-label cattle.io/creator=norman --managed-namespace-label env
-  # Ready once its HNCConfiguration exists and a namespace gets HNC's label.
-  wait_for 90 kubectl get hncconfiguration config \
-    || { tail -30 "$LOGS/hnc-manager.log" >&2; die "HNC's manager did not start (log: $LOGS/hnc-manager.log)"; }
-  wait_for 60 sh -c "kubectl get ns default -o jsonpath='{.metadata.labels}' | grep -q included-namespace" \
-    || die "HNC does not label namespaces"
-}
 
 # The hierarchy HNC manages before the migration:
 #   acme-org                      full root, managed label env=prod; RoleBinding acme-admins

@@ -24,9 +24,11 @@ use openssl::rsa::Rsa;
 use openssl::x509::extension::ExtendedKeyUsage;
 use openssl::x509::{X509NameBuilder, X509};
 
+pub mod bench;
 pub mod deletion;
 pub mod docs;
 pub mod get_bench;
+pub mod hnc_bench;
 pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;
@@ -192,15 +194,22 @@ pub fn path_with(dir: &Path) -> std::ffi::OsString {
 /// Runs `kubectl hns ARGS` with `kubeconfig` through kubectl's real plugin dispatch, without
 /// colour and without a terminal on stdin.
 pub fn hns_with(kubeconfig: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
+    plugin_command(&plugin_dir(), kubeconfig, args).output().expect("kubectl must be on PATH")
+}
+
+/// `kubectl hns ARGS` with `kubeconfig`, dispatched by kubectl to the `kubectl-hns` in `dir`
+/// (hns's, or HNC's own for the benchmark against it), without colour and without a terminal
+/// on stdin.
+pub fn plugin_command(dir: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("kubectl");
+    command
         .env("KUBECONFIG", kubeconfig)
-        .env("PATH", path_with(&plugin_dir()))
+        .env("PATH", path_with(dir))
         .env("NO_COLOR", "1")
         .arg("hns")
         .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("kubectl must be on PATH")
+        .stdin(std::process::Stdio::null());
+    command
 }
 
 /// `kubectl hns ARGS` as the admin.

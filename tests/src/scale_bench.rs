@@ -11,12 +11,13 @@
 
 use std::time::{Duration, Instant};
 
-use futures::{stream, StreamExt, TryStreamExt};
+use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 
+use crate::bench::{copies, time_copies};
 use crate::reliability::processes::Processes;
 use crate::timing::quantile_ms;
 use crate::{create_namespace, create_subns, role_binding, Env, Subject};
@@ -139,40 +140,6 @@ async fn labelled_below(client: &Client, root: &str) -> usize {
     api.list_metadata(&ListParams::default().labels(&selector)).await.map_or(0, |l| l.items.len())
 }
 
-/// Copies of RoleBinding `name` made by hns from `root`.
-async fn copies(client: &Client, root: &str, name: &str) -> usize {
-    let api: Api<RoleBinding> = Api::all(client.clone());
-    let lp = ListParams::default()
-        .labels(&format!("{}={root}", "hnc.x-k8s.io/inherited-from"))
-        .fields(&format!("metadata.name={name}"));
-    api.list_metadata(&lp).await.map_or(0, |l| l.items.len())
-}
-
-/// hns: one RoleBinding in `root`, timed until a watch opened first has seen its `n` copies.
-async fn propagate(client: &Client, root: &str, name: &str, n: usize) -> anyhow::Result<Duration> {
-    let all: Api<RoleBinding> = Api::all(client.clone());
-    let wp = WatchParams::default()
-        .labels(&format!("{}={root}", "hnc.x-k8s.io/inherited-from"))
-        .fields(&format!("metadata.name={name}"));
-    let rv = all.list_metadata(&ListParams::default().limit(1)).await?.metadata.resource_version;
-    let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv.unwrap_or_default()).await?);
-    let started = Instant::now();
-    Api::<RoleBinding>::namespaced(client.clone(), root)
-        .create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
-        .await?;
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < n {
-        match events.try_next().await? {
-            Some(WatchEvent::Added(o)) => {
-                seen.insert(o.metadata.namespace.unwrap_or_default());
-            }
-            Some(_) => {}
-            None => anyhow::bail!("the watch of the copies ended early"),
-        }
-    }
-    Ok(started.elapsed())
-}
-
 /// The best client: RoleBinding `name` written into every namespace of `tree` below its root,
 /// `BEST_CLIENT` at a time, each write retried when kube-apiserver answers 429 (too many in
 /// flight), as client-go retries.
@@ -282,8 +249,8 @@ pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()>
 async fn propagation(client: &Client, trees: &[Tree]) -> anyhow::Result<()> {
     let n = trees[0].descendants();
     let baseline = by_hand(client, &trees[1], "by-hand").await;
-    let hns = propagate(client, &trees[0].root, "inherited-0", n).await?;
-    propagate(client, &trees[0].root, "inherited-1", n).await?;
+    let hns = time_copies(client, &trees[0].root, "inherited-0", n).await?;
+    time_copies(client, &trees[0].root, "inherited-1", n).await?;
     println!();
     println!("one RoleBinding to {n} descendants       s");
     println!("  best client ({BEST_CLIENT} at once)         {:8.2}", baseline.as_secs_f64());
@@ -394,7 +361,7 @@ async fn move_subtree(client: &Client, to: &Tree, moved: &Tree) -> anyhow::Resul
     let labels = until_count(labelled, limit, || labelled_below(client, &to.root)).await;
     let copies = async {
         for name in ["inherited-0", "inherited-1"] {
-            until_count(copied, limit, || copies(client, &to.root, name)).await?;
+            until_count(copied, limit, || async { copies(client, name).await.unwrap_or(0) }).await?;
         }
         Some(started.elapsed())
     }

@@ -24,18 +24,27 @@
 //!   hns-bench subtree-get  `kubectl hns get pods -n ROOT` over a subtree of 100 namespaces
 //!                          holding 10,000 pods ($HNS_BENCH_GET_NAMESPACES, $HNS_BENCH_GET_PODS)
 //!                          vs `kubectl get pods -n NS` for each of them in turn
+//!   hns-bench hnc          hns against HNC v1.1 itself on a cluster of its own (`hack/bench.sh
+//!                          hnc` starts both): one RoleBinding to 1,000 descendants, memory at
+//!                          10,000 namespaces with 10,000 propagated objects, each side's own
+//!                          `kubectl hns tree -A`, and `kubectl hns create` until the
+//!                          subnamespace is usable (see tests/src/hnc_bench.rs)
 //!   hns-bench scale        100,000 namespaces ($HNS_BENCH_SCALE_NAMESPACES): creation, memory,
-//!                          reads, tree -A, propagation, a move and a restart at that size
-//!                          (`make bench-scale`; see tests/src/scale_bench.rs)
+//!                          reads, tree -A, propagation, a move, diagnose -A and a restart at
+//!                          that size (`make bench-scale`; see tests/src/scale_bench.rs)
 
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
 use hns_api::HierarchyConfiguration;
+use hns_e2e::bench::{
+    grow_forest, namespace_count, own_plugin_dir, propagate, subtree, time_copies, tree_runs,
+    wait_controllers_settled, Subnamespaces,
+};
 use hns_e2e::reliability::processes::Processes;
 use hns_e2e::timing::{ms, quantile_ms};
 use hns_e2e::{create_namespace, role_binding, Env, Subject};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
@@ -67,6 +76,7 @@ async fn main() -> anyhow::Result<()> {
             hns_e2e::quota_bench::run(&client, trials).await
         }
         "views" => hns_e2e::views_bench::run(&client, &env).await,
+        "hnc" => hns_e2e::hnc_bench::run(&env).await,
         "scale" => {
             let total = std::env::var("HNS_BENCH_SCALE_NAMESPACES")
                 .ok()
@@ -76,7 +86,7 @@ async fn main() -> anyhow::Result<()> {
         }
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, scale"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, hnc, scale"
             )
         }
     }
@@ -102,27 +112,6 @@ async fn wait_listed(client: &Client, n: usize) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Gives kube-controller-manager up to 5 minutes to do its per-namespace work for `n`
-/// namespaces (a `kube-root-ca.crt` ConfigMap and a `default` ServiceAccount in each), so the
-/// figure taken next is less one of a machine busy with the controllers' 2n writes. At its
-/// default 20 writes/s it rarely finishes 10,000 namespaces in that time; it says so.
-async fn wait_controllers_settled(client: &Client, n: usize) {
-    let configmaps: Api<ConfigMap> = Api::all(client.clone());
-    let accounts: Api<ServiceAccount> = Api::all(client.clone());
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(300) {
-        let ca = ListParams::default().fields("metadata.name=kube-root-ca.crt");
-        let sa = ListParams::default().fields("metadata.name=default");
-        let ca = configmaps.list_metadata(&ca).await.map_or(0, |l| l.items.len());
-        let sa = accounts.list_metadata(&sa).await.map_or(0, |l| l.items.len());
-        if ca >= n && sa >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    println!("(kube-controller-manager still busy after 5 minutes; figures taken anyway)");
 }
 
 async fn api(client: &Client) -> anyhow::Result<()> {
@@ -195,14 +184,6 @@ async fn api(client: &Client) -> anyhow::Result<()> {
 const TREE: &str = "bench-tree";
 const DESCENDANTS: usize = 1_000;
 
-/// Copies of `name` made by hns.
-async fn copies(client: &Client, name: &str) -> anyhow::Result<usize> {
-    let api: Api<RoleBinding> = Api::all(client.clone());
-    let lp =
-        ListParams::default().labels("hnc.x-k8s.io/inherited-from").fields(&format!("metadata.name={name}"));
-    Ok(api.list_metadata(&lp).await?.items.len())
-}
-
 /// hns-apiserver's resident memory (local control plane only).
 fn rss_mib(env: &Env) -> Option<f64> {
     Processes::new(&env.local.as_ref()?.dir).rss_mib("hns-apiserver")
@@ -225,58 +206,9 @@ async fn by_hand(client: &Client, name: &str) -> Duration {
     t.elapsed()
 }
 
-/// hns: one RoleBinding `name` in the root, timed until its last copy exists. The copies are
-/// counted from a watch opened first: polling with LISTs would load kube-apiserver and etcd
-/// while hns works, which the baseline does not have to bear.
-async fn by_hns(client: &Client, root: &str, name: &str) -> anyhow::Result<Duration> {
-    let all: Api<RoleBinding> = Api::all(client.clone());
-    let wp = kube::api::WatchParams::default()
-        .labels(&format!("hnc.x-k8s.io/inherited-from={root}"))
-        .fields(&format!("metadata.name={name}"));
-    let rv = all
-        .list_metadata(&ListParams::default().limit(1))
-        .await?
-        .metadata
-        .resource_version
-        .unwrap_or_default();
-    let mut events = std::pin::pin!(all.watch_metadata(&wp, &rv).await?);
-    let t = Instant::now();
-    Api::<RoleBinding>::namespaced(client.clone(), root)
-        .create(&PostParams::default(), &role_binding(name, "view", Subject::Group("bench")))
-        .await?;
-    let mut seen = std::collections::HashSet::new();
-    while seen.len() < DESCENDANTS {
-        match events.next().await {
-            Some(Ok(kube::api::WatchEvent::Added(o))) => {
-                seen.insert(o.metadata.namespace.unwrap_or_default());
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => anyhow::bail!("watching the copies: {e}"),
-            None => anyhow::bail!("the watch of the copies ended early"),
-        }
-    }
-    Ok(t.elapsed())
-}
-
 async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
-    let root = create_namespace(client, TREE, &[]).await;
-    let started = Instant::now();
-    stream::iter(0..DESCENDANTS)
-        .for_each_concurrent(32, |i| {
-            let root = root.clone();
-            async move {
-                hns_e2e::create_subns(client, &root, &format!("{TREE}-{i}")).await.expect("subnamespace");
-            }
-        })
-        .await;
-    println!("created {DESCENDANTS} subnamespaces in {:.1} s", started.elapsed().as_secs_f64());
-    // Let hns settle: every descendant labelled.
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let selector = format!("{TREE}.tree.hnc.x-k8s.io/depth=1");
-    while namespaces.list_metadata(&ListParams::default().labels(&selector)).await?.items.len() < DESCENDANTS
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let took = subtree(client, Subnamespaces::Hns, TREE, DESCENDANTS, Duration::from_secs(1_200)).await?;
+    println!("created {DESCENDANTS} subnamespaces in {:.1} s", took.as_secs_f64());
 
     // Rounds, each a baseline then hns, so that drift in the machine's load (the controller
     // manager still filling the new namespaces, say) falls on both sides alike.
@@ -285,7 +217,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     let mut ratios = Vec::new();
     for round in 1..=PROPAGATION_ROUNDS {
         let baseline = by_hand(client, &format!("by-hand-{round}")).await.as_secs_f64();
-        let hns = by_hns(client, &root, &format!("inherited-{round}")).await?.as_secs_f64();
+        let hns = time_copies(client, TREE, &format!("inherited-{round}"), DESCENDANTS).await?.as_secs_f64();
         println!(
             "  round {round}                           {baseline:8.2}   {hns:8.2}    {:5.2}",
             hns / baseline
@@ -301,18 +233,9 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
     println!("  hns: one RoleBinding created in the root, until its last copy is seen");
 
     // Memory: 10,000 propagated objects (ten bindings in the root), with every namespace so far.
-    for i in PROPAGATION_ROUNDS + 1..=10 {
-        let name = format!("inherited-{i}");
-        Api::<RoleBinding>::namespaced(client.clone(), &root)
-            .create(&PostParams::default(), &role_binding(&name, "view", Subject::Group("bench")))
-            .await?;
-    }
-    for i in PROPAGATION_ROUNDS + 1..=10 {
-        while copies(client, &format!("inherited-{i}")).await? < DESCENDANTS {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    let total_ns = namespaces.list_metadata(&ListParams::default()).await?.items.len();
+    let more: Vec<String> = (PROPAGATION_ROUNDS + 1..=10).map(|i| format!("inherited-{i}")).collect();
+    propagate(client, TREE, &more, DESCENDANTS, Duration::from_secs(1_200)).await?;
+    let total_ns = namespace_count(client).await?;
     if let Some(rss) = rss_mib(env) {
         println!("\nhns-apiserver RSS right after the last change: {rss:.1} MiB");
     }
@@ -327,41 +250,6 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
         None => println!("\nhns-apiserver RSS: not measurable here (needs the local control plane)"),
     }
     Ok(())
-}
-
-const FOREST: &str = "bench-forest";
-/// Roots of the forest; every other namespace is a subnamespace, ten per parent.
-const ROOTS: usize = 100;
-
-/// Namespace `i` of the forest and its parent: `ROOTS` roots, then ten subnamespaces under each
-/// namespace in turn, so 1,000 namespaces are two levels deep and 10,000 three.
-fn forest_member(i: usize) -> (String, Option<String>) {
-    let parent = (i >= ROOTS).then(|| format!("{FOREST}-{}", (i - ROOTS) / 10));
-    (format!("{FOREST}-{i}"), parent)
-}
-
-/// Grows the forest from `from` to `to` namespaces, a level at a time so parents exist first.
-async fn grow_forest(client: &Client, from: usize, to: usize) {
-    let started = Instant::now();
-    let mut start = from;
-    while start < to {
-        // The next level starts at the first namespace whose parent is not yet made.
-        let level_end = (start + 1..to).find(|&i| i >= ROOTS && (i - ROOTS) / 10 >= start).unwrap_or(to);
-        stream::iter(start..level_end)
-            .for_each_concurrent(32, |i| async move {
-                match forest_member(i) {
-                    (name, None) => {
-                        create_namespace(client, &name, &[]).await;
-                    }
-                    (name, Some(parent)) => {
-                        hns_e2e::create_subns(client, &parent, &name).await.expect("subnamespace");
-                    }
-                }
-            })
-            .await;
-        start = level_end;
-    }
-    println!("created {} forest namespaces in {:.1} s", to - from, started.elapsed().as_secs_f64());
 }
 
 /// What HNC's plugin did for `tree -A`: list the namespaces, then for each one GET its
@@ -383,45 +271,30 @@ async fn hnc_style_tree(client: &Client) -> anyhow::Result<usize> {
     Ok(names.len())
 }
 
-/// One `kubectl hns tree -A` through kubectl's plugin dispatch, with the kubectl-hns built next
-/// to this binary; returns how many lines it printed.
-fn kubectl_hns_tree(env: &Env) -> anyhow::Result<usize> {
-    let dir = std::env::current_exe()?.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-    let mut path = vec![dir];
-    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
-    let out = std::process::Command::new("kubectl")
-        .env("KUBECONFIG", &env.kubeconfig)
-        .env("PATH", std::env::join_paths(path)?)
-        .args(["hns", "tree", "-A"])
-        .output()?;
-    anyhow::ensure!(out.status.success(), "kubectl hns tree -A: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(out.stdout.iter().filter(|b| **b == b'\n').count())
-}
-
 async fn tree(client: &Client, env: &Env) -> anyhow::Result<()> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let existing = namespaces.list_metadata(&ListParams::default()).await?.items.len();
     let mut rows = Vec::new();
     let mut made = 0;
     for size in [1_000usize, 10_000] {
-        grow_forest(client, made, size).await;
-        made = size;
-        wait_listed(client, existing + size).await;
+        made = grow_forest(client, Subnamespaces::Hns, made, size, Duration::from_secs(1_200)).await;
+        wait_listed(client, existing + made).await;
         let total = namespaces.list_metadata(&ListParams::default()).await?.items.len();
         wait_controllers_settled(client, total).await;
         // Ours: mean of 5 runs, each a process, as a user runs it.
-        let t = Instant::now();
-        for _ in 0..5 {
-            let lines = kubectl_hns_tree(env)?;
+        let runs = tree_runs(&own_plugin_dir(), &env.kubeconfig, 5, Duration::from_secs(600)).await?;
+        for run in &runs {
+            anyhow::ensure!(run.finished, "tree -A did not finish in 10 minutes");
+            let lines = run.lines;
             anyhow::ensure!(lines >= total, "tree -A printed {lines} lines for {total} namespaces");
         }
-        let ours = t.elapsed() / 5;
+        let ours = runs.iter().map(|r| r.took).sum::<Duration>() / runs.len() as u32;
         // HNC's: one run; it is slow enough to measure once.
         let t = Instant::now();
         let walked = hnc_style_tree(client).await?;
         let theirs = t.elapsed();
         rows.push(format!(
-            "  forest of {size:>6} ({walked:>6} in cluster) {:10.1}   {:14.1}   {:5.0}x",
+            "  forest of {made:>6} ({walked:>6} in cluster) {:10.1}   {:14.1}   {:5.0}x",
             ms(ours),
             ms(theirs),
             theirs.as_secs_f64() / ours.as_secs_f64()
