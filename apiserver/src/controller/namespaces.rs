@@ -46,7 +46,7 @@ fn inherited(
 pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -> Option<Value> {
     let node = forest.get(ns)?;
     let meta = &node.object.metadata;
-    let current_labels = meta.labels.clone().unwrap_or_default();
+    let current_labels = node.labels();
     let current_annotations = meta.annotations.clone().unwrap_or_default();
 
     let want = desired_labels(forest, policy, ns);
@@ -143,7 +143,7 @@ mod tests {
 
     /// Applies a patch's label changes to the forest's copy, as the API server would.
     fn apply(f: &mut Forest, ns: &str, patch: &Value) {
-        let mut obj = (*f.get(ns).unwrap().object).clone();
+        let mut obj = f.get(ns).unwrap().namespace();
         let mut v = serde_json::to_value(&obj).unwrap();
         let mut p = patch.clone();
         p["metadata"].as_object_mut().unwrap().remove("resourceVersion");
@@ -154,7 +154,7 @@ mod tests {
 
     /// `name` in `f` marked deleted, with cascading deletion allowed or not.
     fn delete(f: &mut Forest, name: &str, cascading: bool) {
-        let mut ns = (*f.get(name).unwrap().object).clone();
+        let mut ns = f.get(name).unwrap().namespace();
         ns.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
         if cascading {
             ns.metadata
@@ -187,7 +187,7 @@ mod tests {
             [keys::HAS_SUBNAMESPACE_FINALIZER],
             "kept while sub exists"
         );
-        let sub = (*f.get("sub").unwrap().object).clone();
+        let sub = f.get("sub").unwrap().namespace();
         f.remove(&sub);
         assert!(finalizers_after(&mut f, "acme").is_empty(), "released once sub is gone");
     }
@@ -207,11 +207,11 @@ mod tests {
     #[test]
     fn other_finalizers_are_kept() {
         let mut f = forest("acme sub:~acme");
-        let mut ns = (*f.get("acme").unwrap().object).clone();
+        let mut ns = f.get("acme").unwrap().namespace();
         ns.metadata.finalizers = Some(vec!["example.com/keep".into()]);
         f.upsert(ns);
         assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep", keys::HAS_SUBNAMESPACE_FINALIZER]);
-        let sub = (*f.get("sub").unwrap().object).clone();
+        let sub = f.get("sub").unwrap().namespace();
         f.remove(&sub);
         assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep"]);
     }
@@ -224,7 +224,7 @@ mod tests {
             apply(&mut f, ns, &p);
             assert!(patch(&f, &policy(), ns, now()).is_none(), "{ns}: a second pass changes nothing");
         }
-        let labels = f.get("svc").unwrap().object.metadata.labels.clone().unwrap();
+        let labels = f.get("svc").unwrap().labels();
         assert_eq!(labels["acme.tree.hnc.x-k8s.io/depth"], "2");
         assert_eq!(labels["team-a.tree.hnc.x-k8s.io/depth"], "1");
         assert_eq!(labels[keys::HIERARCHY_MEMBER], "true");

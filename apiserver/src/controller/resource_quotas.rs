@@ -153,7 +153,7 @@ mod tests {
     fn terminating_namespaces_are_left_alone() {
         let mut f = forest("acme");
         with_quota(&mut f, "acme", r#"{"pods":"10"}"#);
-        let mut ns = (*f.get("acme").unwrap().object).clone();
+        let mut ns = f.get("acme").unwrap().namespace();
         ns.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
         f.upsert(sealed(ns));

@@ -66,6 +66,36 @@ pub struct Node {
     /// Hierarchy annotations on the namespace that hns did not write (their keys): the facts
     /// above are then the last sealed ones, not what the annotations say.
     pub forgery: Option<Vec<String>>,
+    /// The namespace's tree labels, kept apart from [`Node::object`]'s labels.
+    pub tree_labels: TreeLabels,
+}
+
+/// A namespace's tree labels (`<ancestor>.tree.hnc.x-k8s.io/depth: N`), compact: one per
+/// ancestor, they are most of a namespace's labels in a deep hierarchy, and kept as strings in
+/// a map they cost a namespace ten levels down over a kilobyte. Ancestors' names are shared with
+/// the forest's own once it holds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeLabels(Box<[(Arc<str>, u32)]>);
+
+impl TreeLabels {
+    /// Takes the tree labels out of `labels`; a value that is not a depth stays where it is
+    /// (the controller then corrects it like any label it does not expect).
+    fn take_from(labels: &mut BTreeMap<String, String>) -> TreeLabels {
+        let mut taken = Vec::new();
+        labels.retain(|k, v| match (keys::tree_label_ancestor(k), v.parse::<u32>()) {
+            (Some(ancestor), Ok(depth)) => {
+                taken.push((Arc::from(ancestor), depth));
+                false
+            }
+            _ => true,
+        });
+        TreeLabels(taken.into_boxed_slice())
+    }
+
+    /// The labels, as the namespace carries them.
+    pub fn iter(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.0.iter().map(|(ancestor, depth)| (keys::tree_label(ancestor), depth.to_string()))
+    }
 }
 
 /// Labels, annotations and managed fields of a derived object (a HierarchyConfiguration or a
@@ -136,7 +166,8 @@ impl Node {
     /// Reads the hierarchy facts out of a Namespace object, if `sealer` finds them sealed; a
     /// namespace with forged ones gets none. The object is kept [`trimmed`].
     pub fn from_namespace(ns: Namespace, sealer: &Sealer) -> Self {
-        let ns = trimmed(ns);
+        let mut ns = trimmed(ns);
+        let tree_labels = ns.metadata.labels.as_mut().map(TreeLabels::take_from).unwrap_or_default();
         let empty = BTreeMap::new();
         let all = ns.metadata.annotations.as_ref().unwrap_or(&empty);
         let name = ns.metadata.name.as_deref().unwrap_or_default();
@@ -160,6 +191,7 @@ impl Node {
             quotas: json_annotation(raw(keys::RESOURCE_QUOTAS)),
             children_rv: 0,
             forgery,
+            tree_labels,
             object: Arc::new(ns),
         }
     }
@@ -175,6 +207,21 @@ impl Node {
         self.hierarchy_meta = held.hierarchy_meta.clone();
         self.subnamespace_meta = held.subnamespace_meta.clone();
         self.quotas = held.quotas.clone();
+    }
+
+    /// The namespace's labels, tree labels included.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.object.metadata.labels.clone().unwrap_or_default();
+        labels.extend(self.tree_labels.iter());
+        labels
+    }
+
+    /// The Namespace object as last observed (trimmed: no managed fields, spec or status).
+    pub fn namespace(&self) -> Namespace {
+        let mut ns = (*self.object).clone();
+        let labels = self.labels();
+        ns.metadata.labels = (!labels.is_empty()).then_some(labels);
+        ns
     }
 
     /// The namespace's name.
@@ -307,6 +354,12 @@ impl Forest {
             }
             None => None,
         };
+        // Tree labels name ancestors the forest holds: share their names.
+        for (ancestor, _) in node.tree_labels.0.iter_mut() {
+            if let Some((held, _)) = self.nodes.get_key_value(&**ancestor) {
+                *ancestor = held.clone();
+            }
+        }
         let rv = node.resource_version();
         // The children of the old and the new parent change when the namespace appears or moves.
         if old_parent.as_ref() != Some(&node.parent) {
@@ -610,7 +663,7 @@ pub(crate) mod testing {
 
     /// Stores quota `name` with limits `hard` (JSON) on namespace `ns` of `f`, as hns writes it.
     pub fn with_quota(f: &mut Forest, ns: &str, name: &str, hard: &str) {
-        let mut obj = (*f.get(ns).expect("the namespace is in the forest").object).clone();
+        let mut obj = f.get(ns).expect("the namespace is in the forest").namespace();
         let annotations = obj.metadata.annotations.get_or_insert_default();
         let mut quotas: BTreeMap<String, serde_json::Value> = annotations
             .get(keys::RESOURCE_QUOTAS)
@@ -658,6 +711,33 @@ mod tests {
         assert_eq!(f.descendant_names("acme"), ["team-a", "team-b", "svc-1"]);
         assert!(f.get("team-b").unwrap().is_subnamespace);
         assert!(!f.get("team-a").unwrap().is_subnamespace);
+    }
+
+    #[test]
+    fn tree_labels_are_kept_apart_compactly_and_given_back_whole() {
+        use std::sync::Arc;
+        let mut f = forest("acme team-a:acme");
+        let mut ns = namespace("svc", Some("team-a"), false);
+        let labels: std::collections::BTreeMap<String, String> = [
+            ("acme.tree.hnc.x-k8s.io/depth", "2"),
+            ("team-a.tree.hnc.x-k8s.io/depth", "1"),
+            ("svc.tree.hnc.x-k8s.io/depth", "0"),
+            ("gone.tree.hnc.x-k8s.io/depth", "not-a-depth"),
+            ("team", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        ns.metadata.labels = Some(labels.clone());
+        f.upsert(ns);
+        let node = f.get("svc").unwrap();
+        let stored = node.object.metadata.labels.as_ref().unwrap();
+        assert_eq!(stored.len(), 2, "only what is not a tree label stays in the object: {stored:?}");
+        assert_eq!(node.labels(), labels, "given back whole");
+        assert_eq!(node.namespace().metadata.labels, Some(labels));
+        let (held, _) = f.nodes.get_key_value("acme").unwrap();
+        let shared = node.tree_labels.0.iter().find(|(a, _)| &**a == "acme").unwrap();
+        assert!(Arc::ptr_eq(held, &shared.0), "an ancestor's name is the forest's own");
     }
 
     #[test]
@@ -754,14 +834,14 @@ mod tests {
     #[test]
     fn quotas_cover_their_namespace_and_everything_below() {
         let mut f = forest("acme team-a:~acme svc:team-a other");
-        let mut ns = (*f.get("acme").unwrap().object).clone();
+        let mut ns = f.get("acme").unwrap().namespace();
         let quota = r#"{"org":{"uid":"u1","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"10"}}}"#;
         ns.metadata
             .annotations
             .get_or_insert_default()
             .insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
         f.upsert(sealed(ns));
-        let mut ns = (*f.get("team-a").unwrap().object).clone();
+        let mut ns = f.get("team-a").unwrap().namespace();
         let quota = r#"{"team":{"uid":"u2","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"4"}}}"#;
         ns.metadata
             .annotations
@@ -890,7 +970,7 @@ mod tests {
         assert!(team.is_subnamespace);
         assert!(team.forgery.is_some());
         // So does it after a re-list.
-        let objects: Vec<_> = f.iter().map(|n| (*n.object).clone()).collect();
+        let objects: Vec<_> = f.iter().map(|n| n.namespace()).collect();
         f.replace_all(objects);
         assert_eq!(f.get("team").unwrap().parent.as_deref(), Some("mine"));
         // A seal copied from another namespace does not verify either.

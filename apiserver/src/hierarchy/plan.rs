@@ -221,7 +221,7 @@ pub fn moved(forest: &Forest, policy: &Policy, ns: &str, parent: Option<&str>) -
             state.parent = parent.map(str::to_string);
         }
         let Some(patch) = hierarchy_patch(&after, policy, node, &state) else { continue };
-        let mut value = serde_json::to_value(&*node.object).unwrap_or_default();
+        let mut value = serde_json::to_value(node.namespace()).unwrap_or_default();
         json_patch::merge(&mut value, &patch);
         if let Ok(written) = serde_json::from_value::<Namespace>(value) {
             after.upsert(written);
@@ -237,7 +237,7 @@ fn membership_labels(
     node: &Node,
     parent: Option<&str>,
 ) -> Map<String, Value> {
-    let current = node.object.metadata.labels.clone().unwrap_or_default();
+    let current = node.labels();
     let want = hierarchy_labels(forest, policy, node.name(), parent);
     let mut changes = Map::new();
     for (k, v) in &want {
@@ -266,7 +266,7 @@ fn membership_labels(
 /// It carries the labels every managed namespace has too, so the parent is complete at once
 /// (a parent is never excluded).
 pub fn mark_member(node: &Node) -> Option<Value> {
-    let labels = node.object.metadata.labels.clone().unwrap_or_default();
+    let labels = node.labels();
     let own = keys::tree_label(node.name());
     let want = [
         (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
@@ -335,7 +335,7 @@ mod tests {
     fn hierarchy_writes_leave_the_pending_label_to_the_controller() {
         let mut f = forest("acme team-a:~acme");
         crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
-        let mut ns = (*f.get("team-a").unwrap().object).clone();
+        let mut ns = f.get("team-a").unwrap().namespace();
         let mut labels = hierarchy_labels(&f, &policy(), "team-a", Some("acme"));
         labels.insert(keys::HRQ_PENDING_LABEL.into(), "true".into());
         ns.metadata.labels = Some(labels);
@@ -354,7 +354,7 @@ mod tests {
         let stored = crate::hierarchy::quotas::new_stored(BTreeMap::new(), ObjectLabels::default());
         desired.quotas.insert("org".into(), stored.clone());
         let p = hierarchy_patch(&f, &policy(), node, &desired).unwrap();
-        let mut written = (*node.object).clone();
+        let mut written = node.namespace();
         let annotations = written.metadata.annotations.get_or_insert_default();
         for (k, v) in p["metadata"]["annotations"].as_object().unwrap() {
             annotations.insert(k.clone(), v.as_str().unwrap().to_string());
@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(p["metadata"]["labels"]["team-a.tree.hnc.x-k8s.io/depth"], "0");
         let unchanged = hierarchy_patch(&f, &policy(), node, &HierarchyState::of(node)).unwrap();
         assert_eq!(unchanged["metadata"]["annotations"], json!({}), "only the labels of a managed namespace");
-        let mut labelled = (*node.object).clone();
+        let mut labelled = node.namespace();
         labelled.metadata.labels = Some(hierarchy_labels(&f, &policy(), "team-a", None));
         let node = Node::from_namespace(labelled, f.sealer());
         assert!(
@@ -403,7 +403,7 @@ mod tests {
         let f = forest("org t1:org t2:org x:t1 y:x");
         let after = moved(&f, &policy(), "x", Some("t2"));
         assert_eq!(after.get("x").unwrap().parent.as_deref(), Some("t2"));
-        let labels = after.get("y").unwrap().object.metadata.labels.clone().unwrap();
+        let labels = after.get("y").unwrap().labels();
         assert_eq!(labels["t2.tree.hnc.x-k8s.io/depth"], "2");
         assert!(!labels.contains_key("t1.tree.hnc.x-k8s.io/depth"), "{labels:?}");
         assert_eq!(f.get("x").unwrap().parent.as_deref(), Some("t1"), "the forest itself is unchanged");
@@ -468,13 +468,13 @@ mod tests {
     #[test]
     fn reverting_a_forgery_restores_the_sealed_state() {
         let mut f = forest("acme victim team:~acme");
-        let mut ns = (*f.get("team").unwrap().object).clone();
+        let mut ns = f.get("team").unwrap().namespace();
         ns.metadata.annotations.as_mut().unwrap().insert(keys::SUBNAMESPACE_OF.into(), "victim".into());
         f.upsert(ns);
         let node = f.get("team").unwrap();
         let changes = revert_forgery(&f, node);
         assert_eq!(changes[keys::SUBNAMESPACE_OF], "acme");
-        let mut value = serde_json::to_value(&*node.object).unwrap();
+        let mut value = serde_json::to_value(node.namespace()).unwrap();
         json_patch::merge(&mut value, &json!({"metadata": {"annotations": changes}}));
         let reverted = Node::from_namespace(serde_json::from_value(value).unwrap(), f.sealer());
         assert_eq!((reverted.forgery, reverted.parent.as_deref()), (None, Some("acme")));

@@ -96,7 +96,7 @@ pub fn actions(
     {
         return Vec::new();
     }
-    let labels = node.object.metadata.labels.clone().unwrap_or_default();
+    let labels = node.labels();
 
     // Wanted copies: nearest ancestor first, so it wins a name.
     let mut wanted: BTreeMap<String, (String, DynamicObject)> = BTreeMap::new();

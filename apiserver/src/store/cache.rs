@@ -246,7 +246,7 @@ pub(crate) mod testing {
         let mut buf = Vec::new();
         cache.apply(Event::Init, &mut buf);
         for node in forest.iter() {
-            cache.apply(Event::InitApply((*node.object).clone()), &mut buf);
+            cache.apply(Event::InitApply(node.namespace()), &mut buf);
         }
         cache.apply(Event::InitDone, &mut buf);
         cache

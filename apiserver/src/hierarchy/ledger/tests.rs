@@ -225,7 +225,7 @@ fn only_increased_resources_are_checked() {
 
 /// Puts quota `name` with `pods` pods in namespace `ns` of `f`, as hns stores it.
 pub(super) fn with_quota(f: &mut Forest, ns: &str, name: &str, pods: u32) {
-    let mut object = (*f.get(ns).unwrap().object).clone();
+    let mut object = f.get(ns).unwrap().namespace();
     let quota = format!(
         r#"{{"{name}":{{"uid":"u-{name}","creationTimestamp":"2026-01-01T00:00:00Z","hard":{{"pods":"{pods}"}}}}}}"#
     );
