@@ -31,14 +31,22 @@ use serde::{Deserialize, Serialize};
 
 /// A Namespace object without its managed fields, spec and status: nothing in the forest reads
 /// them, and managed fields (and, while a namespace terminates, its status conditions) are most
-/// of a namespace's bytes. What the cache holds of each namespace, also while a re-list of
-/// 100,000 of them is gathered.
+/// of a namespace's bytes; nor `kubectl apply`'s copy of it. What the cache holds of each
+/// namespace, also while a re-list of 100,000 of them is gathered.
 pub fn trimmed(mut ns: Namespace) -> Namespace {
     ns.metadata.managed_fields = None;
     ns.spec = None;
     ns.status = None;
+    // `kubectl apply`'s copy of the whole object (namespaces kept in Git carry one): hns only
+    // ever merge-patches namespaces, and reads no annotation it does not own.
+    if let Some(annotations) = ns.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
     ns
 }
+
+/// The annotation `kubectl apply` keeps its last applied configuration in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// One namespace as the forest sees it.
 #[derive(Debug, Clone)]
@@ -735,6 +743,9 @@ mod tests {
         assert_eq!(stored.len(), 2, "only what is not a tree label stays in the object: {stored:?}");
         assert_eq!(node.labels(), labels, "given back whole");
         assert_eq!(node.namespace().metadata.labels, Some(labels));
+        let mut applied = namespace("applied", None, false);
+        applied.metadata.annotations.get_or_insert_default().insert(super::LAST_APPLIED.into(), "{}".into());
+        assert!(!super::trimmed(applied).metadata.annotations.unwrap().contains_key(super::LAST_APPLIED));
         let (held, _) = f.nodes.get_key_value("acme").unwrap();
         let shared = node.tree_labels.0.iter().find(|(a, _)| &**a == "acme").unwrap();
         assert!(Arc::ptr_eq(held, &shared.0), "an ancestor's name is the forest's own");
