@@ -175,17 +175,25 @@ fn mib(v: Option<f64>) -> String {
     v.map_or("n/a (needs the local control plane)".into(), |v| format!("{v:.1} MiB"))
 }
 
-/// Runs `kubectl` (or, with `hns` first, the plugin through it) and returns how long it took.
-fn timed_kubectl(env: &Env, args: &[&str]) -> anyhow::Result<Duration> {
+/// Runs `kubectl` (or, with `hns` first, the plugin through it) without colour; returns how
+/// long it took and what it printed.
+fn run_kubectl(env: &Env, args: &[&str]) -> (Duration, std::io::Result<std::process::Output>) {
     let started = Instant::now();
     let out = std::process::Command::new("kubectl")
         .env("KUBECONFIG", &env.kubeconfig)
         .env("PATH", crate::path_with(&crate::plugin_dir()))
+        .env("NO_COLOR", "1")
         .args(args)
-        .stdout(std::process::Stdio::null())
-        .output()?;
+        .output();
+    (started.elapsed(), out)
+}
+
+/// How long `kubectl ARGS` took, which must succeed.
+fn timed_kubectl(env: &Env, args: &[&str]) -> anyhow::Result<Duration> {
+    let (took, out) = run_kubectl(env, args);
+    let out = out?;
     anyhow::ensure!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(started.elapsed())
+    Ok(took)
 }
 
 pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()> {
@@ -426,16 +434,7 @@ async fn stuck(client: &Client, env: &Env) -> anyhow::Result<()> {
     until_count(STUCK, Duration::from_secs(600), held)
         .await
         .ok_or_else(|| anyhow::anyhow!("{STUCK} namespaces did not get stuck in 10 minutes"))?;
-    let diagnose = |args: &[&str]| {
-        let started = Instant::now();
-        let out = std::process::Command::new("kubectl")
-            .env("KUBECONFIG", &env.kubeconfig)
-            .env("PATH", crate::path_with(&crate::plugin_dir()))
-            .env("NO_COLOR", "1")
-            .args(args)
-            .output();
-        (started.elapsed(), out)
-    };
+    let diagnose = |args: &[&str]| run_kubectl(env, args);
     let (took, out) = diagnose(&["hns", "diagnose", "-A"]);
     let out = out?;
     anyhow::ensure!(

@@ -326,10 +326,11 @@ async fn list_everywhere<'t>(
 ) -> (Vec<Leftover>, Vec<&'t ResourceType>) {
     progress.phase(&format!("listing {} types across all namespaces", types.len()), types.len() as u64);
     let wanted: BTreeSet<&str> = namespaces.iter().map(String::as_str).collect();
+    let wanted = &wanted;
     let results: Vec<_> = stream::iter(types)
         .map(|t| async move {
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &t.api_resource());
-            let r = list_pages(&api, t).await;
+            let r = list_pages(&api, t, |ns| wanted.contains(ns)).await;
             progress.advance();
             (t, r)
         })
@@ -339,7 +340,7 @@ async fn list_everywhere<'t>(
     let (mut found, mut unlisted) = (Vec::new(), Vec::new());
     for (t, r) in results {
         match r {
-            Ok(all) => found.extend(all.into_iter().filter(|l| wanted.contains(l.namespace.as_str()))),
+            Ok(kept) => found.extend(kept),
             Err(_) => unlisted.push(t),
         }
     }
@@ -348,11 +349,17 @@ async fn list_everywhere<'t>(
 
 /// Lists the objects of one type in one namespace, metadata only, page by page.
 async fn list_type(client: &Client, ns: &str, t: &ResourceType) -> Result<Vec<Leftover>, String> {
-    list_pages(&Api::namespaced_with(client.clone(), ns, &t.api_resource()), t).await
+    list_pages(&Api::namespaced_with(client.clone(), ns, &t.api_resource()), t, |_| true).await
 }
 
-/// Lists the objects of type `t` that `api` reaches, metadata only, page by page.
-async fn list_pages(api: &Api<DynamicObject>, t: &ResourceType) -> Result<Vec<Leftover>, String> {
+/// Lists the objects of type `t` that `api` reaches, metadata only, page by page, keeping those
+/// in the namespaces `keep` accepts as each page arrives (a list across all namespaces reaches
+/// every object of the type in the cluster).
+async fn list_pages(
+    api: &Api<DynamicObject>,
+    t: &ResourceType,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<Leftover>, String> {
     let mut params = ListParams::default().limit(PAGE);
     let mut out = Vec::new();
     loop {
@@ -362,7 +369,8 @@ async fn list_pages(api: &Api<DynamicObject>, t: &ResourceType) -> Result<Vec<Le
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 405 => return Ok(out),
             Err(e) => return Err(error_text(&e)),
         };
-        out.extend(page.items.into_iter().map(|o| leftover(t, o.metadata)));
+        let kept = page.items.into_iter().filter(|o| o.metadata.namespace.as_deref().is_some_and(&keep));
+        out.extend(kept.map(|o| leftover(t, o.metadata)));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
             _ => return Ok(out),
