@@ -352,12 +352,7 @@ pub(crate) mod fixtures {
 
     /// Evidence with `namespaces`, all targets.
     pub fn evidence(namespaces: Vec<NamespaceState>) -> Evidence {
-        Evidence {
-            now: now(),
-            targets: namespaces.iter().map(|n| n.name.clone()).collect(),
-            namespaces,
-            ..Default::default()
-        }
+        Evidence::new(now(), namespaces.iter().map(|n| n.name.clone()).collect(), namespaces)
     }
 
     /// A core/v1 type.

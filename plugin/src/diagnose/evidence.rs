@@ -1,7 +1,8 @@
 //! What the scan found: plain data with no I/O, so the diagnosis is a pure function of it and can
 //! be tested without a cluster.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::OnceLock;
 
 use hns_api::keys::{PARENT, SUBNAMESPACE_OF};
 
@@ -39,6 +40,35 @@ pub struct Evidence {
     pub nodes: NodeEvidence,
     /// Whether the controllers that remove built-in finalizers run.
     pub controllers: ControllerEvidence,
+    /// The namespaces by name and by parent, made on the first query: a cluster has 100,000
+    /// namespaces, and the diagnosis asks after each stuck one's family many times.
+    index: OnceLock<Index>,
+}
+
+/// Positions in [`Evidence::namespaces`].
+#[derive(Debug, Clone, Default)]
+struct Index {
+    by_name: HashMap<String, usize>,
+    /// By the parent each records (subnamespaces included).
+    children: HashMap<String, Vec<usize>>,
+    /// By `subnamespace-of`.
+    subnamespaces: HashMap<String, Vec<usize>>,
+}
+
+impl Index {
+    fn new(namespaces: &[NamespaceState]) -> Index {
+        let mut index = Index::default();
+        for (i, n) in namespaces.iter().enumerate() {
+            index.by_name.entry(n.name.clone()).or_insert(i);
+            if let Some(parent) = n.parent() {
+                index.children.entry(parent.to_string()).or_default().push(i);
+            }
+            if let Some(parent) = n.annotations.get(SUBNAMESPACE_OF) {
+                index.subnamespaces.entry(parent.clone()).or_default().push(i);
+            }
+        }
+        index
+    }
 }
 
 /// Something the scan could not read.
@@ -51,9 +81,33 @@ pub struct Unreadable {
 }
 
 impl Evidence {
+    /// The evidence of a scan at `now` of `targets` among `namespaces` (every one in the
+    /// cluster), before anything else is read.
+    pub fn new(now: Timestamp, targets: Vec<String>, namespaces: Vec<NamespaceState>) -> Evidence {
+        Evidence { now, targets, namespaces, ..Default::default() }
+    }
+
+    fn index(&self) -> &Index {
+        self.index.get_or_init(|| Index::new(&self.namespaces))
+    }
+
+    fn at<'a>(&'a self, positions: Option<&'a Vec<usize>>) -> impl Iterator<Item = &'a NamespaceState> + 'a {
+        positions.into_iter().flatten().map(|&i| &self.namespaces[i])
+    }
+
     /// The namespace called `name`, if it exists.
     pub fn namespace(&self, name: &str) -> Option<&NamespaceState> {
-        self.namespaces.iter().find(|n| n.name == name)
+        self.index().by_name.get(name).map(|&i| &self.namespaces[i])
+    }
+
+    /// The namespaces naming `name` as their parent.
+    pub fn children<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a NamespaceState> + 'a {
+        self.at(self.index().children.get(name))
+    }
+
+    /// The subnamespaces of `name` (annotation `subnamespace-of`).
+    pub fn subnamespaces<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a NamespaceState> + 'a {
+        self.at(self.index().subnamespaces.get(name))
     }
 
     /// Every namespace below `name`, nearest first, cycle-safe, through the parent each
@@ -64,7 +118,7 @@ impl Evidence {
         let mut out = Vec::new();
         let mut queue = VecDeque::from([name]);
         while let Some(parent) = queue.pop_front() {
-            for child in self.namespaces.iter().filter(|n| n.parent() == Some(parent)) {
+            for child in self.children(parent) {
                 if seen.insert(child.name.as_str()) {
                     out.push(child);
                     queue.push_back(child.name.as_str());
@@ -117,7 +171,8 @@ pub struct NamespaceState {
     pub spec_finalizers: Vec<String>,
     /// `metadata.finalizers`, which other controllers may add.
     pub metadata_finalizers: Vec<String>,
-    /// Its labels (webhook namespace selectors match on them).
+    /// Its labels (webhook namespace selectors match on them), read only while it is
+    /// Terminating.
     pub labels: BTreeMap<String, String>,
     /// Its annotations (hns keeps the hierarchy there).
     pub annotations: BTreeMap<String, String>,

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client};
 use serde::Serialize;
@@ -21,6 +22,7 @@ use super::access::check_remedy;
 use super::apply::Applied;
 use super::causes::{diagnose, Cause, Diagnosis};
 use super::error::{Error, Result};
+use super::evidence::Evidence;
 use super::plan::{self, History, Next, Outcome};
 use super::remedy::{Action, RemedyId};
 use super::scan::{scan, Progress, Target};
@@ -29,6 +31,8 @@ use super::scan::{scan, Progress, Target};
 /// cannot keep the fix going forever (each remedy is also tried at most a few times: see
 /// [`History`]).
 const MAX_ROUNDS: usize = 50;
+/// Namespaces read at once while waiting for the namespace controller.
+const READS_AT_ONCE: usize = 16;
 
 /// How long content left after a remedy is left to the namespace controller before it is
 /// deleted by hand: the controller retries a namespace with a backoff that grows with its
@@ -145,7 +149,8 @@ struct Run<'a> {
     report: FixReport,
     /// The remedies applied or declined so far.
     history: History,
-    /// resourceVersion of each pending namespace at the last scan, to notice progress.
+    /// resourceVersion of each pending namespace and each below one at the last scan, to
+    /// notice progress.
     versions: HashMap<String, String>,
 }
 
@@ -158,8 +163,7 @@ impl Run<'_> {
         loop {
             let target = Target::Named(self.pending.clone());
             let evidence = scan(self.client, &target, progress).await?;
-            self.versions =
-                evidence.namespaces.iter().map(|n| (n.name.clone(), n.resource_version.clone())).collect();
+            self.versions = watched(&evidence, &self.pending);
             let diagnosis = diagnose(&evidence);
             self.settle_gone(&diagnosis).await?;
             if self.pending.is_empty() {
@@ -298,13 +302,23 @@ impl Run<'_> {
         let api: Api<Namespace> = Api::all(self.client.clone());
         while Instant::now() < deadline {
             tokio::time::sleep(self.options.poll).await;
-            for name in self.versions.keys() {
-                let now = api
-                    .get_opt(name)
-                    .await
-                    .map_err(|source| Error::Read { what: format!("reading namespace {name}"), source })?;
-                let version = now.and_then(|n| n.metadata.resource_version);
-                if version.as_ref() != self.versions.get(name) {
+            // A few at a time: a fix of 1,000 namespaces looks at each.
+            let mut reads = futures::stream::iter(self.versions.iter())
+                .map(|(name, version)| {
+                    let api = &api;
+                    async move {
+                        let now = api.get_opt(name).await.map_err(|source| Error::Read {
+                            what: format!("reading namespace {name}"),
+                            source,
+                        })?;
+                        Ok::<bool, Error>(
+                            now.and_then(|n| n.metadata.resource_version).as_ref() != Some(version),
+                        )
+                    }
+                })
+                .buffer_unordered(READS_AT_ONCE);
+            while let Some(changed) = reads.next().await {
+                if changed? {
                     return Ok(());
                 }
             }
@@ -323,6 +337,16 @@ impl Run<'_> {
             self.settle(&ns, Outcome::Failed(why.to_string()));
         }
     }
+}
+
+/// The resourceVersions of the namespaces a fix of `pending` waits on: each pending namespace
+/// and the namespaces below it (whose deletion may be what holds it).
+fn watched(evidence: &Evidence, pending: &[String]) -> HashMap<String, String> {
+    pending
+        .iter()
+        .flat_map(|p| evidence.namespace(p).into_iter().chain(evidence.below(p)))
+        .map(|n| (n.name.clone(), n.resource_version.clone()))
+        .collect()
 }
 
 /// Whether `cause`'s remedy deletes a namespace's content (what the namespace controller does

@@ -25,7 +25,7 @@ pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
         .into_iter()
         .map(|child| {
             let failure = failure.filter(|c| names_refusal_of(&c.message, &child.name));
-            let kids = children(&child.name, ev);
+            let kids: Vec<String> = ev.children(&child.name).map(|n| n.name.clone()).collect();
             let subtree = descendants(&child.name, ev);
             let mut evidence = vec![
                 format!("{} is a subnamespace of {} (annotation {SUBNAMESPACE_OF})", child.name, ns.name),
@@ -70,8 +70,7 @@ pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
 /// the way down to what holds them is the cause ([`super::subtree`]).
 pub fn subnamespace_finalizer(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> {
     let index = ns.metadata_finalizers.iter().position(|f| f == HAS_SUBNAMESPACE_FINALIZER)?;
-    let subs: Vec<&NamespaceState> =
-        ev.namespaces.iter().filter(|n| n.annotations.get(SUBNAMESPACE_OF) == Some(&ns.name)).collect();
+    let subs: Vec<&NamespaceState> = ev.subnamespaces(&ns.name).collect();
     let alive: Vec<String> = subs.iter().filter(|n| !n.terminating()).map(|n| n.name.clone()).collect();
     let finalizers = format!("metadata.finalizers: {}", ns.metadata_finalizers.join(", "));
     if subs.is_empty() {
@@ -125,15 +124,9 @@ pub fn blocked_names(ns: &NamespaceState, ev: &Evidence) -> Vec<String> {
 }
 
 fn blocked<'a>(ns: &NamespaceState, ev: &'a Evidence) -> Vec<&'a NamespaceState> {
-    ev.namespaces
-        .iter()
-        .filter(|c| c.annotations.get(SUBNAMESPACE_OF) == Some(&ns.name))
-        .filter(|c| !children(&c.name, ev).is_empty() && !cascading_allowed(c, ev))
+    ev.subnamespaces(&ns.name)
+        .filter(|c| ev.children(&c.name).next().is_some() && !cascading_allowed(c, ev))
         .collect()
-}
-
-fn children(name: &str, ev: &Evidence) -> Vec<String> {
-    ev.namespaces.iter().filter(|n| n.parent() == Some(name)).map(|n| n.name.clone()).collect()
 }
 
 /// Every namespace below `name`, cycle-safe.
