@@ -106,7 +106,11 @@ async fn follow<K>(
     loop {
         match stream.try_next().await {
             Ok(Some(Event::Init)) => relisted.clear(),
-            Ok(Some(Event::InitApply(o))) => relisted.push(o),
+            Ok(Some(Event::InitApply(mut o))) => {
+                // Held until the list ends: without managed fields, most of a small object's bytes.
+                o.meta_mut().managed_fields = None;
+                relisted.push(o);
+            }
             Ok(Some(Event::InitDone)) => {
                 let listed: HashSet<Key> = relisted.iter().map(key).collect();
                 let gone: Vec<&Key> = known.difference(&listed).collect();

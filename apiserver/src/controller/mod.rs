@@ -203,13 +203,13 @@ impl Controller {
             let forest = self.cache.read();
             let recorded = forest
                 .get(ns)
-                .map(|n| crate::hierarchy::conditions::recorded(n.object.metadata.annotations.as_ref()))
+                .map(|n| crate::hierarchy::conditions::recorded(n.meta.annotation(hns_api::keys::CONDITIONS)))
                 .unwrap_or_default();
             let fresh: Vec<_> = crate::hierarchy::conditions::conditions(&forest, &self.policy, ns)
                 .into_iter()
                 .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
                 .collect();
-            let uid = forest.get(ns).and_then(|n| n.object.metadata.uid.clone());
+            let uid = forest.get(ns).and_then(|n| n.meta.uid().map(str::to_string));
             (namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now()), fresh, uid)
         };
         if let Some(patch) = patch {

@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::hierarchy::conditions;
 use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::namespace_meta::Pairs;
 use crate::hierarchy::plan;
 use crate::hierarchy::policy::Policy;
 
@@ -19,7 +20,7 @@ fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String
     if crate::hierarchy::quotas::pending(forest, ns) {
         labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
     }
-    for kv in inherited(forest, ns, |n| &n.managed_labels) {
+    for kv in inherited(forest, ns, |n| n.managed_labels()) {
         if policy.is_managed_label(&kv.0) {
             labels.insert(kv.0, kv.1);
         }
@@ -31,7 +32,7 @@ fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String
 fn inherited(
     forest: &Forest,
     ns: &str,
-    pick: impl Fn(&crate::hierarchy::forest::Node) -> &Vec<hns_api::MetaKvp>,
+    pick: impl Fn(&crate::hierarchy::forest::Node) -> &[hns_api::MetaKvp],
 ) -> Vec<(String, String)> {
     forest
         .ancestry_names(ns)
@@ -45,9 +46,9 @@ fn inherited(
 /// guarded by the namespace's resourceVersion.
 pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -> Option<Value> {
     let node = forest.get(ns)?;
-    let meta = &node.object.metadata;
+    let meta = &node.meta;
     let current_labels = node.labels();
-    let current_annotations = meta.annotations.clone().unwrap_or_default();
+    let current_annotations = meta.annotations().map(Pairs::to_map).unwrap_or_default();
 
     let want = desired_labels(forest, policy, ns);
     let mut labels = Map::new();
@@ -63,7 +64,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 
     // Forged hierarchy annotations go back to the sealed state the forest honours.
     let mut annotations = plan::revert_forgery(forest, node);
-    let recorded = conditions::recorded(meta.annotations.as_ref());
+    let recorded = conditions::recorded(meta.annotation(keys::CONDITIONS));
     let record = conditions::to_record(&conditions::conditions(forest, policy, ns), &recorded, now);
     if record != recorded {
         let value = if record.is_empty() {
@@ -73,7 +74,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         };
         annotations.insert(keys::CONDITIONS.to_string(), value);
     }
-    let want_annotations: BTreeMap<String, String> = inherited(forest, ns, |n| &n.managed_annotations)
+    let want_annotations: BTreeMap<String, String> = inherited(forest, ns, |n| n.managed_annotations())
         .into_iter()
         .filter(|(k, _)| policy.is_managed_annotation(k) && !keys::HNS_ANNOTATIONS.contains(&k.as_str()))
         .collect();
@@ -96,7 +97,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         return None;
     }
     let mut metadata =
-        json!({"resourceVersion": meta.resource_version, "labels": labels, "annotations": annotations});
+        json!({"resourceVersion": meta.resource_version(), "labels": labels, "annotations": annotations});
     if let Some(finalizers) = finalizers {
         metadata["finalizers"] = finalizers.into();
     }
@@ -112,10 +113,9 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 /// terminating object, so it is only ever removed there. The patch carries the whole list,
 /// guarded by the resourceVersion like the rest.
 fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
-    let meta = &node.object.metadata;
-    let current = meta.finalizers.clone().unwrap_or_default();
+    let current: Vec<String> = node.meta.finalizers().map(str::to_string).collect();
     let has = current.iter().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER);
-    let terminating = meta.deletion_timestamp.is_some();
+    let terminating = node.is_terminating();
     let name = node.name();
     let want = forest.subnamespaces(name).next().is_some()
         && if terminating { has && forest.allows_cascading_deletion(name) } else { true };
@@ -170,7 +170,7 @@ mod tests {
         if let Some(p) = patch(f, &policy(), ns, now()) {
             apply(f, ns, &p);
         }
-        f.get(ns).unwrap().object.metadata.finalizers.clone().unwrap_or_default()
+        f.get(ns).unwrap().meta.finalizers().map(str::to_string).collect()
     }
 
     #[test]

@@ -44,7 +44,7 @@ fn same_limits(a: &BTreeMap<String, Quantity>, b: &BTreeMap<String, Quantity>) -
 /// What `ns`'s ResourceQuota needs, from the forest.
 pub fn plan(forest: &Forest, ns: &str) -> Action {
     let Some(node) = forest.get(ns) else { return Action::None };
-    if node.object.metadata.deletion_timestamp.is_some() {
+    if node.is_terminating() {
         return Action::None;
     }
     match (quotas::resource_quota_hard(forest, ns), forest.observed_quota(ns)) {

@@ -5,8 +5,6 @@
 //! descendant says why with reason `AncestorHaltActivities`. The controller records the
 //! conditions on the namespace (with their transition times), where every replica reads them.
 
-use std::collections::BTreeMap;
-
 use hns_api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -89,17 +87,17 @@ pub fn conditions(forest: &Forest, policy: &Policy, ns: &str) -> Vec<NsCondition
         (None, None) => {}
     }
     if let Some(node) = forest.get(ns) {
-        if let Some(forged) = &node.forgery {
+        if let Some(forged) = node.forgery() {
             out.push(forgery(node, forged));
         }
-        for kv in node.managed_labels.iter().filter(|kv| !policy.is_managed_label(&kv.key)) {
+        for kv in node.managed_labels().iter().filter(|kv| !policy.is_managed_label(&kv.key)) {
             out.push(NsCondition {
                 type_: BAD_CONFIGURATION,
                 reason: "IllegalManagedLabel",
                 message: format!("Not a legal managed label (set via --managed-namespace-label): {}", kv.key),
             });
         }
-        for kv in node.managed_annotations.iter().filter(|kv| !policy.is_managed_annotation(&kv.key)) {
+        for kv in node.managed_annotations().iter().filter(|kv| !policy.is_managed_annotation(&kv.key)) {
             out.push(NsCondition {
                 type_: BAD_CONFIGURATION,
                 reason: "IllegalManagedAnnotation",
@@ -117,11 +115,11 @@ pub fn conditions(forest: &Forest, policy: &Policy, ns: &str) -> Vec<NsCondition
 /// The condition of a namespace carrying hierarchy annotations hns did not write: it names
 /// them with their values, and the state hns keeps instead.
 fn forgery(node: &crate::hierarchy::forest::Node, forged: &[String]) -> NsCondition {
-    let annotations = node.object.metadata.annotations.as_ref();
+    let annotations = node.meta.annotations();
     let found: Vec<String> = forged
         .iter()
         .filter(|k| k.as_str() != keys::SEAL)
-        .map(|k| format!("{k}={:?}", annotations.and_then(|a| a.get(k)).map_or("", |v| v.as_str())))
+        .map(|k| format!("{k}={:?}", annotations.and_then(|a| a.get(k)).unwrap_or("")))
         .collect();
     let found = if found.is_empty() { format!("a stray {}", keys::SEAL) } else { found.join(", ") };
     let kept = match (&node.parent, node.is_subnamespace) {
@@ -140,11 +138,8 @@ fn forgery(node: &crate::hierarchy::forest::Node, forged: &[String]) -> NsCondit
 }
 
 /// The conditions recorded on a namespace (annotation `hnc.x-k8s.io/conditions`).
-pub fn recorded(annotations: Option<&BTreeMap<String, String>>) -> Vec<Condition> {
-    annotations
-        .and_then(|a| a.get(keys::CONDITIONS))
-        .and_then(|v| serde_json::from_str(v).ok())
-        .unwrap_or_default()
+pub fn recorded(annotation: Option<&str>) -> Vec<Condition> {
+    annotation.and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default()
 }
 
 /// The conditions to record: `current`, keeping the transition time of each that was already

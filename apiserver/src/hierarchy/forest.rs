@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use hns_api::{keys, MetaKvp};
 
+use crate::hierarchy::namespace_meta::{NamespaceMeta, Pairs};
 use crate::hierarchy::seal::{Sealer, Verdict};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -31,9 +32,8 @@ use serde::{Deserialize, Serialize};
 
 /// A Namespace object without its managed fields, spec and status: nothing in the forest reads
 /// them, and managed fields (and, while a namespace terminates, its status conditions) are most
-/// of a namespace's bytes; nor `kubectl apply`'s copy of it. What the cache holds of each
-/// namespace, also while a re-list of 100,000 of them is gathered.
-pub fn trimmed(mut ns: Namespace) -> Namespace {
+/// of a namespace's bytes; nor `kubectl apply`'s copy of it. What a [`Node`] keeps of a namespace.
+fn trimmed(mut ns: Namespace) -> Namespace {
     ns.metadata.managed_fields = None;
     ns.spec = None;
     ns.status = None;
@@ -51,58 +51,98 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// One namespace as the forest sees it.
 #[derive(Debug, Clone)]
 pub struct Node {
-    /// The last observed Namespace object, for metadata (uid, resourceVersion, timestamps).
-    pub object: Arc<Namespace>,
+    /// The last observed Namespace object's metadata (uid, resourceVersion, timestamps, …),
+    /// without its tree labels: its spec and status hns does not read.
+    pub meta: NamespaceMeta,
     /// The parent named by the namespace's annotations, whether or not it exists.
     pub parent: Option<String>,
     /// Whether the namespace is a subnamespace (annotation `hnc.x-k8s.io/subnamespace-of`).
     pub is_subnamespace: bool,
     /// `spec.allowCascadingDeletion` of its hierarchy configuration.
     pub allow_cascading_deletion: bool,
-    /// `spec.labels`: labels managed through the hierarchy.
-    pub managed_labels: Vec<MetaKvp>,
-    /// `spec.annotations`: annotations managed through the hierarchy.
-    pub managed_annotations: Vec<MetaKvp>,
-    /// Labels and annotations of the HierarchyConfiguration object itself.
-    pub hierarchy_meta: ObjectLabels,
-    /// Labels and annotations of the Subnamespace object of this namespace.
-    pub subnamespace_meta: ObjectLabels,
-    /// The HierarchicalResourceQuotas in this namespace, by name.
-    pub quotas: BTreeMap<String, StoredQuota>,
+    /// The facts few namespaces have, if this one has any (see [`Node::managed_labels`] and
+    /// the other accessors).
+    extras: Option<Box<Extras>>,
     /// The resourceVersion of the last change to this namespace's set of children.
     pub children_rv: u64,
-    /// Hierarchy annotations on the namespace that hns did not write (their keys): the facts
-    /// above are then the last sealed ones, not what the annotations say.
-    pub forgery: Option<Vec<String>>,
-    /// The namespace's tree labels, kept apart from [`Node::object`]'s labels.
+    /// The namespace's tree labels, kept apart from [`Node::meta`]'s labels.
     pub tree_labels: TreeLabels,
+}
+
+/// The hierarchy facts most namespaces do not have, boxed together: a namespace without any
+/// pays one pointer for them instead of the room of every map and list.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Extras {
+    /// `spec.labels`: labels managed through the hierarchy.
+    managed_labels: Vec<MetaKvp>,
+    /// `spec.annotations`: annotations managed through the hierarchy.
+    managed_annotations: Vec<MetaKvp>,
+    /// Labels and annotations of the HierarchyConfiguration object itself.
+    hierarchy_meta: ObjectLabels,
+    /// Labels and annotations of the Subnamespace object of this namespace.
+    subnamespace_meta: ObjectLabels,
+    /// The HierarchicalResourceQuotas in this namespace, by name.
+    quotas: BTreeMap<String, StoredQuota>,
+    /// Hierarchy annotations on the namespace that hns did not write (their keys): the facts
+    /// are then the last sealed ones, not what the annotations say.
+    forgery: Option<Vec<String>>,
+}
+
+/// What a namespace without extras has.
+static NO_EXTRAS: Extras = Extras {
+    managed_labels: Vec::new(),
+    managed_annotations: Vec::new(),
+    hierarchy_meta: ObjectLabels::NONE,
+    subnamespace_meta: ObjectLabels::NONE,
+    quotas: BTreeMap::new(),
+    forgery: None,
+};
+
+impl Extras {
+    /// `self` boxed, or nothing when it holds nothing.
+    fn boxed(self) -> Option<Box<Extras>> {
+        (self != NO_EXTRAS).then(|| Box::new(self))
+    }
 }
 
 /// A namespace's tree labels (`<ancestor>.tree.hnc.x-k8s.io/depth: N`), compact: one per
 /// ancestor, they are most of a namespace's labels in a deep hierarchy, and kept as strings in
-/// a map they cost a namespace ten levels down over a kilobyte. Ancestors' names are shared with
-/// the forest's own once it holds them.
+/// a map they cost a namespace ten levels down over a kilobyte. The namespace's own label is
+/// kept apart from its ancestors': siblings carry the same labels of their ancestors, and share
+/// them once the forest holds one of them, as ancestors' names are shared with the forest's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TreeLabels(Box<[(Arc<str>, u32)]>);
+pub struct TreeLabels {
+    /// The depth its own label gives (0 when right).
+    own: Option<u32>,
+    /// The labels of other namespaces (its ancestors, when right).
+    ancestors: Arc<[(Arc<str>, u32)]>,
+}
 
 impl TreeLabels {
-    /// Takes the tree labels out of `labels`; a value that is not a depth stays where it is
-    /// (the controller then corrects it like any label it does not expect).
-    fn take_from(labels: &mut BTreeMap<String, String>) -> TreeLabels {
-        let mut taken = Vec::new();
+    /// Takes the tree labels out of the labels of namespace `name`; a value that is not a depth
+    /// stays where it is (the controller then corrects it like any label it does not expect).
+    fn take_from(labels: &mut BTreeMap<String, String>, name: &str) -> TreeLabels {
+        let (mut own, mut ancestors) = (None, Vec::new());
         labels.retain(|k, v| match (keys::tree_label_ancestor(k), v.parse::<u32>()) {
+            (Some(ancestor), Ok(depth)) if ancestor == name => {
+                own = Some(depth);
+                false
+            }
             (Some(ancestor), Ok(depth)) => {
-                taken.push((Arc::from(ancestor), depth));
+                ancestors.push((Arc::from(ancestor), depth));
                 false
             }
             _ => true,
         });
-        TreeLabels(taken.into_boxed_slice())
+        TreeLabels { own, ancestors: ancestors.into() }
     }
 
-    /// The labels, as the namespace carries them.
-    pub fn iter(&self) -> impl Iterator<Item = (String, String)> + '_ {
-        self.0.iter().map(|(ancestor, depth)| (keys::tree_label(ancestor), depth.to_string()))
+    /// The labels of namespace `name`, as it carries them.
+    pub fn iter<'a>(&'a self, name: &'a str) -> impl Iterator<Item = (String, String)> + 'a {
+        let own = self.own.map(|depth| (keys::tree_label(name), depth.to_string()));
+        let others =
+            self.ancestors.iter().map(|(ancestor, depth)| (keys::tree_label(ancestor), depth.to_string()));
+        own.into_iter().chain(others)
     }
 }
 
@@ -122,6 +162,10 @@ pub struct ObjectLabels {
 }
 
 impl ObjectLabels {
+    /// No labels, annotations or managed fields.
+    pub const NONE: ObjectLabels =
+        ObjectLabels { labels: BTreeMap::new(), annotations: BTreeMap::new(), managed_fields: Vec::new() };
+
     /// What a written object's metadata asks to keep. Its managedFields were computed by hns
     /// (see [`crate::resources::managed`]), so they read back; unreadable ones are dropped.
     pub fn of(meta: &ObjectMeta) -> Self {
@@ -175,7 +219,9 @@ impl Node {
     /// namespace with forged ones gets none. The object is kept [`trimmed`].
     pub fn from_namespace(ns: Namespace, sealer: &Sealer) -> Self {
         let mut ns = trimmed(ns);
-        let tree_labels = ns.metadata.labels.as_mut().map(TreeLabels::take_from).unwrap_or_default();
+        let own_name = ns.metadata.name.clone().unwrap_or_default();
+        let tree_labels =
+            ns.metadata.labels.as_mut().map(|l| TreeLabels::take_from(l, &own_name)).unwrap_or_default();
         let empty = BTreeMap::new();
         let all = ns.metadata.annotations.as_ref().unwrap_or(&empty);
         let name = ns.metadata.name.as_deref().unwrap_or_default();
@@ -192,15 +238,18 @@ impl Node {
             // A subnamespace's parent is fixed at creation; its own annotation wins.
             parent: subnamespace_of.or_else(|| get(keys::PARENT)),
             allow_cascading_deletion: get(keys::ALLOW_CASCADING_DELETION).as_deref() == Some("true"),
-            managed_labels: json_annotation(raw(keys::MANAGED_LABELS)),
-            managed_annotations: json_annotation(raw(keys::MANAGED_ANNOTATIONS)),
-            hierarchy_meta: json_annotation(raw(keys::HIERARCHY_OBJECT_META)),
-            subnamespace_meta: json_annotation(raw(keys::SUBNAMESPACE_OBJECT_META)),
-            quotas: json_annotation(raw(keys::RESOURCE_QUOTAS)),
+            extras: Extras {
+                managed_labels: json_annotation(raw(keys::MANAGED_LABELS)),
+                managed_annotations: json_annotation(raw(keys::MANAGED_ANNOTATIONS)),
+                hierarchy_meta: json_annotation(raw(keys::HIERARCHY_OBJECT_META)),
+                subnamespace_meta: json_annotation(raw(keys::SUBNAMESPACE_OBJECT_META)),
+                quotas: json_annotation(raw(keys::RESOURCE_QUOTAS)),
+                forgery,
+            }
+            .boxed(),
             children_rv: 0,
-            forgery,
             tree_labels,
-            object: Arc::new(ns),
+            meta: NamespaceMeta::new(ns.metadata),
         }
     }
 
@@ -210,36 +259,74 @@ impl Node {
         self.parent = held.parent.clone();
         self.is_subnamespace = held.is_subnamespace;
         self.allow_cascading_deletion = held.allow_cascading_deletion;
-        self.managed_labels = held.managed_labels.clone();
-        self.managed_annotations = held.managed_annotations.clone();
-        self.hierarchy_meta = held.hierarchy_meta.clone();
-        self.subnamespace_meta = held.subnamespace_meta.clone();
-        self.quotas = held.quotas.clone();
+        let forgery = self.extras().forgery.clone();
+        self.extras = Extras { forgery, ..held.extras().clone() }.boxed();
+    }
+
+    fn extras(&self) -> &Extras {
+        self.extras.as_deref().unwrap_or(&NO_EXTRAS)
+    }
+
+    /// `spec.labels` of its hierarchy configuration: labels managed through the hierarchy.
+    pub fn managed_labels(&self) -> &[MetaKvp] {
+        &self.extras().managed_labels
+    }
+
+    /// `spec.annotations` of its hierarchy configuration: annotations managed through the
+    /// hierarchy.
+    pub fn managed_annotations(&self) -> &[MetaKvp] {
+        &self.extras().managed_annotations
+    }
+
+    /// Labels and annotations of the namespace's HierarchyConfiguration object.
+    pub fn hierarchy_meta(&self) -> &ObjectLabels {
+        &self.extras().hierarchy_meta
+    }
+
+    /// Labels and annotations of the namespace's Subnamespace object.
+    pub fn subnamespace_meta(&self) -> &ObjectLabels {
+        &self.extras().subnamespace_meta
+    }
+
+    /// The HierarchicalResourceQuotas in this namespace, by name.
+    pub fn quotas(&self) -> &BTreeMap<String, StoredQuota> {
+        &self.extras().quotas
+    }
+
+    /// Hierarchy annotations on the namespace that hns did not write (their keys), if any:
+    /// the facts this node gives are then the last sealed ones, not what the annotations say.
+    pub fn forgery(&self) -> Option<&[String]> {
+        self.extras().forgery.as_deref()
     }
 
     /// The namespace's labels, tree labels included.
     pub fn labels(&self) -> BTreeMap<String, String> {
-        let mut labels = self.object.metadata.labels.clone().unwrap_or_default();
-        labels.extend(self.tree_labels.iter());
+        let mut labels = self.meta.labels().map(Pairs::to_map).unwrap_or_default();
+        labels.extend(self.tree_labels.iter(self.name()));
         labels
     }
 
     /// The Namespace object as last observed (trimmed: no managed fields, spec or status).
     pub fn namespace(&self) -> Namespace {
-        let mut ns = (*self.object).clone();
+        let mut metadata = self.meta.to_object_meta();
         let labels = self.labels();
-        ns.metadata.labels = (!labels.is_empty()).then_some(labels);
-        ns
+        metadata.labels = (!labels.is_empty()).then_some(labels);
+        Namespace { metadata, ..Default::default() }
     }
 
     /// The namespace's name.
     pub fn name(&self) -> &str {
-        self.object.metadata.name.as_deref().unwrap_or_default()
+        self.meta.name()
     }
 
     /// The resourceVersion of the namespace object.
     pub fn resource_version(&self) -> u64 {
-        crate::resource_version::number(&self.object.metadata)
+        self.meta.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
+    }
+
+    /// Whether the namespace is being deleted.
+    pub fn is_terminating(&self) -> bool {
+        self.meta.is_terminating()
     }
 
     /// The resourceVersion of the namespace's hierarchy configuration: it changes when the
@@ -293,6 +380,38 @@ impl ObservedQuota {
     }
 }
 
+/// A forest being rebuilt from a re-list, one namespace at a time, beside the forest still
+/// served (see [`Forest::relist`]). A namespace the served forest holds at the same version
+/// is shared with it, not read again, so a re-list of a cluster that barely changed costs
+/// little more than the forest itself, and nothing is buffered as full Namespace objects.
+pub struct Relist {
+    forest: Forest,
+}
+
+impl Relist {
+    /// Adds one listed namespace; `served` is the forest still served.
+    pub fn add(&mut self, ns: Namespace, served: &Forest) {
+        self.forest.observe_resource_version(ns.metadata.resource_version.as_deref());
+        let name = ns.metadata.name.as_deref().unwrap_or_default();
+        let held = served.nodes.get(name);
+        let unchanged = held.filter(|h| {
+            h.meta.uid() == ns.metadata.uid.as_deref()
+                && h.meta.resource_version() == ns.metadata.resource_version.as_deref()
+        });
+        if let Some(held) = unchanged {
+            self.forest.insert_shared(held.clone());
+            return;
+        }
+        let mut node = Node::from_namespace(ns, &self.forest.sealer);
+        if node.forgery().is_some() {
+            if let Some(held) = held.filter(|h| same_namespace(h, &node)) {
+                node.keep_facts_of(held);
+            }
+        }
+        self.forest.insert(node);
+    }
+}
+
 impl Forest {
     /// An empty forest honouring state sealed by `sealer`.
     pub fn new(sealer: Sealer) -> Self {
@@ -332,7 +451,7 @@ impl Forest {
     /// give way to those of the version held now.
     pub fn node_of(&self, ns: Namespace) -> Node {
         let mut node = Node::from_namespace(ns, &self.sealer);
-        if node.forgery.is_some() {
+        if node.forgery().is_some() {
             if let Some(held) = self.nodes.get(node.name()).filter(|h| same_namespace(h, &node)) {
                 node.keep_facts_of(held);
             }
@@ -343,14 +462,20 @@ impl Forest {
     /// Records the current state of a namespace (added or changed). An older version than the
     /// one held is ignored: a write's response and the watch may arrive in either order.
     pub fn upsert(&mut self, ns: Namespace) {
-        self.observe_resource_version(ns.metadata.resource_version.as_deref());
         let node = self.node_of(ns);
+        self.upsert_node(node);
+    }
+
+    /// [`Forest::upsert`] of the node [`Forest::node_of`] made (reading a namespace checks its
+    /// seal, which is worth doing once).
+    pub fn upsert_node(&mut self, node: Node) {
+        self.observe_resource_version(node.meta.resource_version());
         self.insert(node);
     }
 
     /// Holds `node` unless a newer version of it is held.
     fn insert(&mut self, mut node: Node) {
-        let name: Arc<str> = node.name().into();
+        let name: Arc<str> = node.meta.name().clone();
         if name.is_empty() {
             return;
         }
@@ -362,12 +487,7 @@ impl Forest {
             }
             None => None,
         };
-        // Tree labels name ancestors the forest holds: share their names.
-        for (ancestor, _) in node.tree_labels.0.iter_mut() {
-            if let Some((held, _)) = self.nodes.get_key_value(&**ancestor) {
-                *ancestor = held.clone();
-            }
-        }
+        node.tree_labels = self.shared_tree_labels(&node);
         let rv = node.resource_version();
         // The children of the old and the new parent change when the namespace appears or moves.
         if old_parent.as_ref() != Some(&node.parent) {
@@ -417,22 +537,28 @@ impl Forest {
         self.resource_version
     }
 
-    /// Replaces the whole forest, e.g. after the watch was re-listed. What the old forest knew
-    /// of a namespace's sealed state still stands against a forgery made meanwhile.
+    /// Replaces the whole forest with `namespaces`, a re-list (see [`Relist`]).
     pub fn replace_all(&mut self, namespaces: impl IntoIterator<Item = Namespace>) {
-        let mut old = std::mem::replace(self, Forest::new(self.sealer.clone()));
-        // ResourceQuotas have their own watch: a re-list of namespaces does not forget them.
-        self.resource_quotas = std::mem::take(&mut old.resource_quotas);
+        let mut relist = self.relist();
         for ns in namespaces {
-            self.observe_resource_version(ns.metadata.resource_version.as_deref());
-            let mut node = Node::from_namespace(ns, &self.sealer);
-            if node.forgery.is_some() {
-                if let Some(held) = old.nodes.get(node.name()).filter(|h| same_namespace(h, &node)) {
-                    node.keep_facts_of(held);
-                }
-            }
-            self.insert(node);
+            relist.add(ns, self);
         }
+        self.replace_with(relist);
+    }
+
+    /// Starts rebuilding the forest from a re-list of every namespace, while this one is still
+    /// served.
+    pub fn relist(&self) -> Relist {
+        Relist { forest: Forest::new(self.sealer.clone()) }
+    }
+
+    /// Replaces the forest with the one `relist` rebuilt. What the old forest knew of a forged
+    /// namespace carried over; ResourceQuotas have their own watch, so they stay.
+    pub fn replace_with(&mut self, relist: Relist) {
+        let mut rebuilt = relist.forest;
+        rebuilt.resource_quotas = std::mem::take(&mut self.resource_quotas);
+        *self = rebuilt;
+        self.share_tree_label_names();
         // Without history, a parent's children last changed no later than its newest child.
         let newest: Vec<(Arc<str>, u64)> = self
             .children
@@ -449,10 +575,59 @@ impl Forest {
             })
             .collect();
         for (p, rv) in newest {
-            if let Some(n) = self.nodes.get_mut(&p) {
+            if let Some(n) = self.nodes.get_mut(&p).filter(|n| n.children_rv != rv) {
                 Arc::make_mut(n).children_rv = rv;
             }
         }
+    }
+
+    /// `node`'s tree labels sharing what the forest holds: a sibling's labels of their
+    /// ancestors when they are the same, else the forest's own copy of each ancestor's name.
+    fn shared_tree_labels(&self, node: &Node) -> TreeLabels {
+        let labels = &node.tree_labels;
+        let held = |ancestor: &Arc<str>| self.nodes.get_key_value(&**ancestor).map(|(held, _)| held.clone());
+        let names_shared = |ancestors: &[(Arc<str>, u32)]| {
+            ancestors.iter().all(|(a, _)| held(a).is_none_or(|h| Arc::ptr_eq(&h, a)))
+        };
+        let siblings = node.parent.iter().flat_map(|p| self.children(p)).filter(|s| *s != node.name());
+        if let Some(sibling) = siblings.filter_map(|s| self.nodes.get(s)).next() {
+            let theirs = &sibling.tree_labels.ancestors;
+            if *theirs == labels.ancestors && names_shared(theirs) {
+                return TreeLabels { own: labels.own, ancestors: theirs.clone() };
+            }
+        }
+        if names_shared(&labels.ancestors) {
+            return labels.clone();
+        }
+        let ancestors = labels
+            .ancestors
+            .iter()
+            .map(|(ancestor, depth)| (held(ancestor).unwrap_or_else(|| ancestor.clone()), *depth));
+        TreeLabels { own: labels.own, ancestors: ancestors.collect() }
+    }
+
+    /// Shares every namespace's tree labels (see [`Forest::shared_tree_labels`]). A re-list
+    /// comes in name order, so a descendant may arrive before its ancestors and its siblings.
+    fn share_tree_label_names(&mut self) {
+        let keys: Vec<Arc<str>> = self.nodes.keys().cloned().collect();
+        for name in keys {
+            let Some(node) = self.nodes.get(&name) else { continue };
+            let labels = self.shared_tree_labels(node);
+            if !Arc::ptr_eq(&labels.ancestors, &node.tree_labels.ancestors) {
+                if let Some(node) = self.nodes.get_mut(&name) {
+                    Arc::make_mut(node).tree_labels = labels;
+                }
+            }
+        }
+    }
+
+    /// Holds `node`, a node of another forest, in a forest that does not hold its name yet.
+    fn insert_shared(&mut self, node: Arc<Node>) {
+        let name = node.meta.name().clone();
+        if let Some(p) = &node.parent {
+            Arc::make_mut(self.children.entry(p.as_str().into()).or_default()).insert(name.clone());
+        }
+        self.nodes.insert(name, node);
     }
 
     fn unlink(&mut self, name: &str) {
@@ -517,7 +692,7 @@ impl Forest {
 
     /// Whether namespace `name` is terminating (or gone).
     pub fn is_terminating(&self, name: &str) -> bool {
-        self.nodes.get(name).is_none_or(|n| n.object.metadata.deletion_timestamp.is_some())
+        self.nodes.get(name).is_none_or(|n| n.is_terminating())
     }
 
     /// Whether the Subnamespace object of subnamespace `node` is still there. Its deletion is
@@ -527,7 +702,7 @@ impl Forest {
     /// subtree went one level per retry (a 60-level chain took 35 minutes).
     pub fn anchor_exists(&self, node: &Node) -> bool {
         let parent = node.parent.as_deref().unwrap_or_default();
-        node.object.metadata.deletion_timestamp.is_none() || !self.is_terminating(parent)
+        !node.is_terminating() || !self.is_terminating(parent)
     }
 
     /// The subnamespaces to delete because namespace `name` terminates: every subnamespace
@@ -546,8 +721,8 @@ impl Forest {
                 if !seen.insert(sub.name().to_string()) {
                     continue;
                 }
-                if sub.object.metadata.deletion_timestamp.is_none() {
-                    out.push((sub.name().to_string(), sub.object.metadata.uid.clone()));
+                if !sub.is_terminating() {
+                    out.push((sub.name().to_string(), sub.meta.uid().map(str::to_string)));
                 }
                 queue.push(sub.name().to_string());
             }
@@ -563,7 +738,7 @@ impl Forest {
             .into_iter()
             .rev()
             .filter_map(|ns| self.nodes.get_key_value(ns.as_str()))
-            .flat_map(|(ns, node)| node.quotas.iter().map(move |(q, stored)| (&**ns, q.as_str(), stored)))
+            .flat_map(|(ns, node)| node.quotas().iter().map(move |(q, stored)| (&**ns, q.as_str(), stored)))
             .collect()
     }
 
@@ -631,7 +806,7 @@ impl Forest {
 
 /// Whether two nodes are versions of the same namespace, not two namespaces of the same name.
 fn same_namespace(a: &Node, b: &Node) -> bool {
-    a.object.metadata.uid == b.object.metadata.uid
+    a.meta.uid() == b.meta.uid()
 }
 
 #[cfg(test)]
@@ -710,6 +885,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::testing::*;
+    use super::{keys, Arc, Forest, Namespace};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     #[test]
@@ -739,7 +915,7 @@ mod tests {
         ns.metadata.labels = Some(labels.clone());
         f.upsert(ns);
         let node = f.get("svc").unwrap();
-        let stored = node.object.metadata.labels.as_ref().unwrap();
+        let stored = node.meta.labels().unwrap().to_map();
         assert_eq!(stored.len(), 2, "only what is not a tree label stays in the object: {stored:?}");
         assert_eq!(node.labels(), labels, "given back whole");
         assert_eq!(node.namespace().metadata.labels, Some(labels));
@@ -747,7 +923,7 @@ mod tests {
         applied.metadata.annotations.get_or_insert_default().insert(super::LAST_APPLIED.into(), "{}".into());
         assert!(!super::trimmed(applied).metadata.annotations.unwrap().contains_key(super::LAST_APPLIED));
         let (held, _) = f.nodes.get_key_value("acme").unwrap();
-        let shared = node.tree_labels.0.iter().find(|(a, _)| &**a == "acme").unwrap();
+        let shared = node.tree_labels.ancestors.iter().find(|(a, _)| &**a == "acme").unwrap();
         assert!(Arc::ptr_eq(held, &shared.0), "an ancestor's name is the forest's own");
     }
 
@@ -953,9 +1129,9 @@ mod tests {
             .unwrap()
             .insert(hns_api::keys::HIERARCHY_OBJECT_META.into(), meta.to_annotation().unwrap());
         let node = super::Node::from_namespace(sealed(ns), &crate::hierarchy::seal::testing::sealer());
-        assert_eq!(node.hierarchy_meta, meta);
+        assert_eq!(*node.hierarchy_meta(), meta);
         let mut shown = ObjectMeta::default();
-        node.hierarchy_meta.fill(&mut shown);
+        node.hierarchy_meta().fill(&mut shown);
         assert_eq!(super::ObjectLabels::of(&shown), meta, "served and read back unchanged");
         assert_eq!(super::ObjectLabels::default().to_annotation(), None);
     }
@@ -973,13 +1149,13 @@ mod tests {
         let mine = f.get("mine").unwrap();
         assert_eq!(mine.parent, None);
         assert_eq!(f.children("victim").count(), 0);
-        assert_eq!(mine.forgery.as_deref(), Some(&[hns_api::keys::PARENT.to_string()][..]));
+        assert_eq!(mine.forgery(), Some(&[hns_api::keys::PARENT.to_string()][..]));
         // A sealed subnamespace moved by hand keeps its sealed parent.
         f.upsert(forge(namespace("team", Some("mine"), true), hns_api::keys::SUBNAMESPACE_OF, "victim"));
         let team = f.get("team").unwrap();
         assert_eq!(team.parent.as_deref(), Some("mine"));
         assert!(team.is_subnamespace);
-        assert!(team.forgery.is_some());
+        assert!(team.forgery().is_some());
         // So does it after a re-list.
         let objects: Vec<_> = f.iter().map(|n| n.namespace()).collect();
         f.replace_all(objects);
@@ -990,7 +1166,48 @@ mod tests {
         copied.metadata.annotations = Some(seal);
         f.upsert(copied);
         assert_eq!(f.get("other").unwrap().parent, None);
-        assert!(f.get("other").unwrap().forgery.is_some());
+        assert!(f.get("other").unwrap().forgery().is_some());
+    }
+
+    /// `ns` with the tree labels hns gives it in `f`.
+    fn tree_labelled(f: &Forest, name: &str) -> Namespace {
+        let mut ns = f.get(name).unwrap().namespace();
+        let labels = ns.metadata.labels.get_or_insert_default();
+        for (depth, ancestor) in f.ancestry_names(name).iter().rev().enumerate() {
+            labels.insert(keys::tree_label(ancestor), depth.to_string());
+        }
+        ns.metadata.resource_version = Some("5".into());
+        ns
+    }
+
+    #[test]
+    fn a_relist_shares_unchanged_namespaces_and_names() {
+        let mut f = forest("acme team:~acme dev:~team ops:~team");
+        let labelled: Vec<Namespace> =
+            ["acme", "team", "dev", "ops"].iter().map(|n| tree_labelled(&f, n)).collect();
+        // Descendants first, as a re-list in name order may bring them.
+        f.replace_all(labelled.iter().rev().cloned());
+        let dev = f.get("dev").unwrap();
+        for (ancestor, depth) in dev.tree_labels.ancestors.iter() {
+            let (held, _) = f.nodes.get_key_value(&**ancestor).unwrap();
+            assert!(Arc::ptr_eq(held, ancestor), "the label of {ancestor} (depth {depth}) shares its name");
+        }
+        let ops = f.get("ops").unwrap();
+        assert!(Arc::ptr_eq(&dev.tree_labels.ancestors, &ops.tree_labels.ancestors), "siblings share");
+        assert_eq!(ops.labels(), labelled[3].metadata.labels.clone().unwrap(), "given back whole");
+        let before = f.clone();
+        let mut relist = f.relist();
+        for ns in labelled.iter().cloned() {
+            relist.add(ns, &before);
+        }
+        let mut changed = labelled[2].clone();
+        changed.metadata.resource_version = Some("6".into());
+        relist.add(changed, &before);
+        f.replace_with(relist);
+        assert!(Arc::ptr_eq(&f.nodes["acme"], &before.nodes["acme"]), "unchanged: shared, not read again");
+        assert!(!Arc::ptr_eq(&f.nodes["dev"], &before.nodes["dev"]), "changed: read again");
+        assert_eq!(f.children("acme").collect::<Vec<_>>(), ["team"]);
+        assert_eq!(f.ancestry_names("dev"), ["acme", "team", "dev"]);
     }
 
     #[test]

@@ -393,7 +393,7 @@ pub fn membership(forest: &Forest, root: &str, previous: &Ledger) -> Ledger {
 pub fn skeleton(forest: &Forest, root: &str) -> Ledger {
     let mut next = Ledger::default();
     for node in forest.iter().filter(|node| root_of(forest, node.name()) == root) {
-        for (name, quota) in &node.quotas {
+        for (name, quota) in node.quotas() {
             next.quotas.insert(quota_key(node.name(), name), quota.hard.clone());
         }
         let chain: Vec<String> =
@@ -418,7 +418,7 @@ pub fn keep_grants(mut skeleton: Ledger, previous: &Ledger) -> Ledger {
 
 /// The roots of every tree that has a quota.
 pub fn trees(forest: &Forest) -> BTreeSet<String> {
-    forest.iter().filter(|node| !node.quotas.is_empty()).map(|node| root_of(forest, node.name())).collect()
+    forest.iter().filter(|node| !node.quotas().is_empty()).map(|node| root_of(forest, node.name())).collect()
 }
 
 /// A ResourceQuota as observed (listed or watched): a committed state.

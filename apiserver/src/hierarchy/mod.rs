@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod forest;
 pub mod identity;
 pub mod ledger;
+pub mod namespace_meta;
 pub mod objects;
 pub mod plan;
 pub mod policy;

@@ -30,30 +30,30 @@ use crate::hierarchy::policy::Policy;
 /// [`identity`]), the same creation time, and a resourceVersion that moves with the namespace and
 /// with its children, so a stale update is refused.
 pub fn hierarchy_configuration(forest: &Forest, node: &Node) -> HierarchyConfiguration {
-    let ns = &node.object.metadata;
+    let ns = &node.meta;
     let mut hc = HierarchyConfiguration {
         metadata: ObjectMeta {
             name: Some(HIERARCHY_SINGLETON.to_string()),
-            namespace: ns.name.clone(),
-            uid: identity::uid_of(ns.uid.as_deref(), Derived::HierarchyConfiguration),
+            namespace: Some(node.name().to_string()),
+            uid: identity::uid_of(ns.uid(), Derived::HierarchyConfiguration),
             resource_version: Some(node.hierarchy_resource_version().to_string()),
-            creation_timestamp: ns.creation_timestamp.clone(),
-            deletion_timestamp: ns.deletion_timestamp.clone(),
+            creation_timestamp: ns.creation_timestamp().cloned(),
+            deletion_timestamp: ns.deletion_timestamp().cloned(),
             generation: Some(1),
             ..Default::default()
         },
         spec: HierarchyConfigurationSpec {
             parent: node.parent.clone(),
             allow_cascading_deletion: node.allow_cascading_deletion,
-            labels: node.managed_labels.clone(),
-            annotations: node.managed_annotations.clone(),
+            labels: node.managed_labels().to_vec(),
+            annotations: node.managed_annotations().to_vec(),
         },
         status: Some(HierarchyConfigurationStatus {
             children: forest.children(node.name()).map(str::to_string).collect(),
-            conditions: crate::hierarchy::conditions::recorded(ns.annotations.as_ref()),
+            conditions: crate::hierarchy::conditions::recorded(ns.annotation(hns_api::keys::CONDITIONS)),
         }),
     };
-    node.hierarchy_meta.fill(&mut hc.metadata);
+    node.hierarchy_meta().fill(&mut hc.metadata);
     hc
 }
 
@@ -65,27 +65,27 @@ pub fn hierarchy_configuration_value(forest: &Forest, ns: &str) -> Option<Value>
 /// The object for subnamespace `node`, as kind `kind`: a uid of its own derived from the
 /// namespace's, and the namespace's resourceVersion.
 pub fn subnamespace(policy: &Policy, node: &Node, kind: &str) -> Value {
-    let ns = &node.object.metadata;
+    let ns = &node.meta;
     let parent = node.parent.clone().unwrap_or_default();
     let state = subnamespace_state(policy, node, &parent);
     let mut obj = Subnamespace {
         metadata: ObjectMeta {
-            name: ns.name.clone(),
+            name: Some(node.name().to_string()),
             namespace: Some(parent),
-            uid: identity::uid_of(ns.uid.as_deref(), Derived::Subnamespace),
-            resource_version: ns.resource_version.clone(),
-            creation_timestamp: ns.creation_timestamp.clone(),
-            deletion_timestamp: ns.deletion_timestamp.clone(),
+            uid: identity::uid_of(ns.uid(), Derived::Subnamespace),
+            resource_version: ns.resource_version().map(str::to_string),
+            creation_timestamp: ns.creation_timestamp().cloned(),
+            deletion_timestamp: ns.deletion_timestamp().cloned(),
             generation: Some(1),
             ..Default::default()
         },
         spec: SubnamespaceSpec {
-            labels: node.managed_labels.clone(),
-            annotations: node.managed_annotations.clone(),
+            labels: node.managed_labels().to_vec(),
+            annotations: node.managed_annotations().to_vec(),
         },
         status: Some(SubnamespaceStatus { state: Some(state) }),
     };
-    node.subnamespace_meta.fill(&mut obj.metadata);
+    node.subnamespace_meta().fill(&mut obj.metadata);
     let mut v = serde_json::to_value(obj).unwrap_or_default();
     v["kind"] = kind.into();
     v
@@ -94,7 +94,7 @@ pub fn subnamespace(policy: &Policy, node: &Node, kind: &str) -> Value {
 /// HNC's anchor state, and `Terminating` while the namespace is being deleted: what an operator
 /// watching a deletion needs to see first, whatever else is true of it.
 fn subnamespace_state(policy: &Policy, node: &Node, parent: &str) -> SubnamespaceState {
-    if node.object.metadata.deletion_timestamp.is_some() {
+    if node.is_terminating() {
         SubnamespaceState::Terminating
     } else if policy.is_excluded(parent) {
         SubnamespaceState::Forbidden

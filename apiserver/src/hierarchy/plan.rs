@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels, StoredQuota};
+use crate::hierarchy::namespace_meta::Pairs;
 use crate::hierarchy::policy::Policy;
 use crate::hierarchy::quotas;
 use crate::hierarchy::seal;
@@ -41,11 +42,11 @@ impl HierarchyState {
         HierarchyState {
             parent: node.parent.clone(),
             allow_cascading_deletion: node.allow_cascading_deletion,
-            managed_labels: node.managed_labels.clone(),
-            managed_annotations: node.managed_annotations.clone(),
-            hierarchy_meta: node.hierarchy_meta.clone(),
-            subnamespace_meta: node.subnamespace_meta.clone(),
-            quotas: node.quotas.clone(),
+            managed_labels: node.managed_labels().to_vec(),
+            managed_annotations: node.managed_annotations().to_vec(),
+            hierarchy_meta: node.hierarchy_meta().clone(),
+            subnamespace_meta: node.subnamespace_meta().clone(),
+            quotas: node.quotas().clone(),
         }
     }
 }
@@ -79,7 +80,7 @@ fn sealed_annotations(state: &HierarchyState, is_subnamespace: bool) -> BTreeMap
 /// hierarchy annotations `want` and a seal over them. Compared with what the namespace carries,
 /// not with what the forest honours, so forged values are overwritten too.
 fn sealed_changes(forest: &Forest, node: &Node, want: &BTreeMap<String, String>) -> Map<String, Value> {
-    let mut result = node.object.metadata.annotations.clone().unwrap_or_default();
+    let mut result = node.meta.annotations().map(Pairs::to_map).unwrap_or_default();
     let mut changes = Map::new();
     for key in seal::SEALED {
         if result.get(*key) != want.get(*key) {
@@ -101,7 +102,7 @@ fn sealed_changes(forest: &Forest, node: &Node, want: &BTreeMap<String, String>)
 /// were forged (see [`Node::forgery`]): what the forest honours, sealed again. Empty when the
 /// namespace's annotations are hns's own.
 pub fn revert_forgery(forest: &Forest, node: &Node) -> Map<String, Value> {
-    if node.forgery.is_none() {
+    if node.forgery().is_none() {
         return Map::new();
     }
     sealed_changes(forest, node, &sealed_annotations(&HierarchyState::of(node), node.is_subnamespace))
@@ -200,7 +201,7 @@ pub fn hierarchy_patch(
     }
     Some(json!({
         "metadata": {
-            "resourceVersion": node.object.metadata.resource_version,
+            "resourceVersion": node.meta.resource_version(),
             "annotations": annotations,
             "labels": labels,
         }
@@ -360,8 +361,8 @@ mod tests {
             annotations.insert(k.clone(), v.as_str().unwrap().to_string());
         }
         let read = Node::from_namespace(written, f.sealer());
-        assert!(read.forgery.is_none(), "sealed");
-        assert_eq!(read.quotas["org"], stored);
+        assert!(read.forgery().is_none(), "sealed");
+        assert_eq!(read.quotas()["org"], stored);
     }
 
     #[test]
@@ -452,17 +453,17 @@ mod tests {
         let f = forest("acme team-a");
         let ns = new_subnamespace(&f, &policy(), "acme", "dev", &HierarchyState::default());
         let node = Node::from_namespace(ns, f.sealer());
-        assert_eq!(node.forgery, None);
+        assert_eq!(node.forgery(), None);
         assert_eq!(node.parent.as_deref(), Some("acme"));
 
         let team = f.get("team-a").unwrap();
         let desired = HierarchyState { parent: Some("acme".into()), ..HierarchyState::of(team) };
         let p = hierarchy_patch(&f, &policy(), team, &desired).unwrap();
-        let mut value = serde_json::to_value(&*team.object).unwrap();
+        let mut value = serde_json::to_value(team.namespace()).unwrap();
         json_patch::merge(&mut value, &p);
         let written: Namespace = serde_json::from_value(value).unwrap();
         let node = Node::from_namespace(written, f.sealer());
-        assert_eq!((node.forgery, node.parent.as_deref()), (None, Some("acme")));
+        assert_eq!((node.forgery(), node.parent.as_deref()), (None, Some("acme")));
     }
 
     #[test]
@@ -477,7 +478,7 @@ mod tests {
         let mut value = serde_json::to_value(node.namespace()).unwrap();
         json_patch::merge(&mut value, &json!({"metadata": {"annotations": changes}}));
         let reverted = Node::from_namespace(serde_json::from_value(value).unwrap(), f.sealer());
-        assert_eq!((reverted.forgery, reverted.parent.as_deref()), (None, Some("acme")));
+        assert_eq!((reverted.forgery(), reverted.parent.as_deref()), (None, Some("acme")));
         assert!(revert_forgery(&f, f.get("acme").unwrap()).is_empty());
     }
 }

@@ -68,18 +68,18 @@ fn exceeded_condition(used: &Amounts, hard: &Amounts, since: Option<Time>) -> Op
 /// the subtree. Its resourceVersion is the namespace's, as for every derived object.
 pub fn quota(forest: &Forest, ns: &str, name: &str) -> Option<HierarchicalResourceQuota> {
     let node = forest.get(ns)?;
-    let stored = node.quotas.get(name)?;
+    let stored = node.quotas().get(name)?;
     let hard = amounts(&stored.hard);
     let used = subtree_used(forest, ns, &hard);
     let created = stored.creation_timestamp.parse::<jiff::Timestamp>().ok().map(Time);
-    let ns_meta = &node.object.metadata;
+    let ns_meta = &node.meta;
     let mut meta = ObjectMeta {
         name: Some(name.to_string()),
         namespace: Some(ns.to_string()),
         uid: Some(stored.uid.clone()),
-        resource_version: ns_meta.resource_version.clone(),
+        resource_version: ns_meta.resource_version().map(str::to_string),
         creation_timestamp: created.clone(),
-        deletion_timestamp: ns_meta.deletion_timestamp.clone(),
+        deletion_timestamp: ns_meta.deletion_timestamp().cloned(),
         generation: Some(1),
         ..Default::default()
     };
@@ -103,7 +103,7 @@ pub fn quota_value(forest: &Forest, ns: &str, name: &str) -> Option<Value> {
 /// The quotas of namespace `ns`, by name.
 pub fn quotas_in(forest: &Forest, ns: &str) -> Vec<Value> {
     let Some(node) = forest.get(ns) else { return Vec::new() };
-    node.quotas.keys().filter_map(|q| quota_value(forest, ns, q)).collect()
+    node.quotas().keys().filter_map(|q| quota_value(forest, ns, q)).collect()
 }
 
 /// The `spec.hard` hns's ResourceQuota in `ns` should have: for each resource, the smallest
@@ -143,7 +143,7 @@ pub fn resource_quota(ns: &str, hard: BTreeMap<String, Quantity>) -> ResourceQuo
 /// The quotas (namespace, name) covering `ns` if its parent were `parent`: its own and those of
 /// the new ancestry.
 fn covering_under(forest: &Forest, ns: &str, parent: Option<&str>) -> Vec<(String, String)> {
-    let own = forest.get(ns).into_iter().flat_map(|n| n.quotas.keys().map(|q| (ns.to_string(), q.clone())));
+    let own = forest.get(ns).into_iter().flat_map(|n| n.quotas().keys().map(|q| (ns.to_string(), q.clone())));
     let above =
         parent.into_iter().flat_map(|p| forest.quotas_covering(p)).map(|(n, q, _)| (n.into(), q.into()));
     own.chain(above).collect()
@@ -161,7 +161,7 @@ pub fn enters_quota(forest: &Forest, ns: &str, parent: Option<&str>) -> bool {
 /// which Kubernetes counts its usage, has not been observed yet. A terminating namespace is
 /// not: its ResourceQuota goes with its other objects, and nothing new is made in it.
 pub fn pending(forest: &Forest, ns: &str) -> bool {
-    let terminating = forest.get(ns).is_some_and(|n| n.object.metadata.deletion_timestamp.is_some());
+    let terminating = forest.get(ns).is_some_and(|n| n.is_terminating());
     !terminating && !forest.quotas_covering(ns).is_empty() && forest.observed_quota(ns).is_none()
 }
 

@@ -153,7 +153,7 @@ pub fn check_new_subnamespace(
         )));
     }
     let p = forest.get(parent).ok_or_else(|| Refusal::NamespaceNotFound(parent.to_string()))?;
-    if p.object.metadata.deletion_timestamp.is_some() {
+    if p.is_terminating() {
         return Err(Refusal::Forbidden(format!(
             "unable to create new content in namespace {parent} because it is being terminated"
         )));

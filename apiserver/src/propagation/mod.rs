@@ -103,11 +103,11 @@ impl Syncer {
                 None
             }
             Event::InitApply(o) => {
-                relist.push(strip(o));
+                relist.push(rules::held(o));
                 None
             }
             Event::InitDone => {
-                *objects = relist.drain(..).map(|o| (key(&o), Arc::new(o))).collect();
+                *objects = std::mem::take(relist).into_iter().map(|o| (key(&o), Arc::new(o))).collect();
                 self.synced.store(true, Ordering::Release);
                 tracing::info!(kind = %self.resource.kind, objects = objects.len(), "objects synced");
                 Some(Change::All)
@@ -150,18 +150,8 @@ fn insert_if_newer(objects: &mut Objects, obj: DynamicObject) -> bool {
     if rv != 0 && objects.get(&key(&obj)).is_some_and(|held| resource_version::number(&held.metadata) >= rv) {
         return false;
     }
-    objects.insert(key(&obj), Arc::new(strip(obj)));
+    objects.insert(key(&obj), Arc::new(rules::held(obj)));
     true
-}
-
-/// Keeps what planning needs and drops the rest: managed fields (most of the bytes of a small
-/// object) and, for copies, everything but their identity and a digest of their content.
-fn strip(mut obj: DynamicObject) -> DynamicObject {
-    if rules::is_copy(&obj) {
-        return rules::compact(obj);
-    }
-    obj.metadata.managed_fields = None;
-    obj
 }
 
 async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadcast::Sender<Change>) {

@@ -91,7 +91,7 @@ pub fn actions(
     let Some(node) = forest.get(ns) else { return Vec::new() };
     if mode == Mode::Ignore
         || policy.is_excluded(ns)
-        || node.object.metadata.deletion_timestamp.is_some()
+        || node.is_terminating()
         || conditions::is_halted(forest, policy, ns)
     {
         return Vec::new();

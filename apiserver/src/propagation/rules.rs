@@ -6,6 +6,7 @@
 //! [`super::exceptions`]), or HNC's never-propagate list (service-account tokens,
 //! `kube-root-ca.crt`, objects with finalizers, …).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use kube::api::DynamicObject;
@@ -20,7 +21,10 @@ pub fn is_copy(obj: &DynamicObject) -> bool {
 
 /// Where a copy was copied from (its `inherited-from` label); `None` for a source.
 pub fn source_namespace(obj: &DynamicObject) -> Option<&str> {
-    obj.metadata.labels.as_ref().and_then(|l| l.get(INHERITED_FROM)).map(String::as_str)
+    match compacted(obj) {
+        Some((origin, _)) => Some(origin),
+        None => obj.metadata.labels.as_ref().and_then(|l| l.get(INHERITED_FROM)).map(String::as_str),
+    }
 }
 
 fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
@@ -39,7 +43,7 @@ pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str>
     match kind {
         "Secret"
             if matches!(
-                obj.data["type"].as_str(),
+                content_of(obj)["type"].as_str(),
                 Some("kubernetes.io/service-account-token" | "helm.sh/release.v1")
             ) =>
         {
@@ -72,7 +76,7 @@ pub fn copy_of(source: &DynamicObject, from: &str, to: &str) -> DynamicObject {
     labels.insert(INHERITED_FROM.to_string(), from.to_string());
     let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    let mut data = source.data.clone();
+    let mut data = content_of(source).into_owned();
     if let Some(m) = data.as_object_mut() {
         m.remove("status");
     }
@@ -95,28 +99,26 @@ fn content(data: &Value) -> Map<String, Value> {
     m
 }
 
-/// In-memory only: the digest of a compacted copy's content (never written to the cluster).
-const DIGEST: &str = "hns.hnc.x-k8s.io/in-memory-digest";
-
 /// A digest of what makes two copies equal: labels, annotations and content.
 fn digest(obj: &DynamicObject) -> String {
     use std::hash::{Hash, Hasher};
     let norm = |m: &Option<BTreeMap<String, String>>| m.clone().unwrap_or_default();
-    let mut annotations = norm(&obj.metadata.annotations);
-    annotations.remove(DIGEST);
-    let canonical = serde_json::to_string(&(norm(&obj.metadata.labels), annotations, content(&obj.data)))
-        .unwrap_or_default();
+    let annotations = norm(&obj.metadata.annotations);
+    let canonical =
+        serde_json::to_string(&(norm(&obj.metadata.labels), annotations, content(&content_of(obj))))
+            .unwrap_or_default();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     canonical.hash(&mut h);
     format!("{:016x}", h.finish())
 }
 
-/// A copy reduced to what planning needs: identity, its origin label and a digest of its
-/// content. Copies are most of the objects hns holds (one per source per descendant), and their
-/// content is already known from the source; this keeps memory proportional to the sources.
+/// A copy reduced to what planning needs: identity, its origin and a digest of its content.
+/// Copies are most of the objects hns holds (one per source per descendant), and their content
+/// is already known from the source; this keeps memory proportional to the sources. Origin and
+/// digest are kept as one string in place of the content, which for any object read from the
+/// cluster is a JSON object (labels and annotations in maps would cost a kilobyte a copy).
 pub fn compact(copy: DynamicObject) -> DynamicObject {
-    let origin =
-        copy.metadata.labels.as_ref().and_then(|l| l.get(INHERITED_FROM)).cloned().unwrap_or_default();
+    let origin = source_namespace(&copy).unwrap_or_default().to_string();
     let digest = digest(&copy);
     DynamicObject {
         types: None,
@@ -126,18 +128,45 @@ pub fn compact(copy: DynamicObject) -> DynamicObject {
             uid: copy.metadata.uid,
             resource_version: copy.metadata.resource_version,
             deletion_timestamp: copy.metadata.deletion_timestamp,
-            labels: Some(BTreeMap::from([(INHERITED_FROM.to_string(), origin)])),
-            annotations: Some(BTreeMap::from([(DIGEST.to_string(), digest)])),
             ..Default::default()
         },
-        data: Value::Null,
+        data: Value::String(format!("{origin} {digest}")),
+    }
+}
+
+/// The origin and digest of a [`compact`]ed copy; `None` for any other object. (A namespace
+/// name has no space and does not start with `{`, and a digest is hexadecimal.)
+fn compacted(obj: &DynamicObject) -> Option<(&str, &str)> {
+    obj.data.as_str().filter(|text| !text.starts_with('{'))?.split_once(' ')
+}
+
+/// An object as propagation holds it: a copy [`compact`]ed; a source without its managed
+/// fields (most of the bytes of a small object) and with its content as JSON text, read back
+/// when needed (see [`content_of`]): a RoleBinding's content in `serde_json`'s maps took some
+/// two kilobytes, as text a tenth of that, and sources are read only to plan their copies.
+pub fn held(mut obj: DynamicObject) -> DynamicObject {
+    if is_copy(&obj) {
+        return compact(obj);
+    }
+    obj.metadata.managed_fields = None;
+    if obj.data.is_object() {
+        obj.data = Value::String(obj.data.to_string());
+    }
+    obj
+}
+
+/// The content of `obj` (all but its metadata), whether [`held`] or as read.
+fn content_of(obj: &DynamicObject) -> Cow<'_, Value> {
+    match obj.data.as_str() {
+        Some(text) if text.starts_with('{') => Cow::Owned(serde_json::from_str(text).unwrap_or_default()),
+        _ => Cow::Borrowed(&obj.data),
     }
 }
 
 /// Whether `actual` (a copy found in the cluster, possibly compacted) already equals `wanted`.
 pub fn same_copy(actual: &DynamicObject, wanted: &DynamicObject) -> bool {
-    match annotation(actual, DIGEST) {
-        Some(d) => d == digest(wanted),
+    match compacted(actual) {
+        Some((_, d)) => d == digest(wanted),
         None => digest(actual) == digest(wanted),
     }
 }
@@ -224,5 +253,24 @@ mod tests {
         found.data["rules"][0]["verbs"] = json!(["get", "delete"]);
         assert!(!same_copy(&found, &c), "a tampered copy differs");
         assert!(!same_copy(&compact(found), &c), "also when compacted");
+    }
+
+    #[test]
+    fn a_held_source_copies_and_compares_as_read() {
+        let src = obj(
+            "org",
+            "t",
+            &[],
+            &[],
+            json!({"type": "kubernetes.io/service-account-token", "data": {"k": "v"}}),
+        );
+        let held_src = held(src.clone());
+        assert!(held_src.data.is_string(), "kept as text");
+        assert!(!is_copy(&held_src));
+        assert_eq!(never_propagates(&held_src, "Secret"), never_propagates(&src, "Secret"));
+        assert!(never_propagates(&held_src, "Secret").is_some());
+        let (from_held, from_read) = (copy_of(&held_src, "org", "a"), copy_of(&src, "org", "a"));
+        assert_eq!(from_held.data, from_read.data, "the content comes back whole");
+        assert!(same_copy(&held(from_read.clone()), &from_held));
     }
 }

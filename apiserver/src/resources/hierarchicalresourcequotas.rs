@@ -92,7 +92,7 @@ const SHAPE: Shape =
 /// The quotas of `namespace`, or of every namespace when empty, in key order.
 fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
     match forest.get(namespace) {
-        Some(node) if !node.quotas.is_empty() => quotas::quotas_in(forest, namespace),
+        Some(node) if !node.quotas().is_empty() => quotas::quotas_in(forest, namespace),
         _ => Vec::new(),
     }
 }
@@ -205,7 +205,7 @@ async fn store(
         let node = forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), name))?;
         let mut desired = HierarchyState::of(node);
         let meta = ObjectLabels::of(&hrq.metadata);
-        let stored = match node.quotas.get(name) {
+        let stored = match node.quotas().get(name) {
             // Made, replaced or deleted while the limits were validated: a conflict, so the
             // write starts again from what is there now.
             found if found.map(|q| q.uid.as_str()) != uid => {

@@ -176,7 +176,7 @@ fn namespace_conditions(
     use std::collections::BTreeMap;
     let mut affected: BTreeMap<(String, String), (Vec<String>, Option<jiff::Timestamp>)> = BTreeMap::new();
     for node in forest.iter() {
-        for c in crate::hierarchy::conditions::recorded(node.object.metadata.annotations.as_ref()) {
+        for c in crate::hierarchy::conditions::recorded(node.meta.annotation(hns_api::keys::CONDITIONS)) {
             let entry = affected.entry((c.type_.clone(), c.reason.clone())).or_default();
             entry.0.push(node.name().to_string());
             entry.1 = entry.1.max(Some(c.last_transition_time.0));

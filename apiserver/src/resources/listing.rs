@@ -71,21 +71,26 @@ pub fn objects<'a>(
 /// A streamed answer is sent in pieces of about this size.
 pub const PIECE_BYTES: usize = 64 << 10;
 
-/// Serves a list of a namespaced resource whose objects `current` gives. It is rendered from a
-/// snapshot of the forest: a page (`limit`) whole, since its size is bounded, anything else
-/// while it is sent, so that answering every object of a 100,000-namespace cluster holds one
-/// piece of it at a time, not the whole answer.
+/// Serves a list of a namespaced resource whose objects `current` gives. A list across
+/// namespaces is rendered from a snapshot of the forest: a page (`limit`) whole, since its size
+/// is bounded, anything else while it is sent, so that answering every object of a
+/// 100,000-namespace cluster holds one piece of it at a time, not the whole answer.
 pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    let forest = call.state.cache.read().clone();
     if let Some(view) = &call.view {
         call.state.views.remember(call.who, call.def.plural, view);
     }
-    let rv = forest.resource_version();
-    if opts.limit.is_some() {
-        let items = objects(call.state, &forest, call.def, current, &call.req.namespace, call.view.as_ref());
-        return Ok(Reply::ok(render::list(call.def, paginate(items, &opts, &rv), &rv, call.render)));
+    if !call.req.namespace.is_empty() {
+        // One namespace's objects are few: rendered whole under the cache's read lock, without
+        // a snapshot, which copies the forest's map of every namespace (the namespace
+        // controller lists each resource in each namespace it deletes).
+        return Ok(whole(call, &call.state.cache.read(), current, &opts));
     }
+    let forest = call.state.cache.read().clone();
+    if opts.limit.is_some() {
+        return Ok(whole(call, &forest, current, &opts));
+    }
+    let rv = forest.resource_version();
     let (state, def, render) = (call.state.clone(), call.def, *call.render);
     let (namespace, view) = (call.req.namespace.clone(), call.view.clone());
     let (envelope, field) = render::list_envelope(def, render::list_meta(&rv, None, None), &render);
@@ -105,6 +110,13 @@ pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError>
         piece.extend_from_slice(b"]}");
         yield Ok(bytes::Bytes::from(piece));
     })))
+}
+
+/// The list (or the page `opts` asks for) of `forest`'s objects, rendered whole.
+fn whole(call: &Call<'_>, forest: &Forest, current: CurrentObjects, opts: &ListOptions) -> Reply {
+    let rv = forest.resource_version();
+    let items = objects(call.state, forest, call.def, current, &call.req.namespace, call.view.as_ref());
+    Reply::ok(render::list(call.def, paginate(items, opts, &rv), &rv, call.render))
 }
 
 /// The start of a streamed list: its envelope's fields, then the opening of its items array.

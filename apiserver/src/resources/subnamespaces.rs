@@ -327,7 +327,7 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
     let uid = {
         let forest = call.state.cache.read();
         let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
-        let own_uid = identity::uid_of(node.object.metadata.uid.as_deref(), Derived::Subnamespace);
+        let own_uid = identity::uid_of(node.meta.uid(), Derived::Subnamespace);
         if pre.uid.is_some_and(|u| Some(u) != own_uid) {
             return Err(ApiError::conflict(
                 gr,
@@ -335,15 +335,11 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
                 "Precondition failed: UID in precondition does not match the UID of the object",
             ));
         }
-        if pre
-            .resource_version
-            .as_ref()
-            .is_some_and(|rv| Some(rv) != node.object.metadata.resource_version.as_ref())
-        {
+        if pre.resource_version.as_ref().is_some_and(|rv| Some(rv.as_str()) != node.meta.resource_version()) {
             return Err(ApiError::stale(gr, name));
         }
         rules::check_delete_subnamespace(&forest, name).map_err(|r| refused(call.def, name, r))?;
-        node.object.metadata.uid.clone()
+        node.meta.uid().map(str::to_string)
     };
     let obj = delete_one(call, name, uid, dry_run).await?;
     Ok(Reply::ok(render::object(call.def, obj, call.render)))
@@ -366,7 +362,7 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
             let name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
             rules::check_delete_subnamespace(&forest, &name).map_err(|r| refused(call.def, &name, r))?;
             // The namespace's own uid guards its deletion (the item's is the Subnamespace's).
-            let uid = forest.get(&name).and_then(|n| n.object.metadata.uid.clone());
+            let uid = forest.get(&name).and_then(|n| n.meta.uid().map(str::to_string));
             targets.push((name, uid));
         }
         targets

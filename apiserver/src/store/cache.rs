@@ -19,7 +19,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
-use crate::hierarchy::forest::{self, Forest, Node, ObservedQuota};
+use crate::hierarchy::forest::{Forest, Node, ObservedQuota, Relist};
 use crate::hierarchy::policy::Policy;
 use crate::store::changes;
 use crate::store::hub::Hub;
@@ -141,16 +141,17 @@ impl Cache {
         let keys = changes::keys_for(&forest, &node, delete);
         let before = changes::snapshot(&forest, &self.policy, &keys);
         let old_parent = forest.get(node.name()).and_then(|n| n.parent.clone());
+        let (name, parent, rv) = (node.name().to_string(), node.parent.clone(), node.resource_version());
         if delete {
             forest.remove(&ns);
         } else {
-            forest.upsert(ns);
+            forest.upsert_node(node);
         }
         let after = changes::snapshot(&forest, &self.policy, &keys);
-        self.hub.publish(changes::diff(&before, &after, node.resource_version()));
+        self.hub.publish(changes::diff(&before, &after, rv));
         self.reached(&forest);
-        let parents = old_parent.into_iter().chain(node.parent.clone()).collect();
-        let _ = self.changes.send(Change::Namespace { name: node.name().to_string(), parents });
+        let parents = old_parent.into_iter().chain(parent).collect();
+        let _ = self.changes.send(Change::Namespace { name, parents });
     }
 
     /// Records hns's ResourceQuota in `ns` as observed (`None`: gone) and publishes the changes
@@ -186,7 +187,7 @@ impl Cache {
     pub fn replace_quotas(&self, all: std::collections::BTreeMap<String, ObservedQuota>) {
         let mut forest = self.write();
         let names: Vec<String> =
-            forest.iter().filter(|n| !n.quotas.is_empty()).map(|n| n.name().to_string()).collect();
+            forest.iter().filter(|n| !n.quotas().is_empty()).map(|n| n.name().to_string()).collect();
         let keys = changes::quotas_above(names.iter().map(String::as_str), &forest);
         let before = changes::snapshot(&forest, &self.policy, &keys);
         forest.replace_observed_quotas(all);
@@ -196,13 +197,18 @@ impl Cache {
     }
 
     /// Applies one watch event.
-    fn apply(&self, event: Event<Namespace>, relist: &mut Vec<Namespace>) {
+    /// A re-list is rebuilt beside the forest served (in `relist`) and replaces it at its end.
+    fn apply(&self, event: Event<Namespace>, relist: &mut Option<Relist>) {
         match event {
-            Event::Init => relist.clear(),
-            Event::InitApply(ns) => relist.push(forest::trimmed(ns)),
+            Event::Init => *relist = Some(self.read().relist()),
+            Event::InitApply(ns) => {
+                let served = self.read();
+                relist.get_or_insert_with(|| served.relist()).add(ns, &served);
+            }
             Event::InitDone => {
                 let mut forest = self.write();
-                forest.replace_all(relist.drain(..));
+                let rebuilt = relist.take().unwrap_or_else(|| forest.relist());
+                forest.replace_with(rebuilt);
                 // Changes during the outage are unknown: watchers must start over.
                 self.hub.reset(forest.resource_version_number());
                 self.reached(&forest);
@@ -221,7 +227,7 @@ impl Cache {
 pub async fn run(client: Client, cache: Arc<Cache>) {
     let api: Api<Namespace> = Api::all(client);
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
-    let mut relist = Vec::new();
+    let mut relist = None;
     loop {
         match stream.try_next().await {
             Ok(Some(event)) => cache.apply(event, &mut relist),
@@ -243,7 +249,7 @@ pub(crate) mod testing {
             crate::hierarchy::seal::testing::sealer(),
         );
         let forest = crate::hierarchy::forest::testing::forest(spec);
-        let mut buf = Vec::new();
+        let mut buf = None;
         cache.apply(Event::Init, &mut buf);
         for node in forest.iter() {
             cache.apply(Event::InitApply(node.namespace()), &mut buf);
@@ -265,7 +271,7 @@ mod tests {
     #[test]
     fn synced_only_after_the_first_full_list() {
         let cache = cache();
-        let mut buf = Vec::new();
+        let mut buf = None;
         cache.apply(Event::Init, &mut buf);
         cache.apply(Event::InitApply(namespace("a", None, false)), &mut buf);
         assert!(!cache.is_synced());
@@ -281,7 +287,7 @@ mod tests {
     #[test]
     fn a_usage_change_is_an_event_of_every_quota_above() {
         let cache = cache();
-        let mut buf = Vec::new();
+        let mut buf = None;
         let mut acme = namespace("acme", None, false);
         acme.metadata.annotations.get_or_insert_default().insert(
             hns_api::keys::RESOURCE_QUOTAS.into(),
@@ -320,7 +326,7 @@ mod tests {
     #[test]
     fn a_relist_replaces_everything() {
         let cache = cache();
-        let mut buf = Vec::new();
+        let mut buf = None;
         for e in [Event::Init, Event::InitApply(namespace("old", None, false)), Event::InitDone] {
             cache.apply(e, &mut buf);
         }

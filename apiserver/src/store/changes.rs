@@ -27,14 +27,14 @@ pub fn keys_for(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
     let hierarchy = |n: &str| (Family::Hierarchy, n.to_string(), "hierarchy".to_string());
     let sub = |p: &str| (Family::Subnamespace, p.to_string(), ns.to_string());
     let mut keys = vec![hierarchy(ns)];
-    let terminating = !delete && node.object.metadata.deletion_timestamp.is_some();
+    let terminating = !delete && node.is_terminating();
     let mut termination_changes = delete;
     if let Some(old) = forest.get(ns) {
         keys.extend(old.parent.as_deref().map(hierarchy));
         if old.is_subnamespace {
             keys.extend(old.parent.as_deref().map(sub));
         }
-        termination_changes |= old.object.metadata.deletion_timestamp.is_some() != terminating;
+        termination_changes |= old.is_terminating() != terminating;
     }
     if !delete {
         keys.extend(node.parent.as_deref().map(hierarchy));
@@ -61,8 +61,8 @@ fn quota_keys(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
     let old = forest.get(ns);
     let mut keys: Vec<Key> = old
         .into_iter()
-        .flat_map(|o| o.quotas.keys())
-        .chain(node.quotas.keys())
+        .flat_map(|o| o.quotas().keys())
+        .chain(node.quotas().keys())
         .map(|q| (Family::Quota, ns.to_string(), q.clone()))
         .collect();
     let old_parent = old.and_then(|o| o.parent.as_deref());
