@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hnc.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/release"
+TARGET="$TARGET_DIR/release"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
 BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get hnc})

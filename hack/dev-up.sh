@@ -12,7 +12,7 @@ link_completer
 "$ROOT/hack/hns-up.sh" up "$DIR"
 use_control_plane "$DIR"
 
-export KUBECONFIG="$DIR/kubeconfig" PATH="$ROOT/target/debug:$PATH"
+export KUBECONFIG="$DIR/kubeconfig" PATH="$TARGET_DIR/debug:$PATH"
 log "Kubernetes $K8S_VERSION"
 echo
 log "kubectl get apiservice v1alpha2.hnc.x-k8s.io"
@@ -37,7 +37,7 @@ cat <<MSG
 hns is running. To use it:
 
   export KUBECONFIG=$DIR/kubeconfig
-  export PATH=$ROOT/target/debug:$K8S_BIN:\$PATH
+  export PATH=$TARGET_DIR/debug:$K8S_BIN:\$PATH
                        # kubectl-hns, and a kubectl of the control plane's version ($K8S_VERSION)
   kubectl get hierarchyconfigurations -A
   kubectl hns tree -A

@@ -6,8 +6,8 @@
 #   hack/hns-up.sh up DIR     (re)start hns-apiserver and wait until its APIService is Available
 #   hack/hns-up.sh down DIR   stop hns-apiserver
 #
-# HNS_APISERVER_BIN overrides the binary (default: target/debug/hns-apiserver). The label `env`
-# may be managed through the hierarchy (spec.labels), as in HNC's own examples and in the e2e tests.
+# HNS_APISERVER_BIN overrides the binary (default: the debug build, in $CARGO_TARGET_DIR or
+# target/). The label `env` may be managed through the hierarchy (spec.labels), as in HNC's own examples and in the e2e tests.
 # HNS_REPLICAS=N (N > 1) runs N processes behind the hns-apiserver Service, as the Deployment's
 # replicas (config/replicas); it needs a control plane started with HNS_AGGREGATOR_ROUTING=1.
 source "$(dirname "$0")/lib.sh"
@@ -30,7 +30,7 @@ if [ "$cmd" = down ]; then
 fi
 [ "$cmd" = up ] || die "usage: $0 up|down DIR"
 use_control_plane "$DIR"
-BIN="${HNS_APISERVER_BIN:-$ROOT/target/debug/hns-apiserver}"
+BIN="${HNS_APISERVER_BIN:-$TARGET_DIR/debug/hns-apiserver}"
 [ -x "$BIN" ] || die "$BIN not found: build it first (cargo build -p hns-apiserver)"
 export KUBECONFIG="$DIR/kubeconfig"
 

@@ -6,6 +6,8 @@ HNS_CACHE="${HNS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hns}"
 # the newest release by default; HNS_K8S_VERSION picks another (1.34 is the oldest supported).
 K8S_DEFAULT_VERSION="1.37.2"
 ETCD_VERSION="${HNS_ETCD_VERSION:-3.6.16}"
+# Where cargo builds this workspace (CARGO_TARGET_DIR when set, as cargo reads it).
+TARGET_DIR="${CARGO_TARGET_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target}"
 
 log() { printf '\033[1;34m[hns]\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31m[hns] error:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -158,5 +160,5 @@ kubeconfig_for() {
 # kubectl completes `kubectl hns …` by running kubectl_complete-hns from PATH: kubectl-hns itself,
 # under that name (see plugin/README.md). Put it beside the debug kubectl-hns just built.
 link_completer() {
-  ln -sf kubectl-hns "${CARGO_TARGET_DIR:-$ROOT/target}/debug/kubectl_complete-hns"
+  ln -sf kubectl-hns "$TARGET_DIR/debug/kubectl_complete-hns"
 }

@@ -54,7 +54,7 @@ trap on_exit EXIT
 "$ROOT/hack/control-plane.sh" up "$DIR"
 use_control_plane "$DIR"
 set_dirs
-export KUBECONFIG="$DIR/kubeconfig" PATH="$ROOT/target/debug:$PATH" NO_COLOR=1
+export KUBECONFIG="$DIR/kubeconfig" PATH="$TARGET_DIR/debug:$PATH" NO_COLOR=1
 WORK="$DIR/work"; mkdir -p "$WORK"
 
 # The hierarchy HNC manages before the migration:

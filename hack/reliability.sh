@@ -13,7 +13,7 @@ profile=release; flag=--release
 for a in "$@"; do [ "$a" = --short ] && { profile=debug; flag=; }; done
 cargo build $flag -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build $flag -p hns-e2e --bin hns-reliability || die "cargo build failed"
-TARGET="${CARGO_TARGET_DIR:-$ROOT/target}/$profile"
+TARGET="$TARGET_DIR/$profile"
 
 # schemathesis, pinned, in a virtualenv in the cache.
 VENV="$HNS_CACHE/venv-schemathesis"
