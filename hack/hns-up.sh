@@ -7,7 +7,8 @@
 #   hack/hns-up.sh down DIR   stop hns-apiserver
 #
 # HNS_APISERVER_BIN overrides the binary (default: the debug build, in $CARGO_TARGET_DIR or
-# target/). The label `env` may be managed through the hierarchy (spec.labels), as in HNC's own examples and in the e2e tests.
+# target/). The label `env` may be managed through the hierarchy (spec.labels), as in HNC's own
+# examples and in the e2e tests.
 # HNS_REPLICAS=N (N > 1) runs N processes behind the hns-apiserver Service, as the Deployment's
 # replicas (config/replicas); it needs a control plane started with HNS_AGGREGATOR_ROUTING=1.
 source "$(dirname "$0")/lib.sh"
