@@ -74,3 +74,9 @@ for b in "${BENCHMARKS[@]}"; do
     HNS_PLUGIN_DIR="$TARGET" bench_hnc
   fi
 done
+# HNS_BENCH_KEEP=1 leaves the benchmarks' cluster running when they succeed (to profile hns at
+# the size a benchmark built, say).
+if [ -n "${HNS_BENCH_KEEP:-}" ] && [ -n "${DIR:-}" ] && [ -d "$DIR" ]; then
+  trap - EXIT
+  log "cluster kept in $DIR: KUBECONFIG=$DIR/kubeconfig; stop it with hack/hns-up.sh down $DIR; hack/control-plane.sh down $DIR"
+fi

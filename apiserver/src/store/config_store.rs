@@ -134,7 +134,10 @@ impl ConfigStore {
         // Read-your-writes: a GET right after this answer is served from the store, which must
         // hold what was just written (namespace writes wait for their watch the same way).
         if !dry_run && !self.caught_up(resource_version::number(&written.metadata)).await {
-            tracing::warn!(configmap = CONFIGMAP, "the configuration watch has not brought hns's own write yet");
+            tracing::warn!(
+                configmap = CONFIGMAP,
+                "the configuration watch has not brought hns's own write yet"
+            );
         }
         Ok(to_object(Some(&written)))
     }
