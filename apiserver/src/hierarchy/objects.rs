@@ -62,9 +62,17 @@ pub fn hierarchy_configuration_value(forest: &Forest, ns: &str) -> Option<Value>
     forest.get(ns).map(|n| serde_json::to_value(hierarchy_configuration(forest, n)).unwrap_or_default())
 }
 
-/// The object for subnamespace `node`, as kind `kind`: a uid of its own derived from the
-/// namespace's, and the namespace's resourceVersion.
-pub fn subnamespace(policy: &Policy, node: &Node, kind: &str) -> Value {
+/// The JSON of subnamespace `node` as kind `kind` (`Subnamespace` or HNC's
+/// `SubnamespaceAnchor`: the same object).
+pub fn subnamespace_value(policy: &Policy, node: &Node, kind: &str) -> Value {
+    let mut v = serde_json::to_value(subnamespace(policy, node)).unwrap_or_default();
+    v["kind"] = kind.into();
+    v
+}
+
+/// The object for subnamespace `node`: a uid of its own derived from the namespace's, and the
+/// namespace's resourceVersion.
+pub fn subnamespace(policy: &Policy, node: &Node) -> Subnamespace {
     let ns = &node.meta;
     let parent = node.parent.clone().unwrap_or_default();
     let state = subnamespace_state(policy, node, &parent);
@@ -86,9 +94,7 @@ pub fn subnamespace(policy: &Policy, node: &Node, kind: &str) -> Value {
         status: Some(SubnamespaceStatus { state: Some(state) }),
     };
     node.subnamespace_meta().fill(&mut obj.metadata);
-    let mut v = serde_json::to_value(obj).unwrap_or_default();
-    v["kind"] = kind.into();
-    v
+    obj
 }
 
 /// HNC's anchor state, and `Terminating` while the namespace is being deleted: what an operator
@@ -118,8 +124,8 @@ mod tests {
         f.upsert(ns);
         let node = f.get("dev").unwrap();
         let hc = hierarchy_configuration(&f, node).metadata.uid.unwrap();
-        let sub = subnamespace(&policy(), node, "Subnamespace")["metadata"]["uid"].clone();
-        let anchor = subnamespace(&policy(), node, "SubnamespaceAnchor")["metadata"]["uid"].clone();
+        let sub = subnamespace_value(&policy(), node, "Subnamespace")["metadata"]["uid"].clone();
+        let anchor = subnamespace_value(&policy(), node, "SubnamespaceAnchor")["metadata"]["uid"].clone();
         assert_ne!(sub, hc.as_str());
         assert_ne!(hc, "0b6c9e43-6a3e-4b8f-9d6c-3f1e2a7b5c10");
         assert_eq!(sub, anchor, "one object under two resources");
@@ -132,7 +138,7 @@ mod tests {
             let mut ns = namespace(&format!("dev-{parent}"), Some(parent), true);
             ns.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
             f.upsert(ns);
-            let v = subnamespace(&policy(), f.get(&format!("dev-{parent}")).unwrap(), "Subnamespace");
+            let v = subnamespace_value(&policy(), f.get(&format!("dev-{parent}")).unwrap(), "Subnamespace");
             assert_eq!(v["status"]["status"], "Terminating", "in {parent}");
         }
     }

@@ -101,9 +101,9 @@ pub fn quota_value(forest: &Forest, ns: &str, name: &str) -> Option<Value> {
 }
 
 /// The quotas of namespace `ns`, by name.
-pub fn quotas_in(forest: &Forest, ns: &str) -> Vec<Value> {
+pub fn quotas_in(forest: &Forest, ns: &str) -> Vec<HierarchicalResourceQuota> {
     let Some(node) = forest.get(ns) else { return Vec::new() };
-    node.quotas().keys().filter_map(|q| quota_value(forest, ns, q)).collect()
+    node.quotas().keys().filter_map(|q| quota(forest, ns, q)).collect()
 }
 
 /// The `spec.hard` hns's ResourceQuota in `ns` should have: for each resource, the smallest

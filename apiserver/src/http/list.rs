@@ -3,7 +3,8 @@
 //! Lists are served from the in-memory cache, so a page is cut from the current state: the
 //! continue token records where the previous page ended and the resourceVersion it was cut at.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine;
 use kube::core::Selector;
@@ -57,13 +58,34 @@ impl ListOptions {
         Ok(ListOptions { labels, fields, limit, after })
     }
 
-    /// Whether an item passes the selectors.
-    pub fn selects(&self, item: &Value) -> bool {
-        let meta = &item["metadata"];
-        let labels: Option<std::collections::BTreeMap<String, String>> =
-            serde_json::from_value(meta["labels"].clone()).ok();
-        self.fields.matches(meta["namespace"].as_str().unwrap_or(""), meta["name"].as_str().unwrap_or(""))
-            && selector::matches(&self.labels, labels.as_ref())
+    /// Whether an item passes the selectors. Its labels are read only for a label selector.
+    pub fn selects(&self, item: &impl Selectable) -> bool {
+        self.fields.matches(item.namespace(), item.name())
+            && (self.labels.selects_all() || selector::matches(&self.labels, item.labels().as_deref()))
+    }
+}
+
+/// What selectors and pages read of a listed object: its key and its labels.
+pub trait Selectable {
+    /// `metadata.namespace`.
+    fn namespace(&self) -> &str;
+    /// `metadata.name`.
+    fn name(&self) -> &str;
+    /// `metadata.labels`.
+    fn labels(&self) -> Option<Cow<'_, BTreeMap<String, String>>>;
+}
+
+impl Selectable for Value {
+    fn namespace(&self) -> &str {
+        self["metadata"]["namespace"].as_str().unwrap_or_default()
+    }
+
+    fn name(&self) -> &str {
+        self["metadata"]["name"].as_str().unwrap_or_default()
+    }
+
+    fn labels(&self) -> Option<Cow<'_, BTreeMap<String, String>>> {
+        serde_json::from_value(self["metadata"]["labels"].clone()).ok().map(Cow::Owned)
     }
 }
 
@@ -108,23 +130,28 @@ fn decode_token(token: &str) -> Result<ContinueToken, ApiError> {
 }
 
 /// One page of a list.
-#[derive(Debug, Default)]
-pub struct Page {
+#[derive(Debug)]
+pub struct Page<T> {
     /// The items, in key order.
-    pub items: Vec<Value>,
+    pub items: Vec<T>,
     /// Token for the next page, if there is one.
     pub continue_token: Option<String>,
     /// How many items follow this page.
     pub remaining: Option<i64>,
 }
 
-fn key_of(item: &Value) -> String {
-    let m = &item["metadata"];
-    format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""))
+impl<T> Default for Page<T> {
+    fn default() -> Self {
+        Page { items: Vec::new(), continue_token: None, remaining: None }
+    }
+}
+
+fn key_of(item: &impl Selectable) -> String {
+    format!("{}/{}", item.namespace(), item.name())
 }
 
 /// Filters `items` (already in key order) and cuts the page the options ask for.
-pub fn paginate(items: impl IntoIterator<Item = Value>, opts: &ListOptions, rv: &str) -> Page {
+pub fn paginate<T: Selectable>(items: impl IntoIterator<Item = T>, opts: &ListOptions, rv: &str) -> Page<T> {
     let mut selected = items
         .into_iter()
         .filter(|i| opts.after.as_ref().is_none_or(|after| key_of(i).as_str() > after.as_str()))
@@ -132,7 +159,7 @@ pub fn paginate(items: impl IntoIterator<Item = Value>, opts: &ListOptions, rv: 
     let Some(limit) = opts.limit else {
         return Page { items: selected.collect(), ..Default::default() };
     };
-    let items: Vec<Value> = selected.by_ref().take(limit).collect();
+    let items: Vec<T> = selected.by_ref().take(limit).collect();
     let remaining = selected.count();
     if remaining == 0 {
         return Page { items, ..Default::default() };
@@ -156,7 +183,7 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    fn names(p: &Page) -> Vec<String> {
+    fn names(p: &Page<Value>) -> Vec<String> {
         p.items.iter().map(key_of).collect()
     }
 

@@ -2,6 +2,7 @@
 //! resource: column definitions, the standard Name and Age columns, and what a request asked to
 //! be rendered.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use crate::http::negotiation::{IncludeObject, Representation};
@@ -50,12 +51,10 @@ pub struct RenderOptions {
     pub now: jiff::Timestamp,
 }
 
-/// The age of an object, as kubectl prints it.
-pub fn age(obj: &Value, now: jiff::Timestamp) -> Value {
-    let created =
-        obj["metadata"]["creationTimestamp"].as_str().and_then(|t| t.parse::<jiff::Timestamp>().ok());
+/// The age of an object created at `created`, as kubectl prints it.
+pub fn age(created: Option<&Time>, now: jiff::Timestamp) -> Value {
     match created {
-        Some(t) => hns_api::duration::human_duration(now.as_second() - t.as_second()).into(),
+        Some(t) => hns_api::duration::human_duration(now.as_second() - t.0.as_second()).into(),
         None => "<unknown>".into(),
     }
 }

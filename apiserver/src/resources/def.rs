@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use futures::future::LocalBoxFuture;
 use serde_json::Value;
 
+use super::item::Item;
 use crate::auth::authn::Identity;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
@@ -24,7 +25,7 @@ pub type Handler = for<'a> fn(&'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, 
 /// them) as they stand in the forest, in key order: what lists show and a watch from the current
 /// state starts with. Lists across namespaces ask namespace after namespace
 /// ([`super::listing::objects`]), so that no answer is built whole.
-pub type CurrentObjects = fn(&AppState, &Forest, &ResourceDef, &str) -> Vec<Value>;
+pub type CurrentObjects = fn(&AppState, &Forest, &ResourceDef, &str) -> Vec<Item>;
 
 /// The verbs a resource serves, each with its handler; `None` is not served.
 pub struct Handlers {
@@ -94,7 +95,7 @@ pub struct ResourceDef {
     /// Table columns, `Name` first.
     pub columns: &'static [Column],
     /// Table cells of an object, one per column.
-    pub cells: fn(&Value, jiff::Timestamp) -> Vec<Value>,
+    pub cells: fn(&Item, jiff::Timestamp) -> Vec<Value>,
     /// What the kind is, for `kubectl explain`.
     pub description: &'static str,
     /// The family of derived objects its watch follows.

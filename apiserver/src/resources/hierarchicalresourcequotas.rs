@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::checks::{await_write, check_metadata, check_name, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
@@ -23,7 +24,7 @@ use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
 use crate::hierarchy::rules::{is_dns1123_label, Refusal};
 use crate::http::body::{self, WriteOptions};
-use crate::http::list::{paginate, ListOptions};
+use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
@@ -90,9 +91,11 @@ const SHAPE: Shape =
     Shape::Struct(&[("metadata", METADATA), ("spec", Shape::Struct(&[("hard", Shape::Map)]))]);
 
 /// The quotas of `namespace`, or of every namespace when empty, in key order.
-fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
+fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
     match forest.get(namespace) {
-        Some(node) if !node.quotas().is_empty() => quotas::quotas_in(forest, namespace),
+        Some(node) if !node.quotas().is_empty() => {
+            quotas::quotas_in(forest, namespace).into_iter().map(Item::Quota).collect()
+        }
         _ => Vec::new(),
     }
 }
@@ -101,7 +104,7 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     let forest = call.state.cache.read();
     let obj = quotas::quota_value(&forest, &call.req.namespace, &call.req.name)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
-    Ok(Reply::ok(render::object(&DEF, obj, call.render)))
+    Ok(Reply::ok(render::object(&DEF, obj, call.render)?))
 }
 
 async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
@@ -187,7 +190,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         .await
         .map_err(|e| write::write_failed(e, client_precondition))?;
     let code = if current.is_none() { 201 } else { 200 };
-    Ok(Reply::json(code, render::object(&DEF, written, call.render), warnings))
+    Ok(Reply::json(code, render::object(&DEF, written, call.render).map_err(Failure::Final)?, warnings))
 }
 
 /// Writes quota `hrq` onto its namespace (keeping the uid and creation time of the one it
@@ -390,7 +393,7 @@ async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool)
             await_write(call.state, &updated).await;
         }
     }
-    Ok(Reply::ok(render::object(&DEF, shown, call.render)))
+    Ok(Reply::ok(render::object(&DEF, shown, call.render).map_err(Failure::Final)?))
 }
 
 /// Deletes every selected quota: one patch per namespace, each guarded by its resourceVersion
@@ -398,15 +401,14 @@ async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool)
 async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     let (_, dry_run) = write::delete_options(call)?;
-    let selected: Vec<Value> = {
+    let selected: Vec<Item> = {
         let forest = call.state.cache.read();
         let all = listing::objects(call.state, &forest, &DEF, current, &call.req.namespace, None);
         paginate(all, &ListOptions { limit: None, after: None, ..opts }, "").items
     };
     let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for item in &selected {
-        let at = |f: &str| item["metadata"][f].as_str().unwrap_or_default().to_string();
-        by_namespace.entry(at("namespace")).or_default().push(at("name"));
+        by_namespace.entry(item.namespace().to_string()).or_default().push(item.name().to_string());
     }
     for (ns, names) in &by_namespace {
         write::retrying(call, Stored::Namespace(ns), || remove_quotas(call, ns, names, dry_run)).await?;
@@ -435,9 +437,15 @@ async fn remove_quotas(call: &Call<'_>, ns: &str, names: &[String], dry_run: boo
     Ok(Reply::ok(Value::Null))
 }
 
-fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let (request, limit) = quotas::summary(obj);
-    vec![obj["metadata"]["name"].clone(), request.into(), limit.into(), age(obj, now)]
+fn cells(item: &Item, now: jiff::Timestamp) -> Vec<Value> {
+    let (request, limit) = quotas::summary(&item.to_value());
+    let meta = item.metadata();
+    vec![
+        meta.name.clone().unwrap_or_default().into(),
+        request.into(),
+        limit.into(),
+        age(meta.creation_timestamp.as_ref(), now),
+    ]
 }
 
 #[cfg(test)]
@@ -532,10 +540,10 @@ mod tests {
 
     #[test]
     fn table_cells_split_requests_and_limits() {
-        let obj = json!({"metadata": {"name": "b"}, "status": {
+        let obj = json!({"kind": "HierarchicalResourceQuota", "metadata": {"name": "b"}, "spec": {}, "status": {
             "hard": {"requests.cpu": "20", "pods": "100", "limits.cpu": "40"},
             "used": {"requests.cpu": "1500m", "pods": "3"}}});
-        let c = cells(&obj, jiff::Timestamp::now());
+        let c = cells(&Item::from_value(obj).unwrap(), jiff::Timestamp::now());
         assert_eq!(c[1], "pods: 3/100, requests.cpu: 1500m/20");
         assert_eq!(c[2], "limits.cpu: 0/40");
         assert_eq!(c.len(), DEF.columns.len());

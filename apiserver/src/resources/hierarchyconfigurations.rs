@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::checks::{await_write, check_metadata, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
@@ -112,8 +113,9 @@ const SHAPE: Shape = Shape::Struct(&[
 ]);
 
 /// The configurations of `namespace`, or of every namespace when empty.
-fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Value> {
-    objects::hierarchy_configuration_value(forest, namespace).into_iter().collect()
+fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
+    let node = forest.get(namespace);
+    node.map(|n| Item::Hierarchy(objects::hierarchy_configuration(forest, n))).into_iter().collect()
 }
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
@@ -121,7 +123,7 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     let obj = objects::hierarchy_configuration_value(&forest, &call.req.namespace)
         .filter(|_| call.req.name == HIERARCHY_SINGLETON)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
-    Ok(Reply::ok(render::object(&DEF, obj, call.render)))
+    Ok(Reply::ok(render::object(&DEF, obj, call.render)?))
 }
 
 /// Whether the namespace has never been configured: HNC's plugin POSTs a configuration it could
@@ -210,7 +212,8 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let code = if call.req.verb == Verb::Create { 201 } else { 200 };
     Ok(Reply::json(
         code,
-        render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render),
+        render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render)
+            .map_err(Failure::Final)?,
         warnings,
     ))
 }
@@ -359,31 +362,31 @@ fn dry_run_view(mut obj: Value, desired: &HierarchyState, dry_run: bool) -> Valu
 /// How many children the Children column names before it abbreviates.
 const CHILDREN_SHOWN: usize = 3;
 
-fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let children: Vec<&str> =
-        obj["status"]["children"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-    let mut shown = children.iter().take(CHILDREN_SHOWN).copied().collect::<Vec<_>>().join(",");
+fn cells(item: &Item, now: jiff::Timestamp) -> Vec<Value> {
+    let Item::Hierarchy(hc) = item else { return Vec::new() };
+    let (children, conditions) = match &hc.status {
+        Some(s) => (&s.children[..], &s.conditions[..]),
+        None => (&[][..], &[][..]),
+    };
+    let mut shown = children.iter().take(CHILDREN_SHOWN).cloned().collect::<Vec<_>>().join(",");
     if children.len() > CHILDREN_SHOWN {
         shown.push_str(&format!(" + {} more", children.len() - CHILDREN_SHOWN));
     }
     // A terminating namespace is no condition (nothing is wrong, and HNC's clients read
     // conditions as problems), but whoever lists configurations during a deletion must see it,
     // as `kubectl get namespaces` and `kubectl get pods` show Terminating in a column.
-    let terminating = obj["metadata"]["deletionTimestamp"].is_string().then(|| "Terminating".to_string());
-    let conditions: Vec<String> =
-        terminating
-            .into_iter()
-            .chain(obj["status"]["conditions"].as_array().into_iter().flatten().map(|c| {
-                format!("{}({})", c["type"].as_str().unwrap_or(""), c["reason"].as_str().unwrap_or(""))
-            }))
-            .collect();
+    let terminating = hc.metadata.deletion_timestamp.is_some().then(|| "Terminating".to_string());
+    let conditions: Vec<String> = terminating
+        .into_iter()
+        .chain(conditions.iter().map(|c| format!("{}({})", c.type_, c.reason)))
+        .collect();
     vec![
-        obj["metadata"]["name"].clone(),
-        obj["spec"]["parent"].as_str().unwrap_or("").into(),
+        hc.metadata.name.clone().unwrap_or_default().into(),
+        hc.spec.parent.clone().unwrap_or_default().into(),
         shown.into(),
         conditions.join(",").into(),
-        age(obj, now),
-        obj["spec"]["allowCascadingDeletion"].as_bool().unwrap_or(false).into(),
+        age(hc.metadata.creation_timestamp.as_ref(), now),
+        hc.spec.allow_cascading_deletion.into(),
     ]
 }
 
@@ -457,8 +460,10 @@ mod tests {
     #[test]
     fn table_cells() {
         let f = forest("p a:p b:p c:p d:p");
-        let v = serde_json::to_value(objects::hierarchy_configuration(&f, f.get("p").unwrap())).unwrap();
-        let c = cells(&v, jiff::Timestamp::now());
+        let c = cells(
+            &Item::Hierarchy(objects::hierarchy_configuration(&f, f.get("p").unwrap())),
+            jiff::Timestamp::now(),
+        );
         assert_eq!(c[0], "hierarchy");
         assert_eq!(c[1], "");
         assert_eq!(c[2], "a,b,c + 1 more");
@@ -468,10 +473,13 @@ mod tests {
 
     #[test]
     fn a_terminating_namespace_shows_in_the_conditions_column() {
-        let mut v = json!({"metadata": {"name": "hierarchy", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
-        assert_eq!(cells(&v, jiff::Timestamp::now())[3], "Terminating");
-        v["status"]["conditions"] = json!([{"type": "ActivitiesHalted", "reason": "ParentMissing"}]);
-        assert_eq!(cells(&v, jiff::Timestamp::now())[3], "Terminating,ActivitiesHalted(ParentMissing)");
+        let mut v = json!({"kind": "HierarchyConfiguration", "metadata": {"name": "hierarchy", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": {}});
+        let conditions =
+            |v: &Value| cells(&Item::from_value(v.clone()).unwrap(), jiff::Timestamp::now())[3].clone();
+        assert_eq!(conditions(&v), "Terminating");
+        v["status"]["conditions"] = json!([{"type": "ActivitiesHalted", "reason": "ParentMissing", "status": "True",
+                                            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+        assert_eq!(conditions(&v), "Terminating,ActivitiesHalted(ParentMissing)");
     }
 
     #[test]

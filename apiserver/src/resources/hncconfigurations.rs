@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::checks::{check_metadata, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::item::Item;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
@@ -79,8 +80,8 @@ const SHAPE: Shape = Shape::Struct(&[
 ]);
 
 /// The configuration as stored, for a watch's first event.
-fn current(state: &AppState, _: &Forest, _: &ResourceDef, _: &str) -> Vec<Value> {
-    vec![config_store::value(&state.config)]
+fn current(state: &AppState, _: &Forest, _: &ResourceDef, _: &str) -> Vec<Item> {
+    vec![Item::Config(state.config.object())]
 }
 
 /// The configuration with its status, as reads and writes start from it.
@@ -92,13 +93,13 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     if call.req.name != CONFIG_SINGLETON {
         return Err(ApiError::not_found(DEF.group_resource(), &call.req.name));
     }
-    Ok(Reply::ok(render::object(&DEF, with_current_status(call), call.render)))
+    Ok(Reply::ok(render::object(&DEF, with_current_status(call), call.render)?))
 }
 
 fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    let obj = with_current_status(call);
-    let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_string();
+    let obj = Item::from_value(with_current_status(call))?;
+    let rv = obj.metadata().resource_version.clone().unwrap_or_else(|| "0".into());
     Ok(Reply::ok(render::list(&DEF, paginate(vec![obj], &opts, &rv), &rv, call.render)))
 }
 
@@ -155,7 +156,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         .await
         .map_err(|e| write::write_failed(e, client_precondition))?;
     let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
-    Ok(Reply::json(200, render::object(&DEF, body, call.render), warnings))
+    Ok(Reply::json(200, render::object(&DEF, body, call.render).map_err(Failure::Final)?, warnings))
 }
 
 /// The configuration with its status: every propagated kind, its mode and counts, the kinds
@@ -382,7 +383,8 @@ fn check_static(spec: &HNCConfigurationSpec) -> Vec<(String, String)> {
     causes
 }
 
-fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
+fn cells(item: &Item, now: jiff::Timestamp) -> Vec<Value> {
+    let obj = item.to_value();
     let resources: Vec<String> = obj["spec"]["resources"]
         .as_array()
         .into_iter()
@@ -391,7 +393,11 @@ fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
             format!("{}:{}", r["resource"].as_str().unwrap_or(""), r["mode"].as_str().unwrap_or("Propagate"))
         })
         .collect();
-    vec![obj["metadata"]["name"].clone(), resources.join(",").into(), age(obj, now)]
+    vec![
+        obj["metadata"]["name"].clone(),
+        resources.join(",").into(),
+        age(item.metadata().creation_timestamp.as_ref(), now),
+    ]
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@
 use serde_json::Value;
 
 use super::def::{Call, CurrentObjects, Reply, ResourceDef};
+use super::item::Item;
 use super::render;
 use crate::auth::authn::Identity;
 use crate::auth::authz;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
-use crate::http::list::{paginate, ListOptions};
+use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest};
 use crate::http::status::ApiError;
 use crate::state::AppState;
@@ -40,9 +41,8 @@ pub async fn view_for(
 }
 
 /// Whether `view` shows `object`.
-pub fn shows(view: &View, object: &Value) -> bool {
-    let meta = &object["metadata"];
-    view.shows(meta["namespace"].as_str().unwrap_or_default(), meta["name"].as_str().unwrap_or_default())
+pub fn shows(view: &View, object: &impl Selectable) -> bool {
+    view.shows(object.namespace(), object.name())
 }
 
 /// The objects of `def` in `namespace` (every namespace when empty), in key order, rendered a
@@ -55,7 +55,7 @@ pub fn objects<'a>(
     current: CurrentObjects,
     namespace: &'a str,
     view: Option<&'a View>,
-) -> impl Iterator<Item = Value> + 'a {
+) -> impl Iterator<Item = Item> + 'a {
     let namespaces: Box<dyn Iterator<Item = &'a str> + 'a> = if !namespace.is_empty() || !def.namespaced {
         Box::new(std::iter::once(namespace))
     } else if let Some(shown) = view.and_then(View::namespaces) {
@@ -101,7 +101,7 @@ pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError>
             if i > 0 {
                 piece.push(b',');
             }
-            serde_json::to_writer(&mut piece, &render::list_item(def, item, &render))
+            render::write_list_item(def, &item, &render, &mut piece)
                 .map_err(actix_web::error::ErrorInternalServerError)?;
             if piece.len() >= PIECE_BYTES {
                 yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));

@@ -6,6 +6,7 @@ pub mod def;
 pub mod hierarchicalresourcequotas;
 pub mod hierarchyconfigurations;
 pub mod hncconfigurations;
+pub mod item;
 pub mod listing;
 pub mod managed;
 pub mod render;

@@ -1,15 +1,32 @@
 //! Turning objects and lists into the representation a client negotiated: the object itself,
 //! a `meta.k8s.io/v1` Table (server-side printing for kubectl), or `PartialObjectMetadata`.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::def::ResourceDef;
+use super::item::Item;
 use crate::http::list::Page;
 use crate::http::negotiation::{IncludeObject, Representation};
+use crate::http::status::ApiError;
 use crate::http::table::RenderOptions;
 
 fn partial_metadata(obj: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
+/// `meta.k8s.io/v1` `PartialObjectMetadata` of a typed object.
+#[derive(Serialize)]
+struct PartialObjectMetadata<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    metadata: &'a ObjectMeta,
+}
+
+fn partial(metadata: &ObjectMeta) -> PartialObjectMetadata<'_> {
+    PartialObjectMetadata { kind: "PartialObjectMetadata", api_version: "meta.k8s.io/v1", metadata }
 }
 
 fn column_definitions(def: &ResourceDef) -> Value {
@@ -20,19 +37,27 @@ fn column_definitions(def: &ResourceDef) -> Value {
 }
 
 /// One row of a Table: the object's cells, with as much of the object as the client asked for.
-fn row(def: &ResourceDef, obj: Value, opts: &RenderOptions) -> Value {
-    let mut row = Map::new();
-    row.insert("cells".into(), Value::Array((def.cells)(&obj, opts.now)));
-    match opts.include {
-        IncludeObject::None => {}
-        IncludeObject::Metadata => {
-            row.insert("object".into(), partial_metadata(&obj));
-        }
-        IncludeObject::Object => {
-            row.insert("object".into(), obj);
-        }
-    }
-    Value::Object(row)
+#[derive(Serialize)]
+struct Row<'a> {
+    cells: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    object: Option<RowObject<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum RowObject<'a> {
+    Metadata(PartialObjectMetadata<'a>),
+    Object(&'a Item),
+}
+
+fn row<'a>(def: &ResourceDef, item: &'a Item, opts: &RenderOptions) -> Row<'a> {
+    let object = match opts.include {
+        IncludeObject::None => None,
+        IncludeObject::Metadata => Some(RowObject::Metadata(partial(item.metadata()))),
+        IncludeObject::Object => Some(RowObject::Object(item)),
+    };
+    Row { cells: (def.cells)(item, opts.now), object }
 }
 
 /// A list as the client negotiated it, without its items: the envelope (kind, apiVersion,
@@ -59,18 +84,51 @@ pub fn list_envelope(
     (envelope, items)
 }
 
-/// One item of a list as the client negotiated it: the object, its metadata, or a Table row.
-pub fn list_item(def: &ResourceDef, obj: Value, opts: &RenderOptions) -> Value {
+/// Writes one item of a list as the client negotiated it to `out`: the object, its metadata,
+/// or a Table row, serialized straight from the typed object.
+pub fn write_list_item(
+    def: &ResourceDef,
+    item: &Item,
+    opts: &RenderOptions,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
     match opts.representation {
-        Representation::Object => obj,
-        Representation::Metadata => partial_metadata(&obj),
-        Representation::Table => row(def, obj, opts),
+        Representation::Object => serde_json::to_writer(out, item),
+        Representation::Metadata => serde_json::to_writer(out, &partial(item.metadata())),
+        Representation::Table => serde_json::to_writer(out, &row(def, item, opts)),
     }
 }
 
-fn list_of(def: &ResourceDef, items: Vec<Value>, list_meta: Value, opts: &RenderOptions) -> Value {
+/// Writes one object as the client negotiated it to `out`: the object, its metadata, or a
+/// Table of its one row.
+pub fn write_object(
+    def: &ResourceDef,
+    item: &Item,
+    opts: &RenderOptions,
+    out: &mut Vec<u8>,
+) -> serde_json::Result<()> {
+    match opts.representation {
+        Representation::Table => {
+            let rv = item.metadata().resource_version.clone();
+            let table = list_of(def, std::slice::from_ref(item), json!({"resourceVersion": rv}), opts);
+            serde_json::to_writer(out, &table)
+        }
+        _ => write_list_item(def, item, opts, out),
+    }
+}
+
+fn list_item(def: &ResourceDef, item: &Item, opts: &RenderOptions) -> Value {
+    let rendered = match opts.representation {
+        Representation::Object => serde_json::to_value(item),
+        Representation::Metadata => serde_json::to_value(partial(item.metadata())),
+        Representation::Table => serde_json::to_value(row(def, item, opts)),
+    };
+    rendered.unwrap_or_default()
+}
+
+fn list_of(def: &ResourceDef, items: &[Item], list_meta: Value, opts: &RenderOptions) -> Value {
     let (mut envelope, field) = list_envelope(def, list_meta, opts);
-    let items = items.into_iter().map(|obj| list_item(def, obj, opts)).collect();
+    let items = items.iter().map(|item| list_item(def, item, opts)).collect();
     envelope.insert(field.into(), Value::Array(items));
     Value::Object(envelope)
 }
@@ -88,20 +146,21 @@ pub fn list_meta(resource_version: &str, continue_token: Option<String>, remaini
     Value::Object(meta)
 }
 
-/// Renders one object.
-pub fn object(def: &ResourceDef, obj: Value, opts: &RenderOptions) -> Value {
-    match opts.representation {
+/// Renders one object, given as JSON (reads and writes work on it as JSON); a Table reads its
+/// cells from the typed object.
+pub fn object(def: &ResourceDef, obj: Value, opts: &RenderOptions) -> Result<Value, ApiError> {
+    Ok(match opts.representation {
         Representation::Object => obj,
         Representation::Metadata => partial_metadata(&obj),
         Representation::Table => {
             let rv = obj["metadata"]["resourceVersion"].clone();
-            list_of(def, vec![obj], json!({"resourceVersion": rv}), opts)
+            list_of(def, &[Item::from_value(obj)?], json!({"resourceVersion": rv}), opts)
         }
-    }
+    })
 }
 
 /// Renders a page of a list cut at `resource_version`.
-pub fn list(def: &ResourceDef, page: Page, resource_version: &str, opts: &RenderOptions) -> Value {
+pub fn list(def: &ResourceDef, page: Page<Item>, resource_version: &str, opts: &RenderOptions) -> Value {
     let meta = list_meta(resource_version, page.continue_token, page.remaining);
-    list_of(def, page.items, meta, opts)
+    list_of(def, &page.items, meta, opts)
 }

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::checks::{await_write, check_metadata, check_namespace, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
@@ -21,7 +22,7 @@ use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules;
 use crate::http::body::{self, WriteOptions};
-use crate::http::list::{paginate, ListOptions};
+use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::resources::render;
@@ -116,18 +117,18 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
         .ok_or_else(|| ApiError::not_found(call.def.group_resource(), &call.req.name))?;
     Ok(Reply::ok(render::object(
         call.def,
-        objects::subnamespace(&call.state.policy, node, call.def.kind),
+        objects::subnamespace_value(&call.state.policy, node, call.def.kind),
         call.render,
-    )))
+    )?))
 }
 
 /// The subnamespaces a list, watch or deletecollection addresses, as objects of `def`'s kind,
 /// in key order.
-fn current(state: &AppState, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Value> {
+fn current(state: &AppState, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Item> {
     forest
         .subnamespaces(namespace)
         .filter(|n| forest.anchor_exists(n))
-        .map(|n| objects::subnamespace(&state.policy, n, def.kind))
+        .map(|n| Item::subnamespace(objects::subnamespace(&state.policy, n), def.kind))
         .collect()
 }
 
@@ -215,9 +216,9 @@ async fn create_object(
     let node = call.state.cache.read().node_of(created);
     let body = render::object(
         call.def,
-        objects::subnamespace(&call.state.policy, &node, call.def.kind),
+        objects::subnamespace_value(&call.state.policy, &node, call.def.kind),
         call.render,
-    );
+    )?;
     Ok(Reply::json(201, body, warnings))
 }
 
@@ -247,7 +248,7 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     let found = {
         let forest = call.state.cache.read();
         subnamespace(&forest, parent, name).map(|node| {
-            (objects::subnamespace(&call.state.policy, node, call.def.kind), HierarchyState::of(node))
+            (objects::subnamespace_value(&call.state.policy, node, call.def.kind), HierarchyState::of(node))
         })
     };
     let (current, current_state) = match found {
@@ -292,10 +293,10 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
         node = Some(call.state.cache.read().node_of(updated));
     }
     let obj = match node {
-        Some(n) => objects::subnamespace(&call.state.policy, &n, call.def.kind),
+        Some(n) => objects::subnamespace_value(&call.state.policy, &n, call.def.kind),
         None => current,
     };
-    Ok(Reply::json(200, render::object(call.def, obj, call.render), warnings))
+    Ok(Reply::json(200, render::object(call.def, obj, call.render).map_err(Failure::Final)?, warnings))
 }
 
 /// Deletes one subnamespace after the checks; returns its object as it stands.
@@ -311,10 +312,10 @@ async fn delete_one(
     }
     let forest = call.state.cache.read();
     let shown = match remaining {
-        Some(ns) => objects::subnamespace(&call.state.policy, &forest.node_of(ns), call.def.kind),
+        Some(ns) => objects::subnamespace_value(&call.state.policy, &forest.node_of(ns), call.def.kind),
         None => forest
             .get(name)
-            .map(|n| objects::subnamespace(&call.state.policy, n, call.def.kind))
+            .map(|n| objects::subnamespace_value(&call.state.policy, n, call.def.kind))
             .unwrap_or_default(),
     };
     Ok(shown)
@@ -342,7 +343,7 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
         node.meta.uid().map(str::to_string)
     };
     let obj = delete_one(call, name, uid, dry_run).await?;
-    Ok(Reply::ok(render::object(call.def, obj, call.render)))
+    Ok(Reply::ok(render::object(call.def, obj, call.render)?))
 }
 
 /// Deletes every selected subnamespace, or none: all are checked before the first is deleted.
@@ -359,7 +360,7 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
         .items;
         let mut targets = Vec::new();
         for item in items {
-            let name = item["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let name = item.name().to_string();
             rules::check_delete_subnamespace(&forest, &name).map_err(|r| refused(call.def, &name, r))?;
             // The namespace's own uid guards its deletion (the item's is the Subnamespace's).
             let uid = forest.get(&name).and_then(|n| n.meta.uid().map(str::to_string));
@@ -372,21 +373,26 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
         deleted.push(delete_one(call, &name, uid, dry_run).await?);
     }
     let rv = call.state.cache.read().resource_version();
-    let page = crate::http::list::Page { items: deleted, ..Default::default() };
+    let items = deleted.into_iter().map(Item::from_value).collect::<Result<_, _>>()?;
+    let page = crate::http::list::Page { items, ..Default::default() };
     Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))
 }
 
-fn cells(obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-    let labels: Vec<String> = obj["spec"]["labels"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|kv| format!("{}={}", kv["key"].as_str().unwrap_or(""), kv["value"].as_str().unwrap_or("")))
-        .collect();
+fn cells(item: &Item, now: jiff::Timestamp) -> Vec<Value> {
+    let (meta, labels, status) = match item {
+        Item::Subnamespace(s) => (&s.metadata, &s.spec.labels, &s.status),
+        Item::Anchor(a) => (&a.metadata, &a.spec.labels, &a.status),
+        _ => return Vec::new(),
+    };
+    let labels: Vec<String> = labels.iter().map(|kv| format!("{}={}", kv.key, kv.value)).collect();
+    let state = status
+        .as_ref()
+        .and_then(|s| s.state)
+        .map_or(Value::Null, |s| serde_json::to_value(s).unwrap_or_default());
     vec![
-        obj["metadata"]["name"].clone(),
-        obj["status"]["status"].clone(),
-        age(obj, now),
+        meta.name.clone().unwrap_or_default().into(),
+        state,
+        age(meta.creation_timestamp.as_ref(), now),
         labels.join(",").into(),
     ]
 }
@@ -454,12 +460,12 @@ mod tests {
     #[test]
     fn a_subnamespace_lives_in_its_parent() {
         let f = forest("team-a dev:~team-a");
-        let v = objects::subnamespace(&policy(), f.get("dev").unwrap(), "SubnamespaceAnchor");
+        let v = objects::subnamespace_value(&policy(), f.get("dev").unwrap(), "SubnamespaceAnchor");
         assert_eq!(v["kind"], "SubnamespaceAnchor");
         assert_eq!(v["metadata"]["namespace"], "team-a");
         assert_eq!(v["metadata"]["name"], "dev");
         assert_eq!(v["status"]["status"], "Ok");
-        assert_eq!(cells(&v, jiff::Timestamp::now())[1], "Ok");
+        assert_eq!(cells(&Item::from_value(v).unwrap(), jiff::Timestamp::now())[1], "Ok");
         assert!(subnamespace(&f, "team-a", "dev").is_some());
         assert!(subnamespace(&f, "other", "dev").is_none());
     }
@@ -478,7 +484,7 @@ mod tests {
     fn a_subnamespace_of_an_excluded_parent_is_forbidden() {
         let f = forest("kube-system x:~kube-system");
         assert_eq!(
-            objects::subnamespace(&policy(), f.get("x").unwrap(), "Subnamespace")["status"]["status"],
+            objects::subnamespace_value(&policy(), f.get("x").unwrap(), "Subnamespace")["status"]["status"],
             "Forbidden"
         );
     }

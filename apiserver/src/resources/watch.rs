@@ -17,12 +17,13 @@ use crate::auth::authn::Identity;
 use crate::auth::tls::PeerSocket;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
-use crate::http::list::ListOptions;
+use crate::http::list::{ListOptions, Selectable};
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
 use crate::http::status::ApiError;
 use crate::http::table::RenderOptions;
 use crate::resources::def::{CurrentObjects, ResourceDef};
+use crate::resources::item::Item;
 use crate::resources::{listing, render};
 use crate::state::AppState;
 use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
@@ -113,7 +114,7 @@ impl Watcher {
                 None => everywhere = true,
             }
         }
-        let objects: Vec<Value> = if everywhere {
+        let objects: Vec<Item> = if everywhere {
             listing::objects(state, forest, self.def, current, &self.namespace, None).collect()
         } else {
             namespaces
@@ -124,16 +125,28 @@ impl Watcher {
         };
         objects
             .iter()
-            .filter(|o| self.opts.selects(o))
+            .filter(|o| self.opts.selects(*o))
             .filter_map(|o| {
                 let now = listing::shows(new, o);
                 match (old.iter().any(|v| listing::shows(v, o) != now), now) {
-                    (true, true) => Some(self.line("ADDED", o)),
-                    (true, false) => Some(self.line("DELETED", o)),
+                    (true, true) => Some(self.item_line("ADDED", o)),
+                    (true, false) => Some(self.item_line("DELETED", o)),
                     (false, _) => None,
                 }
             })
             .collect()
+    }
+
+    /// The line of an event of kind `kind` about `item`, rendered from the typed object.
+    fn item_line(&self, kind: &str, item: &Item) -> bytes::Bytes {
+        // Ages are computed when the event is sent, not when the watch began.
+        let render = RenderOptions { now: jiff::Timestamp::now(), ..self.render };
+        let mut line = format!("{{\"type\":{},\"object\":", Value::from(kind)).into_bytes();
+        match render::write_object(self.def, item, &render, &mut line) {
+            Ok(()) => line.extend_from_slice(b"}\n"),
+            Err(e) => return self.failed(&format!("{} could not be rendered: {e}", item.name())),
+        }
+        bytes::Bytes::from(line)
     }
 
     fn line(&self, kind: &str, object: &Value) -> bytes::Bytes {
@@ -143,7 +156,10 @@ impl Watcher {
         }
         // Ages are computed when the event is sent, not when the watch began.
         let render = RenderOptions { now: jiff::Timestamp::now(), ..self.render };
-        watch_line(kind, &render::object(self.def, object, &render))
+        match render::object(self.def, object, &render) {
+            Ok(rendered) => watch_line(kind, &rendered),
+            Err(e) => self.failed(&e.message),
+        }
     }
 
     /// The line for event `e`: the shared one when this watcher sends the object as it is.
@@ -172,9 +188,17 @@ impl Watcher {
     }
 
     fn expired(&self, why: &str) -> bytes::Bytes {
-        let status = ApiError::expired(why).to_status_value();
-        bytes::Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status})))
+        error_line(ApiError::expired(why))
     }
+
+    /// An event that could not be rendered: the client learns of it as of any failed watch.
+    fn failed(&self, why: &str) -> bytes::Bytes {
+        error_line(ApiError::internal(why))
+    }
+}
+
+fn error_line(e: ApiError) -> bytes::Bytes {
+    bytes::Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": e.to_status_value()})))
 }
 
 /// How long a watch from a resourceVersion the forest has not reached waits for it (another
@@ -298,7 +322,7 @@ pub async fn serve(
                     &state, &snapshot, def, current_objects, &watcher.namespace, watcher.view.as_ref(),
                 );
                 for object in objects.filter(|o| watcher.opts.selects(o)) {
-                    piece.extend_from_slice(&watcher.line("ADDED", &object));
+                    piece.extend_from_slice(&watcher.item_line("ADDED", &object));
                     if piece.len() >= listing::PIECE_BYTES {
                         yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));
                     }
@@ -428,7 +452,7 @@ mod tests {
     #[test]
     fn watchers_of_the_plain_object_share_one_line_and_the_others_get_their_own() {
         use crate::resources::subnamespaces::{ANCHORS, SUBNAMESPACES};
-        let object = json!({"kind": "Subnamespace", "metadata": {"name": "s", "namespace": "p"}});
+        let object = json!({"kind": "Subnamespace", "metadata": {"name": "s", "namespace": "p"}, "spec": {}});
         let e = Event::new("ADDED", Family::Subnamespace, object, 3);
         let plain = watcher(&SUBNAMESPACES, Representation::Object);
         let shared = plain.event_line(&e);
@@ -439,6 +463,25 @@ mod tests {
         let table = parsed(&watcher(&SUBNAMESPACES, Representation::Table).event_line(&e));
         assert_eq!(table["object"]["kind"], "Table");
         assert_eq!(parsed(&shared)["object"]["kind"], "Subnamespace", "the shared line is untouched");
+    }
+
+    #[test]
+    fn an_event_rendered_from_the_typed_object_is_the_one_rendered_from_json() {
+        use crate::hierarchy::forest::testing::forest;
+        use crate::hierarchy::objects;
+        use crate::hierarchy::policy::testing::policy;
+        use crate::resources::subnamespaces::ANCHORS;
+        let f = forest("team-a dev:~team-a");
+        let node = f.get("dev").unwrap();
+        for representation in [Representation::Object, Representation::Metadata, Representation::Table] {
+            let w = watcher(&ANCHORS, representation);
+            let typed = w.item_line(
+                "ADDED",
+                &Item::subnamespace(objects::subnamespace(&policy(), node), ANCHORS.kind),
+            );
+            let json = w.line("ADDED", &objects::subnamespace_value(&policy(), node, "Subnamespace"));
+            assert_eq!(parsed(&typed), parsed(&json), "{representation:?}");
+        }
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
                 .get(name)
                 .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))
                 .filter(|n| forest.anchor_exists(n))
-                .map(|n| objects::subnamespace(policy, n, "Subnamespace")),
+                .map(|n| objects::subnamespace_value(policy, n, "Subnamespace")),
         };
         if let Some(v) = value {
             snap.insert(key.clone(), v);
