@@ -19,13 +19,15 @@
 //! annotations hns did not write keeps the last sealed state the forest saw of it (or none), and
 //! says so in [`Node::forgery`] for the controller to report and revert.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use hns_api::{keys, MetaKvp};
 
+use crate::hierarchy::children::Children;
 use crate::hierarchy::namespace_meta::{NamespaceMeta, Pairs};
 use crate::hierarchy::seal::{Sealer, Verdict};
+use crate::hierarchy::tree_labels::TreeLabels;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -66,7 +68,7 @@ pub struct Node {
     /// The resourceVersion of the last change to this namespace's set of children.
     pub children_rv: u64,
     /// The namespace's tree labels, kept apart from [`Node::meta`]'s labels.
-    pub tree_labels: TreeLabels,
+    pub tree_labels: Arc<TreeLabels>,
 }
 
 /// The hierarchy facts most namespaces do not have, boxed together: a namespace without any
@@ -102,47 +104,6 @@ impl Extras {
     /// `self` boxed, or nothing when it holds nothing.
     fn boxed(self) -> Option<Box<Extras>> {
         (self != NO_EXTRAS).then(|| Box::new(self))
-    }
-}
-
-/// A namespace's tree labels (`<ancestor>.tree.hnc.x-k8s.io/depth: N`), compact: one per
-/// ancestor, they are most of a namespace's labels in a deep hierarchy, and kept as strings in
-/// a map they cost a namespace ten levels down over a kilobyte. The namespace's own label is
-/// kept apart from its ancestors': siblings carry the same labels of their ancestors, and share
-/// them once the forest holds one of them, as ancestors' names are shared with the forest's own.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TreeLabels {
-    /// The depth its own label gives (0 when right).
-    own: Option<u32>,
-    /// The labels of other namespaces (its ancestors, when right).
-    ancestors: Arc<[(Arc<str>, u32)]>,
-}
-
-impl TreeLabels {
-    /// Takes the tree labels out of the labels of namespace `name`; a value that is not a depth
-    /// stays where it is (the controller then corrects it like any label it does not expect).
-    fn take_from(labels: &mut BTreeMap<String, String>, name: &str) -> TreeLabels {
-        let (mut own, mut ancestors) = (None, Vec::new());
-        labels.retain(|k, v| match (keys::tree_label_ancestor(k), v.parse::<u32>()) {
-            (Some(ancestor), Ok(depth)) if ancestor == name => {
-                own = Some(depth);
-                false
-            }
-            (Some(ancestor), Ok(depth)) => {
-                ancestors.push((Arc::from(ancestor), depth));
-                false
-            }
-            _ => true,
-        });
-        TreeLabels { own, ancestors: ancestors.into() }
-    }
-
-    /// The labels of namespace `name`, as it carries them.
-    pub fn iter<'a>(&'a self, name: &'a str) -> impl Iterator<Item = (String, String)> + 'a {
-        let own = self.own.map(|depth| (keys::tree_label(name), depth.to_string()));
-        let others =
-            self.ancestors.iter().map(|(ancestor, depth)| (keys::tree_label(ancestor), depth.to_string()));
-        own.into_iter().chain(others)
     }
 }
 
@@ -220,8 +181,13 @@ impl Node {
     pub fn from_namespace(ns: Namespace, sealer: &Sealer) -> Self {
         let mut ns = trimmed(ns);
         let own_name = ns.metadata.name.clone().unwrap_or_default();
-        let tree_labels =
-            ns.metadata.labels.as_mut().map(|l| TreeLabels::take_from(l, &own_name)).unwrap_or_default();
+        let tree_labels = ns
+            .metadata
+            .labels
+            .as_mut()
+            .map(|l| TreeLabels::take_from(l, &own_name))
+            .unwrap_or_default()
+            .into();
         let empty = BTreeMap::new();
         let all = ns.metadata.annotations.as_ref().unwrap_or(&empty);
         let name = ns.metadata.name.as_deref().unwrap_or_default();
@@ -345,7 +311,7 @@ impl Node {
 pub struct Forest {
     nodes: BTreeMap<Arc<str>, Arc<Node>>,
     /// parent → children. A parent may be listed here before (or after) it exists.
-    children: BTreeMap<Arc<str>, Arc<BTreeSet<Arc<str>>>>,
+    children: BTreeMap<Arc<str>, Children>,
     /// The newest resourceVersion observed: the point in time the forest reflects.
     resource_version: u64,
     /// Tells sealed hierarchy state from forged.
@@ -497,7 +463,7 @@ impl Forest {
         }
         self.unlink(&name);
         if let Some(p) = &node.parent {
-            Arc::make_mut(self.children.entry(p.as_str().into()).or_default()).insert(name.clone());
+            self.children.entry(p.as_str().into()).or_default().insert(name.clone());
         }
         self.nodes.insert(name, Arc::new(node));
     }
@@ -558,7 +524,7 @@ impl Forest {
         let mut rebuilt = relist.forest;
         rebuilt.resource_quotas = std::mem::take(&mut self.resource_quotas);
         *self = rebuilt;
-        self.share_tree_label_names();
+        self.share_tree_labels();
         // Without history, a parent's children last changed no later than its newest child.
         let newest: Vec<(Arc<str>, u64)> = self
             .children
@@ -581,39 +547,41 @@ impl Forest {
         }
     }
 
-    /// `node`'s tree labels sharing what the forest holds: a sibling's labels of their
-    /// ancestors when they are the same, else the forest's own copy of each ancestor's name.
-    fn shared_tree_labels(&self, node: &Node) -> TreeLabels {
+    /// `node`'s tree labels sharing what the forest holds: those of the version held when they
+    /// are the same (namespaces below it may point at them), else its parent's when they are
+    /// those one deeper, else listed with the forest's own copy of each ancestor's name.
+    fn shared_tree_labels(&self, node: &Node) -> Arc<TreeLabels> {
         let labels = &node.tree_labels;
-        let held = |ancestor: &Arc<str>| self.nodes.get_key_value(&**ancestor).map(|(held, _)| held.clone());
-        let names_shared = |ancestors: &[(Arc<str>, u32)]| {
-            ancestors.iter().all(|(a, _)| held(a).is_none_or(|h| Arc::ptr_eq(&h, a)))
-        };
-        let siblings = node.parent.iter().flat_map(|p| self.children(p)).filter(|s| *s != node.name());
-        if let Some(sibling) = siblings.filter_map(|s| self.nodes.get(s)).next() {
-            let theirs = &sibling.tree_labels.ancestors;
-            if *theirs == labels.ancestors && names_shared(theirs) {
-                return TreeLabels { own: labels.own, ancestors: theirs.clone() };
+        let parent = node.parent.as_deref().and_then(|p| self.nodes.get_key_value(p));
+        let below = parent.and_then(|(name, parent)| labels.below(name, &parent.tree_labels));
+        if let Some(held) = self.nodes.get(node.name()).filter(|h| h.tree_labels == *labels) {
+            if below.is_none() || !held.tree_labels.is_listed() {
+                return held.tree_labels.clone();
             }
         }
-        if names_shared(&labels.ancestors) {
-            return labels.clone();
+        match below {
+            Some(below) => Arc::new(below),
+            None => {
+                Arc::new(labels.sharing_names(|a| self.nodes.get_key_value(a).map(|(held, _)| held.clone())))
+            }
         }
-        let ancestors = labels
-            .ancestors
-            .iter()
-            .map(|(ancestor, depth)| (held(ancestor).unwrap_or_else(|| ancestor.clone()), *depth));
-        TreeLabels { own: labels.own, ancestors: ancestors.collect() }
     }
 
-    /// Shares every namespace's tree labels (see [`Forest::shared_tree_labels`]). A re-list
-    /// comes in name order, so a descendant may arrive before its ancestors and its siblings.
-    fn share_tree_label_names(&mut self) {
-        let keys: Vec<Arc<str>> = self.nodes.keys().cloned().collect();
-        for name in keys {
+    /// Shares every namespace's tree labels (see [`Forest::shared_tree_labels`]), parents before
+    /// their children: a re-list comes in name order, so a namespace may arrive before its
+    /// parent, whose labels it could not point at then.
+    fn share_tree_labels(&mut self) {
+        let mut listed: Vec<(usize, Arc<str>)> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.tree_labels.is_listed())
+            .map(|(name, n)| (n.tree_labels.ancestors().len(), name.clone()))
+            .collect();
+        listed.sort();
+        for (_, name) in listed {
             let Some(node) = self.nodes.get(&name) else { continue };
             let labels = self.shared_tree_labels(node);
-            if !Arc::ptr_eq(&labels.ancestors, &node.tree_labels.ancestors) {
+            if !Arc::ptr_eq(&labels, &node.tree_labels) {
                 if let Some(node) = self.nodes.get_mut(&name) {
                     Arc::make_mut(node).tree_labels = labels;
                 }
@@ -625,7 +593,7 @@ impl Forest {
     fn insert_shared(&mut self, node: Arc<Node>) {
         let name = node.meta.name().clone();
         if let Some(p) = &node.parent {
-            Arc::make_mut(self.children.entry(p.as_str().into()).or_default()).insert(name.clone());
+            self.children.entry(p.as_str().into()).or_default().insert(name.clone());
         }
         self.nodes.insert(name, node);
     }
@@ -635,7 +603,7 @@ impl Forest {
             return;
         };
         if let Some(set) = self.children.get_mut(old_parent.as_str()) {
-            Arc::make_mut(set).remove(name);
+            set.remove(name);
             if set.is_empty() {
                 self.children.remove(old_parent.as_str());
             }
@@ -923,8 +891,9 @@ mod tests {
         applied.metadata.annotations.get_or_insert_default().insert(super::LAST_APPLIED.into(), "{}".into());
         assert!(!super::trimmed(applied).metadata.annotations.unwrap().contains_key(super::LAST_APPLIED));
         let (held, _) = f.nodes.get_key_value("acme").unwrap();
-        let shared = node.tree_labels.ancestors.iter().find(|(a, _)| &**a == "acme").unwrap();
-        assert!(Arc::ptr_eq(held, &shared.0), "an ancestor's name is the forest's own");
+        let ancestors = node.tree_labels.ancestors();
+        let (shared, _) = ancestors.iter().find(|(a, _)| &***a == "acme").unwrap();
+        assert!(Arc::ptr_eq(held, shared), "an ancestor's name is the forest's own");
     }
 
     #[test]
@@ -1187,13 +1156,12 @@ mod tests {
             ["acme", "team", "dev", "ops"].iter().map(|n| tree_labelled(&f, n)).collect();
         // Descendants first, as a re-list in name order may bring them.
         f.replace_all(labelled.iter().rev().cloned());
-        let dev = f.get("dev").unwrap();
-        for (ancestor, depth) in dev.tree_labels.ancestors.iter() {
-            let (held, _) = f.nodes.get_key_value(&**ancestor).unwrap();
-            assert!(Arc::ptr_eq(held, ancestor), "the label of {ancestor} (depth {depth}) shares its name");
+        let (team, dev, ops) = (f.get("team").unwrap(), f.get("dev").unwrap(), f.get("ops").unwrap());
+        assert!(team.tree_labels.points_at(&f.get("acme").unwrap().tree_labels), "below its parent");
+        for sibling in [dev, ops] {
+            assert!(sibling.tree_labels.points_at(&team.tree_labels), "{} below its parent", sibling.name());
         }
-        let ops = f.get("ops").unwrap();
-        assert!(Arc::ptr_eq(&dev.tree_labels.ancestors, &ops.tree_labels.ancestors), "siblings share");
+        assert_eq!(dev.labels(), labelled[2].metadata.labels.clone().unwrap(), "given back whole");
         assert_eq!(ops.labels(), labelled[3].metadata.labels.clone().unwrap(), "given back whole");
         let before = f.clone();
         let mut relist = f.relist();

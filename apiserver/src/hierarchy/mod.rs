@@ -2,6 +2,7 @@
 //! the rules a change must keep, the conditions and the tree labels a namespace should carry,
 //! the identities of derived objects, exact quantities for hierarchical quotas and the ledger their usage is approved against, and the seal that tells hns's own hierarchy state from forged state.
 
+pub mod children;
 pub mod conditions;
 pub mod forest;
 pub mod identity;
@@ -14,3 +15,4 @@ pub mod quantity;
 pub mod quotas;
 pub mod rules;
 pub mod seal;
+pub mod tree_labels;
