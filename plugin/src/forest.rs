@@ -1,22 +1,26 @@
 //! The hierarchy as the plugin sees it: each namespace with its parent, children, conditions and
 //! whether it is a subnamespace.
 //!
-//! It is read with one LIST of hierarchy configurations across all namespaces, plus one LIST of
-//! subnamespaces when any namespace has children: HNC's plugin did two GETs per namespace, which
-//! made `tree` slow on big clusters. hns answers those lists with what the user may see (their
-//! view, docs/access.md), so a team admin's `tree -A` shows their subtrees. A subtree asked for
+//! It is read with one LIST of hierarchy configurations across all namespaces, answered as hns's
+//! `HierarchyTree` (each namespace's place in the hierarchy and nothing else: at 100,000
+//! namespaces some 5 MB, where the configurations are 34); from a server without it, as the
+//! configurations themselves plus a Table of subnamespaces. HNC's plugin did two GETs per
+//! namespace, which made `tree` slow on big clusters. hns answers those lists with what the user
+//! may see (their view, docs/access.md), so a team admin's `tree -A` shows their subtrees. A subtree asked for
 //! that the list does not show (a server without views, a namespace hidden from the user) is
 //! walked a level at a time, as far as the user may read, so its error is exact; `get` walks
 //! its subtree that way always, since a subtree is usually a small part of the cluster.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use futures::StreamExt;
 
 use hns_api::HierarchyConfiguration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use crate::hns::{self, Hns};
+use crate::hns::{self, Hns, TreeEntry};
 
 /// One namespace.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +45,9 @@ pub struct Node {
 /// The namespaces read, by name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Forest {
-    nodes: BTreeMap<String, Node>,
+    /// Hashed, not sorted: at 100,000 namespaces whose names share long prefixes, a B-tree's
+    /// string comparisons were most of the time spent here.
+    nodes: HashMap<String, Node>,
 }
 
 impl Forest {
@@ -73,6 +79,36 @@ impl Forest {
         Forest { nodes }
     }
 
+    /// The forest of a `HierarchyTree`'s entries. A namespace's children are those naming it as
+    /// their parent, and those the user may not see.
+    pub fn from_tree(entries: Vec<TreeEntry>) -> Forest {
+        let mut children: HashMap<String, Vec<String>> = HashMap::with_capacity(entries.len());
+        for e in &entries {
+            if let Some(p) = &e.parent {
+                children.entry(p.clone()).or_default().push(e.name.clone());
+            }
+        }
+        let nodes = entries
+            .into_iter()
+            .map(|e| {
+                let mut own = children.remove(&e.name).unwrap_or_default();
+                own.extend(e.hidden_children);
+                own.sort();
+                let node = Node {
+                    name: e.name.clone(),
+                    parent: e.parent.filter(|p| !p.is_empty()),
+                    children: own,
+                    subnamespace: e.subnamespace,
+                    allow_cascading_deletion: e.allow_cascading_deletion,
+                    conditions: e.conditions,
+                    terminating: e.terminating,
+                };
+                (e.name, node)
+            })
+            .collect();
+        Forest { nodes }
+    }
+
     /// Whether no namespace was read.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
@@ -93,17 +129,24 @@ impl Forest {
             .filter(|n| n.parent.as_ref().is_none_or(|p| !self.nodes.contains_key(p)))
             .map(|n| n.name.as_str())
             .collect();
-        let mut reached: HashSet<&str> = HashSet::new();
+        tops.sort_unstable();
+        let mut reached: HashSet<&str> = HashSet::with_capacity(self.nodes.len());
         for t in &tops {
             self.reach(t, &mut reached);
         }
-        for name in self.nodes.keys() {
-            if reached.contains(name.as_str()) {
+        if reached.len() == self.nodes.len() {
+            return tops; // no cycle
+        }
+        let mut rest: Vec<&str> =
+            self.nodes.keys().map(String::as_str).filter(|n| !reached.contains(n)).collect();
+        rest.sort_unstable();
+        for name in rest {
+            if reached.contains(name) {
                 continue;
             }
             // Not below any root: the parents lead into a cycle. Start it at its first member.
             let cycle = self.cycle_from(name);
-            let first = cycle.iter().min().copied().unwrap_or(name.as_str());
+            let first = cycle.iter().min().copied().unwrap_or(name);
             tops.push(first);
             self.reach(first, &mut reached);
         }
@@ -112,7 +155,7 @@ impl Forest {
 
     /// The namespaces below `name`, each once, nearest first.
     pub fn descendants(&self, name: &str) -> Vec<&str> {
-        let mut seen: HashSet<&str> = HashSet::from([name]);
+        let mut seen: HashSet<&str> = [name].into_iter().collect();
         let mut out = Vec::new();
         let mut next = 0;
         let mut frontier = vec![name];
@@ -183,18 +226,18 @@ pub enum Scope<'a> {
 
 /// Reads the forest. A namespace named in `scope` that does not exist is an error.
 pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
-    // Both lists at once: at 100,000 namespaces each is a large answer, and neither needs the other.
-    let (configs, subnamespaces) = futures::join!(hns.hierarchies(), hns.all_subnamespace_names());
-    let configs = match configs {
-        Ok(configs) => configs,
+    let read = match hns.tree().await {
+        Err(e) if e.code() == Some(406) => read_lists(hns).await,
+        tree => tree.map(Forest::from_tree),
+    };
+    let forest = match read {
+        Ok(forest) => forest,
         Err(e) if e.code() == Some(403) => match scope {
             Scope::Subtrees(names) => return walk(hns, names).await,
             Scope::All => return Err(e),
         },
         Err(e) => return Err(e),
     };
-    let subnamespaces = subnamespaces?;
-    let forest = Forest::new(configs, &subnamespaces);
     // The list shows what the user may see: a namespace asked for and not in it is missing,
     // hidden from them, or newer than the list; reading it alone says which.
     if let Scope::Subtrees(names) = scope {
@@ -203,6 +246,13 @@ pub async fn load(hns: &Hns, scope: Scope<'_>) -> hns::Result<Forest> {
         }
     }
     Ok(forest)
+}
+
+/// The forest from a server without `HierarchyTree`: every configuration, and the names of the
+/// subnamespaces, both at once (at 100,000 namespaces each is a large answer).
+async fn read_lists(hns: &Hns) -> hns::Result<Forest> {
+    let (configs, subnamespaces) = futures::join!(hns.hierarchies(), hns.all_subnamespace_names());
+    Ok(Forest::new(configs?, &subnamespaces?))
 }
 
 /// How many namespaces a walk reads at once (as many as `get` then lists at once, so both use
@@ -344,6 +394,38 @@ pub(crate) mod tests {
         let f = Forest::new([gone, hc("here", None, &[], &[])], &BTreeSet::new());
         assert!(f.get("gone").unwrap().terminating);
         assert!(!f.get("here").unwrap().terminating);
+    }
+
+    /// `f` as a `HierarchyTree` would give it.
+    fn as_tree(f: &Forest) -> Vec<TreeEntry> {
+        f.nodes
+            .values()
+            .map(|n| TreeEntry {
+                name: n.name.clone(),
+                parent: n.parent.clone(),
+                subnamespace: n.subnamespace,
+                terminating: n.terminating,
+                allow_cascading_deletion: n.allow_cascading_deletion,
+                conditions: n.conditions.clone(),
+                hidden_children: Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tree_reads_as_the_configurations_do() {
+        let f = sample();
+        assert_eq!(Forest::from_tree(as_tree(&f)), f);
+        let mut entries = as_tree(&f);
+        entries.retain(|e| e.name != "svc-1");
+        entries.iter_mut().find(|e| e.name == "team-a").unwrap().hidden_children = vec!["svc-1".into()];
+        let hidden = Forest::from_tree(entries);
+        assert_eq!(
+            hidden.get("team-a").unwrap().children,
+            ["svc-1"],
+            "a child the user may not see, by name"
+        );
+        assert_eq!(hidden.get("svc-1"), None);
     }
 
     #[test]

@@ -47,6 +47,41 @@ struct Row {
 /// What a Table asks for: rows of cells only, without their objects (`includeObject=None`).
 const TABLE_WITHOUT_OBJECTS: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
+/// What asks for hns's `HierarchyTree` of a list of hierarchy configurations: each namespace's
+/// place in the hierarchy, and nothing else. Alone, so that a server without it answers 406.
+const HIERARCHY_TREE: &str = "application/json;as=HierarchyTree;g=hnc.x-k8s.io;v=v1alpha2";
+
+/// One namespace of a `HierarchyTree`.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeEntry {
+    /// The namespace.
+    pub name: String,
+    /// Its parent, if any.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Whether it is a subnamespace of its parent.
+    #[serde(default)]
+    pub subnamespace: bool,
+    /// Whether it is being deleted.
+    #[serde(default)]
+    pub terminating: bool,
+    /// Its `allowCascadingDeletion`.
+    #[serde(default)]
+    pub allow_cascading_deletion: bool,
+    /// Problems with its place in the hierarchy.
+    #[serde(default)]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    /// The names of its children the user may not see.
+    #[serde(default)]
+    pub hidden_children: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct HierarchyTree {
+    namespaces: Vec<TreeEntry>,
+}
+
 /// A HierarchyConfiguration with only that metadata.
 #[derive(serde::Deserialize)]
 struct LeanHierarchy {
@@ -219,15 +254,30 @@ impl Hns {
             .map_err(|e| in_namespace(classify(e), ns))
     }
 
+    /// Every namespace's place in the hierarchy (of those the user may see), in one request for
+    /// hns's `HierarchyTree`: at 100,000 namespaces some 5 MB, where their configurations are 34.
+    /// A server without it answers 406.
+    pub async fn tree(&self) -> Result<Vec<TreeEntry>> {
+        let path = format!("/apis/{API_VERSION}/hierarchyconfigurations");
+        let tree: HierarchyTree = self.get_as(&path, HIERARCHY_TREE).await?;
+        Ok(tree.namespaces)
+    }
+
+    /// GET `path` answered as `accept`.
+    async fn get_as<T: serde::de::DeserializeOwned>(&self, path: &str, accept: &'static str) -> Result<T> {
+        let request = http::Request::get(path)
+            .header(http::header::ACCEPT, accept)
+            .body(Vec::new())
+            .map_err(|e| classify(kube::Error::BuildRequest(kube::core::request::Error::BuildRequest(e))))?;
+        self.client.request(request).await.map_err(classify)
+    }
+
     /// The names of every subnamespace in the cluster, in one request for a Table of them
     /// without their objects: the Name cell of each row is all that is read, and at 100,000
     /// namespaces even their metadata alone was some 27 MB.
     pub async fn all_subnamespace_names(&self) -> Result<BTreeSet<String>> {
-        let request = http::Request::get(format!("/apis/{API_VERSION}/subnamespaces?includeObject=None"))
-            .header(http::header::ACCEPT, TABLE_WITHOUT_OBJECTS)
-            .body(Vec::new())
-            .map_err(|e| classify(kube::Error::BuildRequest(kube::core::request::Error::BuildRequest(e))))?;
-        let table: Rows = self.client.request(request).await.map_err(classify)?;
+        let path = format!("/apis/{API_VERSION}/subnamespaces?includeObject=None");
+        let table: Rows = self.get_as(&path, TABLE_WITHOUT_OBJECTS).await?;
         Ok(table
             .rows
             .into_iter()

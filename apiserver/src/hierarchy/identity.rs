@@ -36,15 +36,27 @@ impl Derived {
 
 /// The uid of the `kind` object derived from the stored object of uid `stored`.
 pub fn uid(stored: &str, kind: Derived) -> String {
-    let mut input = NAMESPACE.to_vec();
-    input.extend_from_slice(format!("{}/{stored}", kind.name()).as_bytes());
-    let hash = openssl::sha::sha1(&input);
+    let mut sha1 = openssl::sha::Sha1::new();
+    sha1.update(&NAMESPACE);
+    sha1.update(kind.name().as_bytes());
+    sha1.update(b"/");
+    sha1.update(stored.as_bytes());
+    let hash = sha1.finish();
     let mut b = [0u8; 16];
     b.copy_from_slice(&hash[..16]);
     b[6] = (b[6] & 0x0f) | 0x50; // version 5
     b[8] = (b[8] & 0x3f) | 0x80; // RFC 9562 variant
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+                                 // Written a digit at a time: every object a list renders has one.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
+        }
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    out
 }
 
 /// [`uid`] of an optional stored uid (objects read from the cluster always have one).

@@ -4,7 +4,9 @@
 //! `as=Table;g=meta.k8s.io;v=v1` (kubectl get), `as=PartialObjectMetadataList;…` (the namespace
 //! controller and garbage collector), `as=APIGroupDiscoveryList;g=apidiscovery.k8s.io;v=v2`
 //! (aggregated discovery). Protobuf is never offered alone by Kubernetes clients, so JSON is
-//! enough; when nothing acceptable is asked for the answer is 406.
+//! enough; when nothing acceptable is asked for the answer is 406. hns adds one of its own,
+//! `as=HierarchyTree;g=hnc.x-k8s.io;v=v1alpha2`: a list of hierarchy configurations as one small
+//! entry per namespace (see `resources::tree`).
 
 use crate::http::status::ApiError;
 
@@ -17,6 +19,16 @@ pub enum Representation {
     Table,
     /// `PartialObjectMetadata` or `PartialObjectMetadataList`: metadata only.
     Metadata,
+}
+
+/// What a client may be answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// One of Kubernetes' representations, which every object and list has.
+    Render(Representation),
+    /// hns's `HierarchyTree`, which only a list of hierarchy configurations has: each
+    /// namespace's place in the hierarchy, and nothing else.
+    HierarchyTree,
 }
 
 /// One entry of an `Accept` header.
@@ -63,22 +75,27 @@ fn parse_accept(accept: &str) -> Vec<MediaRange<'_>> {
     ranges
 }
 
-/// Chooses how to represent an object or list. `Accept` missing or empty means JSON.
-pub fn negotiate(accept: Option<&str>) -> Result<Representation, ApiError> {
+/// Chooses how to represent an object or list. `Accept` missing or empty means JSON. A
+/// `HierarchyTree` is chosen only where `hierarchy_tree` says the request has one; elsewhere it
+/// is passed over like any variant the server does not know.
+pub fn negotiate(accept: Option<&str>, hierarchy_tree: bool) -> Result<Accepted, ApiError> {
+    use Accepted::Render;
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok(Representation::Object);
+        return Ok(Render(Representation::Object));
     };
     for r in parse_accept(accept) {
         if !r.is_json() {
             continue; // protobuf, yaml, …: the client always offers JSON too
         }
         let meta_v1 = r.param("g") == Some("meta.k8s.io") && matches!(r.param("v"), Some("v1" | "v1beta1"));
+        let hns = r.param("g") == Some(hns_api::GROUP) && r.param("v") == Some(hns_api::VERSION);
         match r.param("as") {
-            None => return Ok(Representation::Object),
-            Some("Table") if meta_v1 => return Ok(Representation::Table),
+            None => return Ok(Render(Representation::Object)),
+            Some("Table") if meta_v1 => return Ok(Render(Representation::Table)),
             Some("PartialObjectMetadata" | "PartialObjectMetadataList") if meta_v1 => {
-                return Ok(Representation::Metadata)
+                return Ok(Render(Representation::Metadata))
             }
+            Some("HierarchyTree") if hns && hierarchy_tree => return Ok(Accepted::HierarchyTree),
             Some(_) => continue,
         }
     }
@@ -152,37 +169,54 @@ mod tests {
     const NAMESPACE_CONTROLLER: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
     const AGGREGATOR: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
 
+    fn rep(accept: Option<&str>) -> Representation {
+        match negotiate(accept, false).unwrap() {
+            Accepted::Render(r) => r,
+            Accepted::HierarchyTree => panic!("a tree where none is served"),
+        }
+    }
+
+    #[test]
+    fn a_hierarchy_tree_only_where_one_is_served() {
+        const TREE: &str = "application/json;as=HierarchyTree;g=hnc.x-k8s.io;v=v1alpha2";
+        assert_eq!(negotiate(Some(TREE), true).unwrap(), Accepted::HierarchyTree);
+        assert_eq!(negotiate(Some(TREE), false).unwrap_err().code, 406);
+        assert_eq!(rep(Some(&format!("{TREE},application/json"))), Representation::Object);
+        let other_version = "application/json;as=HierarchyTree;g=hnc.x-k8s.io;v=v1";
+        assert_eq!(negotiate(Some(other_version), true).unwrap_err().code, 406);
+    }
+
     #[test]
     fn what_real_clients_send() {
-        assert_eq!(negotiate(Some(KUBECTL_GET)).unwrap(), Representation::Table);
-        assert_eq!(negotiate(Some(NAMESPACE_CONTROLLER)).unwrap(), Representation::Metadata);
-        assert_eq!(negotiate(None).unwrap(), Representation::Object);
-        assert_eq!(negotiate(Some("*/*")).unwrap(), Representation::Object);
-        assert_eq!(
-            negotiate(Some("application/vnd.kubernetes.protobuf, */*")).unwrap(),
-            Representation::Object
-        );
+        assert_eq!(rep(Some(KUBECTL_GET)), Representation::Table);
+        assert_eq!(rep(Some(NAMESPACE_CONTROLLER)), Representation::Metadata);
+        assert_eq!(rep(None), Representation::Object);
+        assert_eq!(rep(Some("*/*")), Representation::Object);
+        assert_eq!(rep(Some("application/vnd.kubernetes.protobuf, */*")), Representation::Object);
     }
 
     #[test]
     fn unknown_variants_fall_through_to_plain_json() {
         assert_eq!(
-            negotiate(Some("application/json;as=Table;g=meta.k8s.io;v=v9,application/json")).unwrap(),
+            rep(Some("application/json;as=Table;g=meta.k8s.io;v=v9,application/json")),
             Representation::Object
         );
     }
 
     #[test]
     fn nothing_acceptable_is_406() {
-        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf")).unwrap_err().code, 406);
-        assert_eq!(negotiate(Some("text/html")).unwrap_err().code, 406);
-        assert_eq!(negotiate(Some("application/json;as=Table;g=meta.k8s.io;v=v9")).unwrap_err().code, 406);
+        assert_eq!(negotiate(Some("application/vnd.kubernetes.protobuf"), false).unwrap_err().code, 406);
+        assert_eq!(negotiate(Some("text/html"), false).unwrap_err().code, 406);
+        assert_eq!(
+            negotiate(Some("application/json;as=Table;g=meta.k8s.io;v=v9"), false).unwrap_err().code,
+            406
+        );
     }
 
     #[test]
     fn weights_are_honoured() {
         assert_eq!(
-            negotiate(Some("application/json;q=0.5,application/json;as=Table;g=meta.k8s.io;v=v1")).unwrap(),
+            rep(Some("application/json;q=0.5,application/json;as=Table;g=meta.k8s.io;v=v1")),
             Representation::Table
         );
     }

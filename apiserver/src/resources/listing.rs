@@ -45,6 +45,23 @@ pub fn shows(view: &View, object: &impl Selectable) -> bool {
     view.shows(object.namespace(), object.name())
 }
 
+/// The namespaces a list of `def` in `namespace` (every namespace when empty) reads, in order;
+/// with a view, only those it may show anything in.
+pub fn namespaces<'a>(
+    forest: &'a Forest,
+    def: &ResourceDef,
+    namespace: &'a str,
+    view: Option<&'a View>,
+) -> Box<dyn Iterator<Item = &'a str> + 'a> {
+    if !namespace.is_empty() || !def.namespaced {
+        Box::new(std::iter::once(namespace))
+    } else if let Some(shown) = view.and_then(View::namespaces) {
+        Box::new(shown)
+    } else {
+        Box::new(forest.names())
+    }
+}
+
 /// The objects of `def` in `namespace` (every namespace when empty), in key order, rendered a
 /// namespace at a time as the iterator is read; with a view, only those it shows, read only from
 /// the namespaces it may show anything in.
@@ -56,14 +73,7 @@ pub fn objects<'a>(
     namespace: &'a str,
     view: Option<&'a View>,
 ) -> impl Iterator<Item = Item> + 'a {
-    let namespaces: Box<dyn Iterator<Item = &'a str> + 'a> = if !namespace.is_empty() || !def.namespaced {
-        Box::new(std::iter::once(namespace))
-    } else if let Some(shown) = view.and_then(View::namespaces) {
-        Box::new(shown)
-    } else {
-        Box::new(forest.names())
-    };
-    namespaces
+    namespaces(forest, def, namespace, view)
         .flat_map(move |ns| current(state, forest, def, ns))
         .filter(move |o| view.is_none_or(|v| shows(v, o)))
 }
@@ -120,7 +130,7 @@ fn whole(call: &Call<'_>, forest: &Forest, current: CurrentObjects, opts: &ListO
 }
 
 /// The start of a streamed list: its envelope's fields, then the opening of its items array.
-fn opening(envelope: serde_json::Map<String, Value>, items_field: &str) -> Vec<u8> {
+pub fn opening(envelope: serde_json::Map<String, Value>, items_field: &str) -> Vec<u8> {
     let mut out = Value::Object(envelope).to_string().into_bytes();
     out.pop(); // the envelope's closing brace: the items follow
     out.extend_from_slice(format!(",\"{items_field}\":[").as_bytes());

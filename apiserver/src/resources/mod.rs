@@ -13,6 +13,7 @@ pub mod render;
 pub mod subnamespaces;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod tree;
 pub mod watch;
 pub mod write;
 
@@ -23,7 +24,7 @@ pub use def::{Call, Reply, ResourceDef};
 
 use crate::auth::authn::Identity;
 use crate::auth::view::ViewOnly;
-use crate::http::negotiation::{negotiate, IncludeObject};
+use crate::http::negotiation::{negotiate, Accepted, IncludeObject, Representation};
 use crate::http::request_info::{query_params, RequestInfo, Verb};
 use crate::http::status::ApiError;
 use crate::http::table::RenderOptions;
@@ -71,8 +72,13 @@ pub async fn dispatch(
     };
     let query = query_params(req.query_string());
     let header_str = |h| req.headers().get(h).and_then(|v| v.to_str().ok());
+    let has_tree = def.plural == hierarchyconfigurations::DEF.plural && r.verb == Verb::List;
+    let accepted = negotiate(header_str(header::ACCEPT), has_tree)?;
     let render = RenderOptions {
-        representation: negotiate(header_str(header::ACCEPT))?,
+        representation: match accepted {
+            Accepted::Render(representation) => representation,
+            Accepted::HierarchyTree => Representation::Object,
+        },
         include: IncludeObject::parse(query.get("includeObject").map(String::as_str))?,
         now: jiff::Timestamp::now(),
     };
@@ -112,7 +118,10 @@ pub async fn dispatch(
         user_agent: header_str(header::USER_AGENT),
         view,
     };
-    let reply = handler(&call).await?;
+    let reply = match accepted {
+        Accepted::HierarchyTree => tree::list(&call)?,
+        Accepted::Render(_) => handler(&call).await?,
+    };
     let mut resp = HttpResponse::build(actix_web::http::StatusCode::from_u16(reply.code).unwrap_or_default());
     for w in reply.warnings {
         resp.append_header((header::WARNING, warning_header(&w)));

@@ -46,46 +46,76 @@ pub fn state(spec: &str) -> actix_web::web::Data<AppState> {
     })
 }
 
+/// Who sends, what, and how it is rendered: the parts of a [`Call`] from `alice`.
+pub struct Parts {
+    /// `alice`, authenticated.
+    pub who: Identity,
+    /// The request.
+    pub req: ResourceRequest,
+    /// Plain JSON.
+    pub render: RenderOptions,
+}
+
+impl Parts {
+    /// `verb` on object `name` of `def` in `namespace`.
+    pub fn new(def: &ResourceDef, verb: Verb, (namespace, name): (&str, &str)) -> Parts {
+        Parts {
+            who: Identity {
+                user: "alice".into(),
+                groups: vec!["system:authenticated".into()],
+                extra: Default::default(),
+            },
+            req: ResourceRequest {
+                verb,
+                group: hns_api::GROUP.into(),
+                version: hns_api::VERSION.into(),
+                namespace: namespace.into(),
+                resource: def.plural.into(),
+                name: name.into(),
+                subresource: String::new(),
+            },
+            render: RenderOptions {
+                representation: Representation::Object,
+                include: IncludeObject::Object,
+                now: jiff::Timestamp::now(),
+            },
+        }
+    }
+
+    /// The call of these parts with `body` and `query`.
+    pub fn call<'a>(
+        &'a self,
+        state: &'a actix_web::web::Data<AppState>,
+        def: &'static ResourceDef,
+        query: &'a HashMap<String, String>,
+        body: &'a [u8],
+    ) -> Call<'a> {
+        Call {
+            state,
+            who: &self.who,
+            req: &self.req,
+            def,
+            query,
+            render: &self.render,
+            body,
+            content_type: Some("application/json"),
+            user_agent: Some("unit-test"),
+            view: None,
+        }
+    }
+}
+
 /// Sends `verb` on object `name` of `def` in `namespace` with JSON `body`, as `alice`.
 pub async fn send(
     state: &actix_web::web::Data<AppState>,
     def: &'static ResourceDef,
     verb: Verb,
-    (namespace, name): (&str, &str),
+    at: (&str, &str),
     body: &Value,
 ) -> Result<Reply, ApiError> {
     let handler = def.handlers.handler(verb).expect("a verb the resource serves");
-    let who = Identity {
-        user: "alice".into(),
-        groups: vec!["system:authenticated".into()],
-        extra: Default::default(),
-    };
-    let req = ResourceRequest {
-        verb,
-        group: hns_api::GROUP.into(),
-        version: hns_api::VERSION.into(),
-        namespace: namespace.into(),
-        resource: def.plural.into(),
-        name: name.into(),
-        subresource: String::new(),
-    };
+    let parts = Parts::new(def, verb, at);
     let body = serde_json::to_vec(body).expect("JSON serializes");
-    let render = RenderOptions {
-        representation: Representation::Object,
-        include: IncludeObject::Object,
-        now: jiff::Timestamp::now(),
-    };
-    let call = Call {
-        state,
-        who: &who,
-        req: &req,
-        def,
-        query: &HashMap::new(),
-        render: &render,
-        body: &body,
-        content_type: Some("application/json"),
-        user_agent: Some("unit-test"),
-        view: None,
-    };
-    handler(&call).await
+    let query = HashMap::new();
+    handler(&parts.call(state, def, &query, &body)).await
 }

@@ -1,0 +1,190 @@
+//! `HierarchyTree`: a list of hierarchy configurations as each namespace's place in the
+//! hierarchy and nothing else, for `kubectl hns tree`.
+//!
+//! A client asks for it as Kubernetes clients ask for a Table, in `Accept`:
+//! `application/json;as=HierarchyTree;g=hnc.x-k8s.io;v=v1alpha2`, on a list of
+//! `hierarchyconfigurations` (a client that also offers plain JSON gets the plain list from a
+//! server without it). At 100,000 namespaces the configurations are some 34 MB and a Table
+//! without objects cannot say which namespace a row is; a tree is one small entry per namespace,
+//! rendered straight from the forest:
+//!
+//! ```json
+//! {"kind": "HierarchyTree", "apiVersion": "hnc.x-k8s.io/v1alpha2", "metadata": {"resourceVersion": "42"},
+//!  "namespaces": [{"name": "acme"}, {"name": "team-a", "parent": "acme", "subnamespace": true}]}
+//! ```
+//!
+//! An entry has `parent` if the namespace has one, `subnamespace`, `terminating` and
+//! `allowCascadingDeletion` when true,
+//! its `conditions` as its configuration has them, and `hiddenChildren`: the names of children the
+//! requester may not see (their configurations are left out, but their names are in this one's).
+//! The same namespaces are shown as in the list of configurations, selectors and views included.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use hns_api::hierarchy::HIERARCHY_SINGLETON;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use serde::Serialize;
+use serde_json::json;
+
+use super::def::{Call, Reply};
+use super::listing;
+use crate::auth::view::View;
+use crate::hierarchy::conditions;
+use crate::hierarchy::forest::{Forest, Node};
+use crate::http::list::{ListOptions, Selectable};
+use crate::http::status::ApiError;
+
+/// The kind of the answer.
+const KIND: &str = "HierarchyTree";
+
+/// One namespace's place in the hierarchy.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    subnamespace: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    terminating: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    allow_cascading_deletion: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    conditions: Vec<Condition>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    hidden_children: Vec<&'a str>,
+}
+
+impl<'a> Entry<'a> {
+    fn of(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> Entry<'a> {
+        let name = node.name();
+        let hidden = |child: &&str| view.is_some_and(|v| !v.shows(child, HIERARCHY_SINGLETON));
+        Entry {
+            name,
+            parent: node.parent.as_deref(),
+            subnamespace: node.is_subnamespace,
+            terminating: node.is_terminating(),
+            allow_cascading_deletion: node.allow_cascading_deletion,
+            conditions: conditions::recorded(node.meta.annotation(hns_api::keys::CONDITIONS)),
+            hidden_children: forest.children(name).filter(hidden).collect(),
+        }
+    }
+}
+
+/// A namespace's configuration, as far as selectors read it.
+struct Configuration<'a> {
+    namespace: &'a str,
+    labels: &'a BTreeMap<String, String>,
+}
+
+impl Selectable for Configuration<'_> {
+    fn namespace(&self) -> &str {
+        self.namespace
+    }
+
+    fn name(&self) -> &str {
+        HIERARCHY_SINGLETON
+    }
+
+    fn labels(&self) -> Option<Cow<'_, BTreeMap<String, String>>> {
+        Some(Cow::Borrowed(self.labels))
+    }
+}
+
+/// Serves a list of hierarchy configurations as a `HierarchyTree`, rendered from a snapshot of
+/// the forest while it is sent.
+pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
+    let opts = ListOptions::from_query(call.query)?;
+    if opts.limit.is_some() || opts.after.is_some() {
+        return Err(ApiError::bad_request(
+            "a HierarchyTree is sent whole: ask for it without limit and continue",
+        ));
+    }
+    if let Some(view) = &call.view {
+        call.state.views.remember(call.who, call.def.plural, view);
+    }
+    let forest = call.state.cache.read().clone();
+    let rv = forest.resource_version();
+    let envelope =
+        json!({"kind": KIND, "apiVersion": hns_api::API_VERSION, "metadata": {"resourceVersion": rv}});
+    let serde_json::Value::Object(envelope) = envelope else {
+        unreachable!("json! of an object is an object")
+    };
+    let (def, namespace, view) = (call.def, call.req.namespace.clone(), call.view.clone());
+    Ok(Reply::streamed(Box::pin(async_stream::stream! {
+        let mut piece = listing::opening(envelope, "namespaces");
+        let shown = listing::namespaces(&forest, def, &namespace, view.as_ref())
+            .filter_map(|ns| forest.get(ns))
+            .filter(|node| view.as_ref().is_none_or(|v| v.shows(node.name(), HIERARCHY_SINGLETON)))
+            .filter(|node| opts.selects(&Configuration { namespace: node.name(), labels: &node.hierarchy_meta().labels }));
+        for (i, node) in shown.enumerate() {
+            if i > 0 {
+                piece.push(b',');
+            }
+            serde_json::to_writer(&mut piece, &Entry::of(&forest, node, view.as_ref()))
+                .map_err(actix_web::error::ErrorInternalServerError)?;
+            if piece.len() >= listing::PIECE_BYTES {
+                yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));
+            }
+        }
+        piece.extend_from_slice(b"]}");
+        yield Ok(bytes::Bytes::from(piece));
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use futures::StreamExt;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::http::request_info::Verb;
+    use crate::resources::def::Body;
+    use crate::resources::hierarchyconfigurations::DEF;
+    use crate::resources::testing::{state, Parts};
+
+    /// The tree `state` answers for `namespace` with `query`, or its error.
+    async fn tree(spec: &str, namespace: &str, query: &[(&str, &str)]) -> Result<Value, ApiError> {
+        let state = state(spec);
+        let parts = Parts::new(&DEF, Verb::List, (namespace, ""));
+        let query: HashMap<String, String> =
+            query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let reply = list(&parts.call(&state, &DEF, &query, &[]))?;
+        let Body::Streamed(mut body) = reply.body else { panic!("a tree is streamed") };
+        let mut bytes = Vec::new();
+        while let Some(piece) = body.next().await {
+            bytes.extend_from_slice(&piece.unwrap());
+        }
+        Ok(serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn each_namespace_once_with_its_place_and_nothing_else() {
+        let t = tree("acme team-a:acme dev:~team-a orphan:gone", "", &[]).await.unwrap();
+        assert_eq!(t["kind"], "HierarchyTree");
+        assert_eq!(t["apiVersion"], hns_api::API_VERSION);
+        assert!(t["metadata"]["resourceVersion"].is_string());
+        let entries = t["namespaces"].as_array().unwrap();
+        let names: Vec<&str> = entries.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["acme", "dev", "orphan", "team-a"], "in order, a missing parent left out");
+        assert_eq!(entries[0], serde_json::json!({"name": "acme"}));
+        assert_eq!(entries[1], serde_json::json!({"name": "dev", "parent": "team-a", "subnamespace": true}));
+        assert_eq!(entries[2]["parent"], "gone");
+    }
+
+    #[tokio::test]
+    async fn selectors_apply_and_pages_are_refused() {
+        let t =
+            tree("acme team-a:acme", "", &[("fieldSelector", "metadata.namespace=team-a")]).await.unwrap();
+        assert_eq!(t["namespaces"].as_array().unwrap().len(), 1);
+        let in_one = tree("acme team-a:acme", "acme", &[]).await.unwrap();
+        assert_eq!(in_one["namespaces"][0]["name"], "acme");
+        assert_eq!(in_one["namespaces"].as_array().unwrap().len(), 1);
+        let e = tree("acme", "", &[("limit", "10")]).await.unwrap_err();
+        assert_eq!(e.code, 400, "{}", e.message);
+    }
+}
