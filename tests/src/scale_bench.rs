@@ -3,7 +3,9 @@
 //!
 //! The cluster: ten trees made of subnamespaces, each 10 levels deep with at most 5 children per
 //! namespace, a tree of 1,000 to move, and plain namespaces made before and after the trees (the
-//! baseline of creation rates). Then, measured: creation rates; one RoleBinding at a root
+//! baseline of creation rates), then three rounds of a block of plain namespaces and a tree of
+//! subnamespaces each, on the full cluster. Then, measured: creation rates (the ratio of the
+//! rounds' median, and each control-plane process's CPU time per namespace); one RoleBinding at a root
 //! reaching its whole tree vs the best client writing the copies itself; hns-apiserver's memory,
 //! steady and while 5 clients list everything at once; GET and LIST against kube-apiserver's own
 //! namespaces; `kubectl hns tree -A`; a move of the 1,000-namespace tree; a restart.
@@ -116,6 +118,98 @@ fn rate(n: usize, took: Duration) -> f64 {
     n as f64 / took.as_secs_f64()
 }
 
+/// Rounds of creation at full size, each a block of plain namespaces then a tree of
+/// subnamespaces, so that both kinds meet the same cluster and the same machine.
+const ROUNDS: usize = 3;
+/// Namespaces in each block of a round.
+const ROUND: usize = 1_000;
+/// The processes whose CPU time a round splits between the namespaces it made.
+const COMPONENTS: [&str; 4] = ["kube-apiserver", "etcd", "hns-apiserver", "kube-controller-manager"];
+
+/// The CPU seconds each of [`COMPONENTS`] has used (0 without the local control plane).
+fn cpu(env: &Env) -> [f64; 4] {
+    let processes = env.local.as_ref().map(|l| Processes::new(&l.dir));
+    COMPONENTS.map(|c| processes.as_ref().and_then(|p| p.cpu_seconds(c)).unwrap_or(0.0))
+}
+
+/// Waits until hns-apiserver is done with a block (under 2% of a core over a second), at most a
+/// minute: it goes on after the block's last request (new parents get their finalizer), and the
+/// next block must not pay for it.
+async fn settle(env: &Env) {
+    const HNS: usize = 2;
+    let started = Instant::now();
+    let mut last = cpu(env);
+    while started.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = cpu(env);
+        if now[HNS] - last[HNS] < 0.02 {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// CPU seconds per second each component uses meanwhile, over 3 seconds without a request of
+/// ours: kube-controller-manager writes a ConfigMap and a ServiceAccount into every namespace
+/// made, at 20 writes a second, so after many namespaces it is busy for long after them.
+async fn background(env: &Env) -> [f64; 4] {
+    let before = cpu(env);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = cpu(env);
+    std::array::from_fn(|i| (after[i] - before[i]) / 3.0)
+}
+
+/// The CPU a block cost each component, in milliseconds per namespace: what it used from
+/// `before` until `after`, `took` later, less the background meanwhile.
+fn per_namespace(before: [f64; 4], after: [f64; 4], took: Duration, idle: [f64; 4], n: usize) -> [f64; 4] {
+    std::array::from_fn(|i| (after[i] - before[i] - idle[i] * took.as_secs_f64()).max(0.0) * 1e3 / n as f64)
+}
+
+/// Runs `block` (which makes `n` namespaces and returns how long it took), waits for hns to be
+/// done with it, and returns its rate and its CPU per namespace.
+async fn measured<F: std::future::Future<Output = Duration>>(
+    env: &Env,
+    n: usize,
+    block: F,
+) -> (f64, [f64; 4]) {
+    let idle = background(env).await;
+    let (before, started) = (cpu(env), Instant::now());
+    let took = block.await;
+    settle(env).await;
+    (rate(n, took), per_namespace(before, cpu(env), started.elapsed(), idle, n))
+}
+
+/// Interleaved rounds of plain namespaces and subnamespaces on the cluster as it is, named
+/// `<prefix>-round<r>…`: the rate of each, their ratio per round (the median is the figure), and
+/// where each costs CPU.
+pub async fn creation_rounds(client: &Client, env: &Env, prefix: &str) {
+    println!("creation in {ROUNDS} rounds at full size, {ROUND} of each kind a round, {CREATORS} clients");
+    let (mut ratios, mut plain_cpu, mut sub_cpu) = (Vec::new(), [0.0; 4], [0.0; 4]);
+    for r in 0..ROUNDS {
+        let (plain_rate, plain_used) =
+            measured(env, ROUND, plain(client, &format!("{prefix}-round{r}-plain"), ROUND)).await;
+        let tree = Tree::new(format!("{prefix}-round{r}"), ROUND + 1);
+        let (sub_rate, sub_used) = measured(env, tree.descendants(), grow(client, &tree)).await;
+        println!(
+            "  round {r}: plain {plain_rate:.0}/s, subnamespaces {sub_rate:.0}/s, ratio {:.2}",
+            sub_rate / plain_rate
+        );
+        ratios.push(sub_rate / plain_rate);
+        for i in 0..COMPONENTS.len() {
+            plain_cpu[i] += plain_used[i] / ROUNDS as f64;
+            sub_cpu[i] += sub_used[i] / ROUNDS as f64;
+        }
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("  median ratio {:.2} (target >= 0.8)", ratios[ROUNDS / 2]);
+    println!("  CPU ms per namespace, less the background   plain   subnamespace");
+    for (i, c) in COMPONENTS.iter().enumerate() {
+        println!("    {c:<42} {:7.2} {:14.2}", plain_cpu[i], sub_cpu[i]);
+    }
+    let total = |v: [f64; 4]| v.iter().sum::<f64>();
+    println!("    {:<42} {:7.2} {:14.2}", "all", total(plain_cpu), total(sub_cpu));
+}
+
 /// Polls `check` (a count) every half second until it reaches `want` or `limit` passes;
 /// returns how long it took, or `None` on timeout.
 async fn until_count<F, Fut>(want: usize, limit: Duration, mut check: F) -> Option<Duration>
@@ -204,7 +298,8 @@ pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()>
         );
     }
     let plain_block = (total / 100).max(100);
-    let tree_size = (total - 2 * plain_block - MOVED) / TREES;
+    // The rounds of creation add their namespaces later: the trees leave room for them.
+    let tree_size = (total - 2 * plain_block - MOVED - ROUNDS * (2 * ROUND + 1)) / TREES;
     let trees: Vec<Tree> = (0..TREES).map(|t| Tree::new(format!("{PREFIX}-t{t}"), tree_size)).collect();
     let moved = Tree::new(format!("{PREFIX}-move"), MOVED);
     println!(
@@ -245,6 +340,7 @@ pub async fn run(client: &Client, env: &Env, total: usize) -> anyhow::Result<()>
             .ok_or_else(|| anyhow::anyhow!("{} did not get its tree labels in 10 minutes", tree.root))?;
     }
 
+    creation_rounds(client, env, PREFIX).await;
     propagation(client, &trees).await?;
     memory_and_reads(client, env).await?;
     move_subtree(client, &trees[0], &moved).await?;

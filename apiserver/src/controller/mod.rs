@@ -33,35 +33,51 @@ const WORKERS: usize = 64;
 /// Namespace deletions a cascading deletion sends at once.
 const CASCADE_DELETES: usize = 16;
 
-/// A set-like FIFO of namespace names: a name queued twice is reconciled once.
+/// A set-like FIFO of namespace names: a name queued twice is reconciled once. A name is held
+/// once for both (shared: when every namespace is queued, they are the forest's own names).
 #[derive(Default)]
 pub struct Queue {
-    items: Mutex<(VecDeque<String>, HashSet<String>)>,
+    items: Mutex<Waiting>,
     ready: Notify,
 }
 
+/// The names a [`Queue`] holds: in order, and as a set.
+#[derive(Default)]
+struct Waiting {
+    order: VecDeque<Arc<str>>,
+    queued: HashSet<Arc<str>>,
+}
+
+/// Beyond this many names' room, a queue that empties gives its room back: queuing every
+/// namespace of a large cluster (at start, or on becoming leader) would keep it for good.
+const QUEUE_ROOM_KEPT: usize = 1024;
+
 impl Queue {
     /// Queues `names` not queued already.
-    pub fn push(&self, names: impl IntoIterator<Item = String>) {
+    pub fn push<N: Into<Arc<str>>>(&self, names: impl IntoIterator<Item = N>) {
         let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
         for n in names {
-            if q.1.insert(n.clone()) {
-                q.0.push_back(n);
+            let n = n.into();
+            if q.queued.insert(n.clone()) {
+                q.order.push_back(n);
             }
         }
         drop(q);
         self.ready.notify_waiters();
     }
 
-    fn try_pop(&self) -> Option<String> {
+    fn try_pop(&self) -> Option<Arc<str>> {
         let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
-        let n = q.0.pop_front()?;
-        q.1.remove(&n);
+        let n = q.order.pop_front()?;
+        q.queued.remove(&n);
+        if q.order.is_empty() && q.order.capacity() > QUEUE_ROOM_KEPT {
+            *q = Default::default();
+        }
         Some(n)
     }
 
     /// The next name, waiting for one.
-    pub async fn pop(&self) -> String {
+    pub async fn pop(&self) -> Arc<str> {
         loop {
             let notified = self.ready.notified();
             if let Some(n) = self.try_pop() {
@@ -73,7 +89,7 @@ impl Queue {
 
     /// How many names wait.
     pub fn len(&self) -> usize {
-        self.items.lock().unwrap_or_else(|e| e.into_inner()).0.len()
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).order.len()
     }
 
     /// Whether nothing waits.
@@ -137,7 +153,7 @@ impl Controller {
     }
 
     fn enqueue_all(&self) {
-        let names: Vec<String> = self.cache.read().iter().map(|n| n.name().to_string()).collect();
+        let names: Vec<Arc<str>> = self.cache.read().shared_names().cloned().collect();
         self.queue.push(names);
     }
 
@@ -354,12 +370,17 @@ mod tests {
     #[tokio::test]
     async fn the_queue_deduplicates_and_keeps_order() {
         let q = Queue::default();
-        q.push(["a".to_string(), "b".to_string(), "a".to_string()]);
+        q.push(["a", "b", "a"]);
         assert_eq!(q.len(), 2);
-        assert_eq!(q.pop().await, "a");
-        q.push(["a".to_string()]);
-        assert_eq!(q.pop().await, "b");
-        assert_eq!(q.pop().await, "a");
+        assert_eq!(&*q.pop().await, "a");
+        q.push(["a"]);
+        assert_eq!(&*q.pop().await, "b");
+        assert_eq!(&*q.pop().await, "a");
         assert!(q.is_empty());
+        q.push((0..5_000).map(|i| i.to_string()));
+        while !q.is_empty() {
+            q.pop().await;
+        }
+        assert!(q.items.lock().unwrap().order.capacity() <= QUEUE_ROOM_KEPT, "its room given back");
     }
 }

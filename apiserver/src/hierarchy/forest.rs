@@ -636,6 +636,11 @@ impl Forest {
         })
     }
 
+    /// The namespaces' names, shared (each is one allocation, whoever holds it).
+    pub fn shared_names(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.nodes.keys()
+    }
+
     /// How many namespaces the forest holds.
     pub fn len(&self) -> usize {
         self.nodes.len()

@@ -32,6 +32,9 @@
 //!   hns-bench scale        100,000 namespaces ($HNS_BENCH_SCALE_NAMESPACES): creation, memory,
 //!                          reads, tree -A, propagation, a move, diagnose -A and a restart at
 //!                          that size (`make bench-scale`; see tests/src/scale_bench.rs)
+//!   hns-bench creation     on the cluster as it is: 3 rounds of 1,000 plain namespaces then a
+//!                          tree of 1,000 subnamespaces, the median ratio of their rates, and
+//!                          each control-plane process's CPU time per namespace (part of scale)
 
 use std::time::{Duration, Instant};
 
@@ -77,6 +80,11 @@ async fn main() -> anyhow::Result<()> {
         }
         "views" => hns_e2e::views_bench::run(&client, &env).await,
         "hnc" => hns_e2e::hnc_bench::run(&env).await,
+        "creation" => {
+            let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
+            hns_e2e::scale_bench::creation_rounds(&client, &env, &format!("creation-{at}")).await;
+            Ok(())
+        }
         "scale" => {
             let total = std::env::var("HNS_BENCH_SCALE_NAMESPACES")
                 .ok()
@@ -86,7 +94,7 @@ async fn main() -> anyhow::Result<()> {
         }
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, hnc, scale"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, hnc, scale, creation"
             )
         }
     }

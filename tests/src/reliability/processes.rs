@@ -44,6 +44,18 @@ impl Processes {
         Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
     }
 
+    /// The CPU time process `name` has used (all its threads, user and system), in seconds.
+    pub fn cpu_seconds(&self, name: &str) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid(name)?)).ok()?;
+        // Fields after the command, which is in parentheses and may hold spaces: utime and stime
+        // are the 14th and 15th of the line, in clock ticks (USER_HZ, 100 on Linux).
+        let after = stat.rsplit_once(')')?.1;
+        let mut fields = after.split_whitespace().skip(11);
+        let user: f64 = fields.next()?.parse().ok()?;
+        let system: f64 = fields.next()?.parse().ok()?;
+        Some((user + system) / 100.0)
+    }
+
     /// Resident memory of process `name` in MiB.
     pub fn rss_mib(&self, name: &str) -> Option<f64> {
         self.status_mib(name, "VmRSS:")
