@@ -129,6 +129,34 @@ impl Rbac {
         self.cluster_roles.insert(name_of(&role.metadata).1, rules(&role.rules));
     }
 
+    /// The ClusterRoles held, by (namespace, name).
+    pub fn cluster_role_keys(&self) -> Vec<(String, String)> {
+        self.cluster_roles.keys().map(|name| (String::new(), name.clone())).collect()
+    }
+
+    /// The Roles held, by (namespace, name).
+    pub fn role_keys(&self) -> Vec<(String, String)> {
+        self.roles.keys().cloned().collect()
+    }
+
+    /// The ClusterRoleBindings held, by (namespace, name).
+    pub fn cluster_binding_keys(&self) -> Vec<(String, String)> {
+        let cluster = |k: &BindingKey| match k {
+            BindingKey::Cluster(name) => Some((String::new(), name.clone())),
+            BindingKey::Namespaced { .. } => None,
+        };
+        self.bindings.keys().filter_map(cluster).collect()
+    }
+
+    /// The RoleBindings held, by (namespace, name).
+    pub fn binding_keys(&self) -> Vec<(String, String)> {
+        let namespaced = |k: &BindingKey| match k {
+            BindingKey::Cluster(_) => None,
+            BindingKey::Namespaced { namespace, name } => Some((namespace.clone(), name.clone())),
+        };
+        self.bindings.keys().filter_map(namespaced).collect()
+    }
+
     /// Forgets a ClusterRole, by (namespace, name).
     pub fn delete_cluster_role(&mut self, (_, name): &(String, String)) {
         self.cluster_roles.remove(name);
@@ -344,6 +372,25 @@ mod tests {
 
     fn namespaces(g: &Grants) -> Vec<&str> {
         g.namespaces.keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn the_index_lists_what_it_holds_of_each_kind() {
+        let mut rbac = cluster();
+        bind(&mut rbac, "a", "rb", role_ref("ClusterRole", "viewer"), vec![subject("User", "alice", None)]);
+        rbac.apply_cluster_binding(&ClusterRoleBinding {
+            metadata: meta(None, "crb"),
+            role_ref: role_ref("ClusterRole", "viewer"),
+            subjects: Some(vec![subject("User", "bob", None)]),
+        });
+        let key = |ns: &str, name: &str| (ns.to_string(), name.to_string());
+        assert_eq!(rbac.cluster_role_keys(), [key("", "viewer")]);
+        assert_eq!(rbac.role_keys(), [key("b", "one")]);
+        assert_eq!(rbac.cluster_binding_keys(), [key("", "crb")]);
+        assert_eq!(rbac.binding_keys(), [key("a", "rb")]);
+        rbac.delete_binding(&key("a", "rb"));
+        assert!(rbac.binding_keys().is_empty());
+        assert_eq!(rbac.cluster_binding_keys(), [key("", "crb")], "the other kind stays");
     }
 
     #[test]

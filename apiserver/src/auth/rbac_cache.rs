@@ -67,38 +67,35 @@ pub async fn run(client: Client, cache: Arc<RbacCache>) {
         follow::<ClusterRole>(
             client.clone(),
             cache.clone(),
-            Rbac::apply_cluster_role,
-            Rbac::delete_cluster_role
+            (Rbac::apply_cluster_role, Rbac::delete_cluster_role, Rbac::cluster_role_keys),
         ),
-        follow::<Role>(client.clone(), cache.clone(), Rbac::apply_role, Rbac::delete_role),
+        follow::<Role>(client.clone(), cache.clone(), (Rbac::apply_role, Rbac::delete_role, Rbac::role_keys)),
         follow::<ClusterRoleBinding>(
             client.clone(),
             cache.clone(),
-            Rbac::apply_cluster_binding,
-            Rbac::delete_cluster_binding
+            (Rbac::apply_cluster_binding, Rbac::delete_cluster_binding, Rbac::cluster_binding_keys),
         ),
-        follow::<RoleBinding>(client, cache, Rbac::apply_binding, Rbac::delete_binding),
+        follow::<RoleBinding>(client, cache, (Rbac::apply_binding, Rbac::delete_binding, Rbac::binding_keys)),
     );
 }
 
 /// Where an object lives: (namespace, name).
 type Key = (String, String);
 
-/// Watches one kind. A re-list applies what it lists and forgets only what it no longer holds,
-/// so the index never passes through an emptier state that would hide rows from watchers. Only
-/// the keys of what is applied are kept here (the index keeps what it needs of the objects).
-async fn follow<K>(
-    client: Client,
-    cache: Arc<RbacCache>,
-    apply: fn(&mut Rbac, &K),
-    delete: fn(&mut Rbac, &Key),
-) where
+/// How the index takes in one kind: records an object, forgets one by key, lists the keys it
+/// holds.
+type Handling<K> = (fn(&mut Rbac, &K), fn(&mut Rbac, &Key), fn(&Rbac) -> Vec<Key>);
+
+/// Watches one kind. A re-list applies what it lists and forgets only what the index holds and
+/// it no longer lists, so the index never passes through an emptier state that would hide rows
+/// from watchers.
+async fn follow<K>(client: Client, cache: Arc<RbacCache>, (apply, delete, keys): Handling<K>)
+where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     K::Scope: Send,
 {
     let api: Api<K> = Api::all(client);
     let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
-    let mut known: HashSet<Key> = HashSet::new();
     let mut relisted: Vec<K> = Vec::new();
     let mut listed_once = false;
     let key =
@@ -113,27 +110,19 @@ async fn follow<K>(
             }
             Ok(Some(Event::InitDone)) => {
                 let listed: HashSet<Key> = relisted.iter().map(key).collect();
-                let gone: Vec<&Key> = known.difference(&listed).collect();
                 cache.change(|rbac| {
+                    let gone: Vec<Key> = keys(rbac).into_iter().filter(|k| !listed.contains(k)).collect();
                     gone.iter().for_each(|k| delete(rbac, k));
                     relisted.iter().for_each(|o| apply(rbac, o));
                 });
-                known = listed;
                 relisted = Vec::new();
                 if !listed_once {
                     listed_once = true;
                     cache.listed.fetch_add(1, Ordering::AcqRel);
                 }
             }
-            Ok(Some(Event::Apply(o))) => {
-                cache.change(|rbac| apply(rbac, &o));
-                known.insert(key(&o));
-            }
-            Ok(Some(Event::Delete(o))) => {
-                let k = key(&o);
-                cache.change(|rbac| delete(rbac, &k));
-                known.remove(&k);
-            }
+            Ok(Some(Event::Apply(o))) => cache.change(|rbac| apply(rbac, &o)),
+            Ok(Some(Event::Delete(o))) => cache.change(|rbac| delete(rbac, &key(&o))),
             Ok(None) => return,
             Err(error) => tracing::warn!(%error, kind = %K::kind(&()), "RBAC watch failed; retrying"),
         }
