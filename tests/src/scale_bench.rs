@@ -11,6 +11,7 @@
 //! namespaces; `kubectl hns tree -A`; a move of the 1,000-namespace tree; a restart.
 //! Prints figures and the targets beside them; asserts nothing about time.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
@@ -80,21 +81,38 @@ impl Tree {
     }
 }
 
-/// Creates a tree's root, then its subnamespaces a level at a time; returns how long the
+/// Creates a tree's root, then its subnamespaces, each as soon as its parent exists and at most
+/// `CREATORS` at once (as a client making a tree would: waiting for a whole level before the
+/// next leaves requests unsent behind each level's slowest); returns how long the
 /// subnamespaces took.
 async fn grow(client: &Client, tree: &Tree) -> Duration {
     create_namespace(client, &tree.root, &[]).await;
+    let mut below: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, parent) in tree.levels.iter().flatten() {
+        below.entry(parent.as_str()).or_default().push(name.as_str());
+    }
     let started = Instant::now();
-    for level in &tree.levels {
-        stream::iter(level)
-            .for_each_concurrent(CREATORS, |(name, parent)| async move {
+    let mut ready: Vec<(&str, &str)> = Vec::new();
+    let mut made = vec![tree.root.as_str()];
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    loop {
+        for parent in made.drain(..) {
+            ready.extend(below.remove(parent).unwrap_or_default().into_iter().map(|c| (parent, c)).rev());
+        }
+        while in_flight.len() < CREATORS {
+            let Some((parent, name)) = ready.pop() else { break };
+            in_flight.push(async move {
                 create_subns(client, parent, name)
                     .await
                     .unwrap_or_else(|e| panic!("subnamespace {name}: {e}"));
-            })
-            .await;
+                name
+            });
+        }
+        match in_flight.next().await {
+            Some(name) => made.push(name),
+            None => return started.elapsed(),
+        }
     }
-    started.elapsed()
 }
 
 /// Creates `n` plain namespaces `<prefix>-<i>`; returns how long they took.
