@@ -33,19 +33,28 @@ const WORKERS: usize = 64;
 /// Namespace deletions a cascading deletion sends at once.
 const CASCADE_DELETES: usize = 16;
 
-/// A set-like FIFO of namespace names: a name queued twice is reconciled once. A name is held
-/// once for both (shared: when every namespace is queued, they are the forest's own names).
+/// A set-like FIFO of namespace names: a name queued twice is reconciled once, and never by two
+/// workers at once. A name queued while a worker has it waits until that worker is
+/// [`done`](Queue::done), then goes to the back: both reconciles would read the same forest and
+/// send the same write, and the second, made with the resourceVersion the first just spent, fails
+/// with a conflict and is retried (a parent gaining 5 subnamespaces at once was patched up to 7
+/// times for one finalizer). A name is held once for all uses (shared: when every namespace is
+/// queued, they are the forest's own names).
 #[derive(Default)]
 pub struct Queue {
     items: Mutex<Waiting>,
     ready: Notify,
 }
 
-/// The names a [`Queue`] holds: in order, and as a set.
+/// The names a [`Queue`] holds.
 #[derive(Default)]
 struct Waiting {
+    /// The names a worker may take, in order.
     order: VecDeque<Arc<str>>,
+    /// Every name waiting: those in `order`, and those held back until their worker is done.
     queued: HashSet<Arc<str>>,
+    /// The names workers have now.
+    working: HashSet<Arc<str>>,
 }
 
 /// Beyond this many names' room, a queue that empties gives its room back: queuing every
@@ -55,10 +64,10 @@ const QUEUE_ROOM_KEPT: usize = 1024;
 impl Queue {
     /// Queues `names` not queued already.
     pub fn push<N: Into<Arc<str>>>(&self, names: impl IntoIterator<Item = N>) {
-        let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.lock();
         for n in names {
             let n = n.into();
-            if q.queued.insert(n.clone()) {
+            if q.queued.insert(n.clone()) && !q.working.contains(&n) {
                 q.order.push_back(n);
             }
         }
@@ -66,17 +75,23 @@ impl Queue {
         self.ready.notify_waiters();
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn try_pop(&self) -> Option<Arc<str>> {
-        let mut q = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let mut q = self.lock();
         let n = q.order.pop_front()?;
         q.queued.remove(&n);
+        q.working.insert(n.clone());
         if q.order.is_empty() && q.order.capacity() > QUEUE_ROOM_KEPT {
-            *q = Default::default();
+            q.order = VecDeque::new();
+            q.queued.shrink_to_fit();
         }
         Some(n)
     }
 
-    /// The next name, waiting for one.
+    /// The next name, waiting for one. The caller owns it until it calls [`Queue::done`].
     pub async fn pop(&self) -> Arc<str> {
         loop {
             let notified = self.ready.notified();
@@ -87,9 +102,20 @@ impl Queue {
         }
     }
 
+    /// A worker is done with `name`: queued meanwhile, it goes to the back now.
+    pub fn done(&self, name: &Arc<str>) {
+        let mut q = self.lock();
+        q.working.remove(name);
+        if q.queued.contains(name) {
+            q.order.push_back(name.clone());
+            drop(q);
+            self.ready.notify_waiters();
+        }
+    }
+
     /// How many names wait.
     pub fn len(&self) -> usize {
-        self.items.lock().unwrap_or_else(|e| e.into_inner()).order.len()
+        self.lock().queued.len()
     }
 
     /// Whether nothing waits.
@@ -169,19 +195,25 @@ impl Controller {
     async fn work(&self, leader: watch::Receiver<bool>) {
         loop {
             let ns = self.queue.pop().await;
-            if !*leader.borrow() {
-                continue; // a follower drops work; it re-lists everything when it leads
+            // A follower drops work; it re-lists everything when it leads.
+            if *leader.borrow() {
+                self.work_on(&ns).await;
             }
-            self.metrics.reconciles.inc();
-            if let Err(error) = self.reconcile(&ns).await {
-                self.metrics.reconcile_errors.inc();
-                tracing::debug!(namespace = %ns, %error, "reconcile failed; retrying");
-                let (queue, after) = (self.queue.clone(), error.requeue_after());
-                tokio::spawn(async move {
-                    tokio::time::sleep(after).await;
-                    queue.push([ns]);
-                });
-            }
+            self.queue.done(&ns);
+        }
+    }
+
+    /// Reconciles `ns`, and queues it again after a while if that failed.
+    async fn work_on(&self, ns: &Arc<str>) {
+        self.metrics.reconciles.inc();
+        if let Err(error) = self.reconcile(ns).await {
+            self.metrics.reconcile_errors.inc();
+            tracing::debug!(namespace = %ns, %error, "reconcile failed; retrying");
+            let (queue, after, ns) = (self.queue.clone(), error.requeue_after(), ns.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                queue.push([ns]);
+            });
         }
     }
 
@@ -372,15 +404,42 @@ mod tests {
         let q = Queue::default();
         q.push(["a", "b", "a"]);
         assert_eq!(q.len(), 2);
-        assert_eq!(&*q.pop().await, "a");
+        let a = q.pop().await;
+        assert_eq!(&*a, "a");
+        q.done(&a);
         q.push(["a"]);
         assert_eq!(&*q.pop().await, "b");
         assert_eq!(&*q.pop().await, "a");
         assert!(q.is_empty());
         q.push((0..5_000).map(|i| i.to_string()));
         while !q.is_empty() {
-            q.pop().await;
+            let n = q.pop().await;
+            q.done(&n);
         }
         assert!(q.items.lock().unwrap().order.capacity() <= QUEUE_ROOM_KEPT, "its room given back");
+    }
+
+    #[tokio::test]
+    async fn a_name_queued_while_a_worker_has_it_waits_for_that_worker() {
+        let q = Queue::default();
+        q.push(["a", "b"]);
+        let a = q.pop().await;
+        q.push(["a"]);
+        assert_eq!(q.len(), 2, "a waits, though no worker may take it yet");
+        assert_eq!(&*q.pop().await, "b");
+        assert!(q.try_pop().is_none(), "a is not handed to a second worker");
+        q.done(&a);
+        assert_eq!(&*q.pop().await, "a", "a goes on once its worker is done");
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_name_not_queued_again_is_done_for_good() {
+        let q = Queue::default();
+        q.push(["a"]);
+        let a = q.pop().await;
+        q.done(&a);
+        assert!(q.is_empty());
+        assert!(q.try_pop().is_none());
     }
 }
