@@ -247,20 +247,23 @@ impl Controller {
     /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.
     async fn reconcile(&self, ns: &str) -> Result<(), Error> {
         self.cascade(ns).await?;
-        let (patch, new_conditions, uid) = {
+        let write = {
             let forest = self.cache.read();
-            let recorded = forest
-                .get(ns)
-                .map(|n| crate::hierarchy::conditions::recorded(n.meta.annotation(hns_api::keys::CONDITIONS)))
-                .unwrap_or_default();
-            let fresh: Vec<_> = crate::hierarchy::conditions::conditions(&forest, &self.policy, ns)
-                .into_iter()
-                .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
-                .collect();
-            let uid = forest.get(ns).and_then(|n| n.meta.uid().map(str::to_string));
-            (namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now()), fresh, uid)
+            namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now()).map(|patch| {
+                // Conditions new since the last write are told as Events once it succeeds; a
+                // namespace with nothing to write has none.
+                let node = forest.get(ns);
+                let recorded = crate::hierarchy::conditions::recorded(
+                    node.and_then(|n| n.meta.annotation(hns_api::keys::CONDITIONS)),
+                );
+                let fresh: Vec<_> = crate::hierarchy::conditions::conditions(&forest, &self.policy, ns)
+                    .into_iter()
+                    .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
+                    .collect();
+                (patch, fresh, node.and_then(|n| n.meta.uid().map(str::to_string)))
+            })
         };
-        if let Some(patch) = patch {
+        if let Some((patch, new_conditions, uid)) = write {
             self.metrics.namespace_writes.inc();
             match self.writer.patch(ns, &patch, false).await {
                 Ok(updated) => {

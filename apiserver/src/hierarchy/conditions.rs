@@ -8,7 +8,7 @@
 use hns_api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::hierarchy::forest::Forest;
+use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::policy::Policy;
 
 /// Condition type: propagation into (and below) the namespace has stopped.
@@ -50,6 +50,12 @@ fn own_halt(forest: &Forest, policy: &Policy, ns: &str) -> Option<NsCondition> {
         members.push(cycle[0].clone());
         return halt("InCycle", format!("Namespace is a member of the cycle: {}", members.join(" <- ")));
     }
+    parent_halt(forest, policy, node)
+}
+
+/// The halt a namespace not in a cycle owes to its parent: excluded, or missing.
+fn parent_halt(forest: &Forest, policy: &Policy, node: &Node) -> Option<NsCondition> {
+    let halt = |reason, message| Some(NsCondition { type_: ACTIVITIES_HALTED, reason, message });
     let parent = node.parent.as_deref()?;
     if policy.is_excluded(parent) {
         return halt("IllegalParent", format!("Parent \"{parent}\" is an unmanaged namespace"));
@@ -62,6 +68,15 @@ fn own_halt(forest: &Forest, policy: &Policy, ns: &str) -> Option<NsCondition> {
 
 /// The nearest ancestor of `ns` that halts on its own, if any.
 pub fn halted_ancestor(forest: &Forest, policy: &Policy, ns: &str) -> Option<String> {
+    if forest.reaches_root(ns) {
+        // No cycle above: an ancestor halts on its own only for its parent's sake.
+        return forest
+            .ancestors_up(ns)
+            .skip(1)
+            .map_while(|a| forest.get(a))
+            .find(|a| parent_halt(forest, policy, a).is_some())
+            .map(|a| a.name().to_string());
+    }
     let mut ancestry = forest.ancestry_names(ns);
     ancestry.pop(); // ns itself
     ancestry.into_iter().rev().find(|a| own_halt(forest, policy, a).is_some())
@@ -173,6 +188,30 @@ mod tests {
 
     fn reasons(f: &Forest, ns: &str) -> Vec<&'static str> {
         conditions(f, &policy(), ns).into_iter().map(|c| c.reason).collect()
+    }
+
+    /// `n0` (below `top`) to `n{depth-1}`, each the parent of the next.
+    fn chain(top: &str, depth: usize) -> String {
+        (0..depth)
+            .map(|i| if i == 0 { format!("n0:{top}") } else { format!("n{i}:n{}", i - 1) })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn chains_longer_than_the_short_walk_are_judged_alike() {
+        for depth in [3, 300] {
+            let f = forest(&format!("{} ok", chain("gone", depth)));
+            let deepest = format!("n{}", depth - 1);
+            assert_eq!(halted_ancestor(&f, &policy(), &deepest).as_deref(), Some("n0"), "depth {depth}");
+            assert_eq!(reasons(&f, &deepest), ["AncestorHaltActivities"]);
+            assert_eq!(f.ancestry_names(&deepest).len(), depth + 1, "the missing parent ends it");
+            let f = forest(&format!("{} top", chain("top", depth)));
+            assert_eq!(halted_ancestor(&f, &policy(), &deepest), None, "depth {depth}");
+            assert!(reasons(&f, &deepest).is_empty());
+        }
+        let f = forest(&format!("{} top:n299", chain("top", 300)));
+        assert_eq!(reasons(&f, "n150"), ["InCycle"], "a cycle of 301 is found");
     }
 
     #[test]

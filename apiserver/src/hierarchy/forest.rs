@@ -32,6 +32,11 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+/// Namespaces [`Forest::reaches_root`] walks up before it leaves the question to the walks that
+/// remember what they saw: hierarchies are seldom more than a few levels deep, so a longer chain
+/// is a cycle, or rare enough to pay for the careful walk.
+const SHORT_WALK: usize = 128;
+
 /// A Namespace object without its managed fields, spec and status: nothing in the forest reads
 /// them, and managed fields (and, while a namespace terminates, its status conditions) are most
 /// of a namespace's bytes; nor `kubectl apply`'s copy of it. What a [`Node`] keeps of a namespace.
@@ -721,9 +726,29 @@ impl Forest {
         self.ancestry_names(name).iter().any(|n| self.get(n).is_some_and(|n| n.allow_cascading_deletion))
     }
 
+    /// `name`, its parent, its grandparent and so on, nearest first, as far as parents are named,
+    /// without end in a cycle: for walks that [`Forest::reaches_root`] has shown to end.
+    pub fn ancestors_up<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        std::iter::successors(Some(name), |n| self.get(n).and_then(|node| node.parent.as_deref()))
+    }
+
+    /// Whether walking up from `name` ends, at a root or at a missing parent, within
+    /// [`SHORT_WALK`] steps: then neither `name` nor any ancestor of it is in a cycle. It
+    /// allocates nothing, where the walks that remember what they saw (to stop in a cycle) copy
+    /// and hash every name: the controller asks this of every ancestor of every namespace it
+    /// reconciles, once per propagated kind.
+    pub fn reaches_root(&self, name: &str) -> bool {
+        self.ancestors_up(name).take(SHORT_WALK + 1).count() <= SHORT_WALK
+    }
+
     /// `name` and its ancestors, root first, as far as they can be followed. The walk stops at a
     /// missing parent or at the first namespace seen twice, so a cycle yields each member once.
     pub fn ancestry_names(&self, name: &str) -> Vec<String> {
+        if self.reaches_root(name) {
+            let mut chain: Vec<String> = self.ancestors_up(name).map(str::to_string).collect();
+            chain.reverse();
+            return chain;
+        }
         let mut seen = HashSet::new();
         let mut chain = Vec::new();
         let mut cur = Some(name.to_string());
@@ -741,6 +766,9 @@ impl Forest {
     /// The members of the cycle `name` is in, starting with `name`, or `None` when it is in none.
     /// A namespace below a cycle is not in it.
     pub fn cycle_names(&self, name: &str) -> Option<Vec<String>> {
+        if self.reaches_root(name) {
+            return None;
+        }
         let mut members = vec![name.to_string()];
         let mut seen = HashSet::from([name.to_string()]);
         let mut cur = self.nodes.get(name)?.parent.clone();

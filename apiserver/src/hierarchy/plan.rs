@@ -126,8 +126,9 @@ pub fn hierarchy_labels(
         return BTreeMap::new();
     }
     let member = parent.is_some() || forest.children(ns).next().is_some();
-    let tangled =
-        parent.is_some_and(|p| forest.ancestry_names(p).iter().any(|a| forest.cycle_names(a).is_some()));
+    let tangled = parent.is_some_and(|p| {
+        !forest.reaches_root(p) && forest.ancestry_names(p).iter().any(|a| forest.cycle_names(a).is_some())
+    });
     let mut labels = tree_labels(forest, ns, if tangled { None } else { parent });
     labels.insert(keys::INCLUDED_NAMESPACE.to_string(), "true".to_string());
     if member {
