@@ -91,19 +91,19 @@ impl Queue {
         Some(n)
     }
 
-    /// The next name, waiting for one. The caller owns it until it calls [`Queue::done`].
-    pub async fn pop(&self) -> Arc<str> {
+    /// The next name, waiting for one: the caller's until the [`Claim`] is dropped.
+    pub async fn pop(&self) -> Claim<'_> {
         loop {
             let notified = self.ready.notified();
-            if let Some(n) = self.try_pop() {
-                return n;
+            if let Some(name) = self.try_pop() {
+                return Claim { queue: self, name };
             }
             notified.await;
         }
     }
 
     /// A worker is done with `name`: queued meanwhile, it goes to the back now.
-    pub fn done(&self, name: &Arc<str>) {
+    fn done(&self, name: &Arc<str>) {
         let mut q = self.lock();
         q.working.remove(name);
         if q.queued.contains(name) {
@@ -121,6 +121,26 @@ impl Queue {
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// A name a worker has taken from a [`Queue`]. Dropping it, whether the reconcile succeeded,
+/// failed or panicked, lets the name be taken again.
+pub struct Claim<'q> {
+    queue: &'q Queue,
+    name: Arc<str>,
+}
+
+impl std::ops::Deref for Claim<'_> {
+    type Target = Arc<str>;
+    fn deref(&self) -> &Arc<str> {
+        &self.name
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.queue.done(&self.name);
     }
 }
 
@@ -199,7 +219,6 @@ impl Controller {
             if *leader.borrow() {
                 self.work_on(&ns).await;
             }
-            self.queue.done(&ns);
         }
     }
 
@@ -402,22 +421,24 @@ impl Controller {
 mod tests {
     use super::*;
 
+    /// The queue's next name; a test fails rather than hangs when none comes.
+    async fn next(q: &Queue) -> Claim<'_> {
+        tokio::time::timeout(std::time::Duration::from_secs(5), q.pop()).await.expect("a name within 5 s")
+    }
+
     #[tokio::test]
     async fn the_queue_deduplicates_and_keeps_order() {
         let q = Queue::default();
         q.push(["a", "b", "a"]);
         assert_eq!(q.len(), 2);
-        let a = q.pop().await;
-        assert_eq!(&*a, "a");
-        q.done(&a);
+        drop(next(&q).await);
         q.push(["a"]);
-        assert_eq!(&*q.pop().await, "b");
-        assert_eq!(&*q.pop().await, "a");
+        assert_eq!(&**next(&q).await, "b");
+        assert_eq!(&**next(&q).await, "a");
         assert!(q.is_empty());
         q.push((0..5_000).map(|i| i.to_string()));
         while !q.is_empty() {
-            let n = q.pop().await;
-            q.done(&n);
+            drop(next(&q).await);
         }
         assert!(q.items.lock().unwrap().order.capacity() <= QUEUE_ROOM_KEPT, "its room given back");
     }
@@ -426,13 +447,13 @@ mod tests {
     async fn a_name_queued_while_a_worker_has_it_waits_for_that_worker() {
         let q = Queue::default();
         q.push(["a", "b"]);
-        let a = q.pop().await;
+        let a = next(&q).await;
         q.push(["a"]);
         assert_eq!(q.len(), 2, "a waits, though no worker may take it yet");
-        assert_eq!(&*q.pop().await, "b");
+        assert_eq!(&**next(&q).await, "b");
         assert!(q.try_pop().is_none(), "a is not handed to a second worker");
-        q.done(&a);
-        assert_eq!(&*q.pop().await, "a", "a goes on once its worker is done");
+        drop(a);
+        assert_eq!(&**next(&q).await, "a", "a goes on once its worker is done");
         assert!(q.is_empty());
     }
 
@@ -440,9 +461,22 @@ mod tests {
     async fn a_name_not_queued_again_is_done_for_good() {
         let q = Queue::default();
         q.push(["a"]);
-        let a = q.pop().await;
-        q.done(&a);
+        drop(next(&q).await);
         assert!(q.is_empty());
         assert!(q.try_pop().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_panics_gives_its_name_back() {
+        let q = Arc::new(Queue::default());
+        q.push(["a"]);
+        let worker = q.clone();
+        let panicked = tokio::spawn(async move {
+            let _a = next(&worker).await;
+            panic!("a bug in a reconcile");
+        });
+        assert!(panicked.await.is_err());
+        q.push(["a"]);
+        assert_eq!(&**next(&q).await, "a", "queued again, it is handed out again");
     }
 }
