@@ -46,7 +46,8 @@ pub fn uid(stored: &str, kind: Derived) -> String {
     b.copy_from_slice(&hash[..16]);
     b[6] = (b[6] & 0x0f) | 0x50; // version 5
     b[8] = (b[8] & 0x3f) | 0x80; // RFC 9562 variant
-                                 // Written a digit at a time: every object a list renders has one.
+
+    // Written a digit at a time: every object a list renders has one.
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(36);
     for (i, byte) in b.iter().enumerate() {

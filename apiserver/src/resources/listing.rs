@@ -1,6 +1,7 @@
 //! Lists of namespaced resources, whole or as a user's view: the objects a list answers with and
 //! a watch starts from.
 
+use bytes::Bytes;
 use serde_json::Value;
 
 use super::def::{Call, CurrentObjects, Reply, ResourceDef};
@@ -105,21 +106,49 @@ pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError>
     let (namespace, view) = (call.req.namespace.clone(), call.view.clone());
     let (envelope, field) = render::list_envelope(def, render::list_meta(&rv, None, None), &render);
     Ok(Reply::streamed(Box::pin(async_stream::stream! {
-        let mut piece = opening(envelope, field);
+        let mut pieces = Pieces::open(envelope, field);
         let items = objects(&state, &forest, def, current, &namespace, view.as_ref()).filter(|o| opts.selects(o));
-        for (i, item) in items.enumerate() {
-            if i > 0 {
-                piece.push(b',');
-            }
-            render::write_list_item(def, &item, &render, &mut piece)
+        for item in items {
+            let full = pieces.item(|out| render::write_list_item(def, &item, &render, out))
                 .map_err(actix_web::error::ErrorInternalServerError)?;
-            if piece.len() >= PIECE_BYTES {
-                yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));
+            if let Some(full) = full {
+                yield Ok(full);
             }
         }
-        piece.extend_from_slice(b"]}");
-        yield Ok(bytes::Bytes::from(piece));
+        yield Ok(pieces.close());
     })))
+}
+
+/// A list sent as it is rendered: its envelope, then its items, cut into pieces of about
+/// [`PIECE_BYTES`].
+pub struct Pieces {
+    piece: Vec<u8>,
+    first: bool,
+}
+
+impl Pieces {
+    /// The list's envelope's fields, then the opening of its items array, `items_field`.
+    pub fn open(envelope: serde_json::Map<String, Value>, items_field: &str) -> Pieces {
+        let mut piece = Value::Object(envelope).to_string().into_bytes();
+        piece.pop(); // the envelope's closing brace: the items follow
+        piece.extend_from_slice(format!(",\"{items_field}\":[").as_bytes());
+        Pieces { piece, first: true }
+    }
+
+    /// Adds an item `write` renders; returns a piece to send once there is a full one.
+    pub fn item<E>(&mut self, write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>) -> Result<Option<Bytes>, E> {
+        if !std::mem::take(&mut self.first) {
+            self.piece.push(b',');
+        }
+        write(&mut self.piece)?;
+        Ok((self.piece.len() >= PIECE_BYTES).then(|| Bytes::from(std::mem::take(&mut self.piece))))
+    }
+
+    /// The last piece, which closes the list.
+    pub fn close(mut self) -> Bytes {
+        self.piece.extend_from_slice(b"]}");
+        Bytes::from(self.piece)
+    }
 }
 
 /// The list (or the page `opts` asks for) of `forest`'s objects, rendered whole.
@@ -127,14 +156,6 @@ fn whole(call: &Call<'_>, forest: &Forest, current: CurrentObjects, opts: &ListO
     let rv = forest.resource_version();
     let items = objects(call.state, forest, call.def, current, &call.req.namespace, call.view.as_ref());
     Reply::ok(render::list(call.def, paginate(items, opts, &rv), &rv, call.render))
-}
-
-/// The start of a streamed list: its envelope's fields, then the opening of its items array.
-pub fn opening(envelope: serde_json::Map<String, Value>, items_field: &str) -> Vec<u8> {
-    let mut out = Value::Object(envelope).to_string().into_bytes();
-    out.pop(); // the envelope's closing brace: the items follow
-    out.extend_from_slice(format!(",\"{items_field}\":[").as_bytes());
-    out
 }
 
 #[cfg(test)]

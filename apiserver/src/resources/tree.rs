@@ -114,23 +114,19 @@ pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     };
     let (def, namespace, view) = (call.def, call.req.namespace.clone(), call.view.clone());
     Ok(Reply::streamed(Box::pin(async_stream::stream! {
-        let mut piece = listing::opening(envelope, "namespaces");
+        let mut pieces = listing::Pieces::open(envelope, "namespaces");
         let shown = listing::namespaces(&forest, def, &namespace, view.as_ref())
             .filter_map(|ns| forest.get(ns))
             .filter(|node| view.as_ref().is_none_or(|v| v.shows(node.name(), HIERARCHY_SINGLETON)))
             .filter(|node| opts.selects(&Configuration { namespace: node.name(), labels: &node.hierarchy_meta().labels }));
-        for (i, node) in shown.enumerate() {
-            if i > 0 {
-                piece.push(b',');
-            }
-            serde_json::to_writer(&mut piece, &Entry::of(&forest, node, view.as_ref()))
+        for node in shown {
+            let full = pieces.item(|out| serde_json::to_writer(out, &Entry::of(&forest, node, view.as_ref())))
                 .map_err(actix_web::error::ErrorInternalServerError)?;
-            if piece.len() >= listing::PIECE_BYTES {
-                yield Ok(bytes::Bytes::from(std::mem::take(&mut piece)));
+            if let Some(full) = full {
+                yield Ok(full);
             }
         }
-        piece.extend_from_slice(b"]}");
-        yield Ok(bytes::Bytes::from(piece));
+        yield Ok(pieces.close());
     })))
 }
 
