@@ -23,6 +23,7 @@ use hns_api::config::Mode;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::StatusDetails;
 
 use crate::auth::authn::ClusterPeer;
 use crate::hierarchy::rules::{self, Refusal};
@@ -69,6 +70,12 @@ fn invalid(error: impl std::fmt::Display) -> HttpResponse {
     HttpResponse::Ok().json(AdmissionResponse::invalid(error.to_string()).into_review())
 }
 
+/// How long a client refused with 429 ("try again") is told to wait. kube-apiserver turns the
+/// denial's `details.retryAfterSeconds` into a `Retry-After` header, and client-go (kubectl,
+/// controllers) then sends the same request again by itself, up to 10 times, so a namespace's
+/// moment of joining a quota is a pause for the user rather than an error.
+const TRY_AGAIN_AFTER_SECONDS: u32 = 1;
+
 /// The answer to `request`: allowed, or the denial (logged).
 fn reply<T: kube::Resource>(request: &AdmissionRequest<T>, decision: Result<(), Denial>) -> HttpResponse {
     let response = match decision {
@@ -79,10 +86,26 @@ fn reply<T: kube::Resource>(request: &AdmissionRequest<T>, decision: Result<(), 
             let mut denied = AdmissionResponse::from(request).deny(denial.message);
             denied.result.code = denial.code;
             denied.result.reason = denial.reason.into();
+            if denial.code == 429 {
+                denied.result.details = Some(try_again_details(request));
+            }
             denied
         }
     };
     HttpResponse::Ok().json(response.into_review())
+}
+
+/// The details of a 429 denial of `request`, named as kube-apiserver names them (the resource
+/// and its group), with the wait.
+fn try_again_details<T: kube::Resource>(request: &AdmissionRequest<T>) -> StatusDetails {
+    StatusDetails {
+        name: request.name.clone(),
+        group: request.resource.group.clone(),
+        kind: request.resource.resource.clone(),
+        uid: String::new(),
+        causes: Vec::new(),
+        retry_after_seconds: TRY_AGAIN_AFTER_SECONDS,
+    }
 }
 
 /// `POST /validate-namespaces`.

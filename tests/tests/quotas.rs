@@ -1,14 +1,15 @@
 //! Hierarchical resource quotas end to end: CRUD through kubectl, refused limits (422 with field
 //! causes, nothing written), the usage of a subtree of subnamespaces counted by the real quota
 //! controller, hns's ResourceQuota per namespace with the smallest limit of nested quotas, a
-//! move out lowering the usage, who may set a quota, and HNC's own plugin listing quotas.
+//! move out lowering the usage, who may set a quota, the wait kubectl is told of while a namespace
+//! joins a quota, and HNC's own plugin listing quotas.
 
 use std::time::Duration;
 
 use hns_api::quota::RESOURCE_QUOTA_NAME;
 use hns_api::{keys, HierarchicalResourceQuota};
 use hns_e2e::*;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ResourceQuota};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ResourceQuota};
 use kube::api::{ApiResource, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
@@ -498,6 +499,18 @@ async fn a_resource_quota_hns_cannot_write_is_reported_on_the_quota() {
         Some("true"),
         "pending while uncounted"
     );
+    // Nothing may be created there meanwhile: 429 with a wait, which kubectl honours by itself.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &team);
+    let settings: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "settings"}})).unwrap();
+    let status = match config_maps.create(&PostParams::default(), &settings).await {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("created in a pending namespace: {other:?}"),
+    };
+    assert_eq!(status.code, 429, "{status:?}");
+    assert!(status.message.contains("try again in a moment"), "{status:?}");
+    assert_eq!(status.details.map(|d| d.retry_after_seconds), Some(1));
+    let err = fails(env.kubectl(&["create", "configmap", "settings", "-n", &team, "-v=4"]));
+    assert!(err.contains("Got a Retry-After 1s response"), "kubectl waited and sent it again: {err}");
     ok(env.kubectl(&["delete", "-f", file]));
     delete_namespaces(&client, &[&team]).await;
 }

@@ -430,6 +430,33 @@ mod tests {
     }
 
     #[test]
+    fn a_try_again_denial_tells_the_client_when() {
+        let review: AdmissionReview<DynamicObject> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u2", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "name": "settings", "namespace": "a", "operation": "CREATE", "userInfo": {},
+                "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}},
+            },
+        }))
+        .unwrap();
+        let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
+        let answer = |denial| {
+            let body = actix_web::body::to_bytes(reply(&request, Err(denial)).into_body());
+            let body = futures::executor::block_on(body).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap()["response"]["status"].clone()
+        };
+        let status = answer(Denial::try_again(pending_message("a")));
+        assert_eq!(status["code"], 429);
+        assert_eq!(status["details"]["retryAfterSeconds"], 1, "{status}");
+        assert_eq!(status["details"]["kind"], "configmaps", "{status}");
+        let status = answer(Denial::forbidden("no".into()));
+        assert_eq!(status["code"], 403);
+        assert_eq!(status.get("details"), None, "no retry for a refusal: {status}");
+    }
+
+    #[test]
     fn the_pending_message_says_what_to_do() {
         assert_eq!(
             pending_message("team-a"),
