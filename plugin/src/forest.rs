@@ -29,8 +29,6 @@ pub struct Node {
     pub name: String,
     /// Its parent, if any.
     pub parent: Option<String>,
-    /// The namespaces naming it as their parent, sorted.
-    pub children: Vec<String>,
     /// Whether it was created as a subnamespace of its parent.
     pub subnamespace: bool,
     /// Its own `allowCascadingDeletion`.
@@ -40,73 +38,129 @@ pub struct Node {
     /// Whether it is being deleted (its configuration, like the namespace, has a
     /// deletionTimestamp).
     pub terminating: bool,
+    /// Where its parent is in the forest, if it was read.
+    parent_at: Option<usize>,
+    /// Its children, sorted by name.
+    children: Vec<Child>,
 }
 
-/// The namespaces read, by name.
+/// A child of a namespace: one that was read, by where it is in the forest, or one known by
+/// name only (the user may not see it, or it was not read).
+#[derive(Debug, Clone, PartialEq)]
+enum Child {
+    Read(usize),
+    Named(String),
+}
+
+/// The namespaces read, with each child and parent found by position rather than by name: at
+/// 100,000 namespaces, looking names up again on every step of a walk was most of `tree -A`'s
+/// time (its names share long prefixes, and a hash table of them is larger than the caches).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Forest {
-    /// Hashed, not sorted: at 100,000 namespaces whose names share long prefixes, a B-tree's
-    /// string comparisons were most of the time spent here.
-    nodes: HashMap<String, Node>,
+    nodes: Vec<Node>,
+    /// Where each namespace is in `nodes`.
+    at: HashMap<String, usize>,
 }
 
 impl Forest {
-    /// The forest of `configs`, with the namespaces named in `subnamespaces` marked as such.
+    /// The forest of `configs`, with the namespaces named in `subnamespaces` marked as such. A
+    /// namespace's children are those its configuration lists.
     pub fn new(
         configs: impl IntoIterator<Item = HierarchyConfiguration>,
         subnamespaces: &BTreeSet<String>,
     ) -> Forest {
+        let mut listed = Vec::new();
         let nodes = configs
             .into_iter()
             .filter_map(|hc| {
                 let name = hc.metadata.namespace?;
-                let terminating = hc.metadata.deletion_timestamp.is_some();
                 let status = hc.status.unwrap_or_default();
-                let mut children = status.children;
-                children.sort();
-                let node = Node {
+                listed.push(status.children);
+                Some(Node {
                     subnamespace: subnamespaces.contains(&name),
-                    name: name.clone(),
+                    name,
                     parent: hc.spec.parent.filter(|p| !p.is_empty()),
-                    children,
                     allow_cascading_deletion: hc.spec.allow_cascading_deletion,
                     conditions: status.conditions,
-                    terminating,
-                };
-                Some((name, node))
+                    terminating: hc.metadata.deletion_timestamp.is_some(),
+                    parent_at: None,
+                    children: Vec::new(),
+                })
             })
             .collect();
-        Forest { nodes }
+        let mut forest = Forest::indexed(nodes);
+        for (node, names) in listed.into_iter().enumerate() {
+            forest.nodes[node].children = names
+                .into_iter()
+                .map(|name| match forest.at.get(&name) {
+                    Some(&child) => Child::Read(child),
+                    None => Child::Named(name),
+                })
+                .collect();
+        }
+        forest.sort_children();
+        forest
     }
 
     /// The forest of a `HierarchyTree`'s entries. A namespace's children are those naming it as
     /// their parent, and those the user may not see.
     pub fn from_tree(entries: Vec<TreeEntry>) -> Forest {
-        let mut children: HashMap<String, Vec<String>> = HashMap::with_capacity(entries.len());
-        for e in &entries {
-            if let Some(p) = &e.parent {
-                children.entry(p.clone()).or_default().push(e.name.clone());
-            }
-        }
+        let mut hidden = Vec::new();
         let nodes = entries
             .into_iter()
             .map(|e| {
-                let mut own = children.remove(&e.name).unwrap_or_default();
-                own.extend(e.hidden_children);
-                own.sort();
-                let node = Node {
-                    name: e.name.clone(),
+                hidden.push(e.hidden_children);
+                Node {
+                    name: e.name,
                     parent: e.parent.filter(|p| !p.is_empty()),
-                    children: own,
                     subnamespace: e.subnamespace,
                     allow_cascading_deletion: e.allow_cascading_deletion,
                     conditions: e.conditions,
                     terminating: e.terminating,
-                };
-                (e.name, node)
+                    parent_at: None,
+                    children: Vec::new(),
+                }
             })
             .collect();
-        Forest { nodes }
+        let mut forest = Forest::indexed(nodes);
+        for child in 0..forest.nodes.len() {
+            if let Some(parent) = forest.nodes[child].parent_at {
+                forest.nodes[parent].children.push(Child::Read(child));
+            }
+        }
+        for (node, names) in hidden.into_iter().enumerate() {
+            forest.nodes[node].children.extend(names.into_iter().map(Child::Named));
+        }
+        forest.sort_children();
+        forest
+    }
+
+    /// `nodes` with the index of their names, and each parent found.
+    fn indexed(mut nodes: Vec<Node>) -> Forest {
+        let mut at = HashMap::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            at.insert(n.name.clone(), i);
+        }
+        for n in &mut nodes {
+            n.parent_at = n.parent.as_ref().and_then(|p| at.get(p)).copied();
+        }
+        Forest { nodes, at }
+    }
+
+    /// Sorts every namespace's children by name.
+    fn sort_children(&mut self) {
+        for node in 0..self.nodes.len() {
+            let mut children = std::mem::take(&mut self.nodes[node].children);
+            children.sort_by(|a, b| self.child_name(a).cmp(self.child_name(b)));
+            self.nodes[node].children = children;
+        }
+    }
+
+    fn child_name<'a>(&'a self, child: &'a Child) -> &'a str {
+        match child {
+            Child::Read(at) => &self.nodes[*at].name,
+            Child::Named(name) => name,
+        }
     }
 
     /// Whether no namespace was read.
@@ -116,38 +170,43 @@ impl Forest {
 
     /// The namespace, if it was read.
     pub fn get(&self, name: &str) -> Option<&Node> {
-        self.nodes.get(name)
+        self.at.get(name).map(|&at| &self.nodes[at])
+    }
+
+    /// `node`'s children, sorted by name: each name, and the namespace if it was read.
+    pub fn children<'a>(
+        &'a self,
+        node: &'a Node,
+    ) -> impl ExactSizeIterator<Item = (&'a str, Option<&'a Node>)> {
+        node.children.iter().map(|c| match c {
+            Child::Read(at) => (self.nodes[*at].name.as_str(), Some(&self.nodes[*at])),
+            Child::Named(name) => (name.as_str(), None),
+        })
     }
 
     /// Where `tree -A` starts: every root (no parent, or a parent that does not exist), then,
     /// for each cycle no root leads to, its first member by name, so that no namespace is left
     /// out.
     pub fn tops(&self) -> Vec<&str> {
-        let mut tops: Vec<&str> = self
-            .nodes
-            .values()
-            .filter(|n| n.parent.as_ref().is_none_or(|p| !self.nodes.contains_key(p)))
-            .map(|n| n.name.as_str())
-            .collect();
+        let roots: Vec<usize> =
+            (0..self.nodes.len()).filter(|&n| self.nodes[n].parent_at.is_none()).collect();
+        let mut tops: Vec<&str> = roots.iter().map(|&n| self.nodes[n].name.as_str()).collect();
         tops.sort_unstable();
-        let mut reached: HashSet<&str> = HashSet::with_capacity(self.nodes.len());
-        for t in &tops {
-            self.reach(t, &mut reached);
-        }
-        if reached.len() == self.nodes.len() {
+        let mut reached = vec![false; self.nodes.len()];
+        let count: usize = roots.into_iter().map(|root| self.reach(root, &mut reached)).sum();
+        if count == self.nodes.len() {
             return tops; // no cycle
         }
-        let mut rest: Vec<&str> =
-            self.nodes.keys().map(String::as_str).filter(|n| !reached.contains(n)).collect();
-        rest.sort_unstable();
-        for name in rest {
-            if reached.contains(name) {
+        let by_name = |a: &usize, b: &usize| self.nodes[*a].name.cmp(&self.nodes[*b].name);
+        let mut rest: Vec<usize> = (0..self.nodes.len()).filter(|&n| !reached[n]).collect();
+        rest.sort_unstable_by(by_name);
+        for node in rest {
+            if reached[node] {
                 continue;
             }
             // Not below any root: the parents lead into a cycle. Start it at its first member.
-            let cycle = self.cycle_from(name);
-            let first = cycle.iter().min().copied().unwrap_or(name);
-            tops.push(first);
+            let first = self.cycle_from(node).into_iter().min_by(by_name).unwrap_or(node);
+            tops.push(&self.nodes[first].name);
             self.reach(first, &mut reached);
         }
         tops
@@ -161,10 +220,10 @@ impl Forest {
         let mut frontier = vec![name];
         while let Some(current) = frontier.get(next).copied() {
             next += 1;
-            for c in self.nodes.get(current).into_iter().flat_map(|n| &n.children) {
-                if seen.insert(c.as_str()) {
-                    out.push(c.as_str());
-                    frontier.push(c.as_str());
+            for (child, _) in self.get(current).into_iter().flat_map(|n| self.children(n)) {
+                if seen.insert(child) {
+                    out.push(child);
+                    frontier.push(child);
                 }
             }
         }
@@ -180,36 +239,40 @@ impl Forest {
         while let Some(n) = stack.pop() {
             if seen.insert(n) {
                 out.push(n);
-                stack.extend(
-                    self.nodes.get(n).into_iter().flat_map(|n| n.children.iter().rev().map(String::as_str)),
-                );
+                let children: Vec<&str> =
+                    self.get(n).into_iter().flat_map(|n| self.children(n)).map(|c| c.0).collect();
+                stack.extend(children.into_iter().rev());
             }
         }
         out
     }
 
-    /// Marks `name` and everything below it reached.
-    fn reach<'a>(&'a self, name: &'a str, reached: &mut HashSet<&'a str>) {
-        let mut stack = vec![name];
+    /// Marks `node` and everything below it reached; returns how many were reached anew.
+    fn reach(&self, node: usize, reached: &mut [bool]) -> usize {
+        let mut count = 0;
+        let mut stack = vec![node];
         while let Some(n) = stack.pop() {
-            if reached.insert(n) {
-                stack.extend(
-                    self.nodes.get(n).into_iter().flat_map(|n| n.children.iter().map(String::as_str)),
-                );
+            if !std::mem::replace(&mut reached[n], true) {
+                count += 1;
+                stack.extend(self.nodes[n].children.iter().filter_map(|c| match c {
+                    Child::Read(at) => Some(*at),
+                    Child::Named(_) => None,
+                }));
             }
         }
+        count
     }
 
-    /// The members of the cycle that `name`'s ancestry runs into.
-    fn cycle_from<'a>(&'a self, name: &'a str) -> Vec<&'a str> {
-        let mut path: Vec<&str> = Vec::new();
-        let mut current = Some(name);
+    /// The members of the cycle that `node`'s ancestry runs into.
+    fn cycle_from(&self, node: usize) -> Vec<usize> {
+        let mut path: Vec<usize> = Vec::new();
+        let mut current = Some(node);
         while let Some(n) = current {
             if let Some(at) = path.iter().position(|p| *p == n) {
                 return path.split_off(at);
             }
             path.push(n);
-            current = self.nodes.get(n).and_then(|node| node.parent.as_deref());
+            current = self.nodes[n].parent_at;
         }
         path
     }
@@ -347,8 +410,8 @@ pub(crate) mod tests {
     impl Forest {
         /// Marks `name` as being deleted.
         pub(crate) fn mark_terminating(&mut self, name: &str) {
-            if let Some(n) = self.nodes.get_mut(name) {
-                n.terminating = true;
+            if let Some(&at) = self.at.get(name) {
+                self.nodes[at].terminating = true;
             }
         }
     }
@@ -399,7 +462,7 @@ pub(crate) mod tests {
     /// `f` as a `HierarchyTree` would give it.
     fn as_tree(f: &Forest) -> Vec<TreeEntry> {
         f.nodes
-            .values()
+            .iter()
             .map(|n| TreeEntry {
                 name: n.name.clone(),
                 parent: n.parent.clone(),
@@ -420,11 +483,9 @@ pub(crate) mod tests {
         entries.retain(|e| e.name != "svc-1");
         entries.iter_mut().find(|e| e.name == "team-a").unwrap().hidden_children = vec!["svc-1".into()];
         let hidden = Forest::from_tree(entries);
-        assert_eq!(
-            hidden.get("team-a").unwrap().children,
-            ["svc-1"],
-            "a child the user may not see, by name"
-        );
+        let team_a = hidden.get("team-a").unwrap();
+        let children: Vec<_> = hidden.children(team_a).collect();
+        assert_eq!(children, [("svc-1", None)], "a child the user may not see, by name");
         assert_eq!(hidden.get("svc-1"), None);
     }
 
@@ -436,7 +497,8 @@ pub(crate) mod tests {
     #[test]
     fn children_are_sorted_and_subnamespaces_marked() {
         let f = sample();
-        assert_eq!(f.get("acme-org").unwrap().children, ["team-a", "team-b"]);
+        let names: Vec<&str> = f.children(f.get("acme-org").unwrap()).map(|c| c.0).collect();
+        assert_eq!(names, ["team-a", "team-b"]);
         assert!(f.get("team-b").unwrap().subnamespace);
         assert!(!f.get("team-a").unwrap().subnamespace);
         assert_eq!(f.get("gone"), None, "a missing parent is no node");

@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::forest::Forest;
+use crate::forest::{Forest, Node};
 use crate::output::{self, ConditionView};
 use crate::paint::Paint;
 
@@ -24,17 +24,23 @@ const TERMINATING: &str = " (terminating)";
 pub fn text(forest: &Forest, tops: &[&str], paint: &Paint) -> String {
     let mut d = Drawing {
         forest,
-        paint,
+        marks: Marks::new(paint),
         out: String::new(),
+        prefix: String::new(),
+        path: Vec::new(),
         footnotes: Vec::new(),
         subnamespaces: false,
         cycles: false,
     };
     for top in tops {
-        let mut path = vec![*top];
-        let label = d.label(top, false);
-        let _ = writeln!(d.out, "{label}");
-        d.children(top, "", &mut path);
+        let node = forest.get(top);
+        d.label(top, node, false);
+        d.out.push('\n');
+        if let Some(node) = node {
+            d.path.push(node);
+            d.children(node);
+            d.path.pop();
+        }
     }
     let Drawing { mut out, footnotes, subnamespaces, cycles, .. } = d;
     if subnamespaces || cycles {
@@ -59,55 +65,82 @@ pub fn text(forest: &Forest, tops: &[&str], paint: &Paint) -> String {
     out
 }
 
+/// The marks, painted once: `tree -A` writes one per namespace.
+struct Marks<'a> {
+    paint: &'a Paint,
+    subnamespace: String,
+    cycle: String,
+    terminating: String,
+}
+
+impl<'a> Marks<'a> {
+    fn new(paint: &'a Paint) -> Marks<'a> {
+        Marks {
+            paint,
+            subnamespace: paint.dim(SUBNAMESPACE),
+            cycle: paint.warn(CYCLE),
+            terminating: paint.warn(TERMINATING),
+        }
+    }
+}
+
 struct Drawing<'a> {
     forest: &'a Forest,
-    paint: &'a Paint,
+    marks: Marks<'a>,
     out: String,
+    /// What goes before the branches at the current depth: one indent per level above.
+    prefix: String,
+    /// The namespaces from the top to the current one, to see where a cycle closes.
+    path: Vec<&'a Node>,
     footnotes: Vec<String>,
     subnamespaces: bool,
     cycles: bool,
 }
 
 impl<'a> Drawing<'a> {
-    fn children(&mut self, name: &str, prefix: &str, path: &mut Vec<&'a str>) {
-        let Some(node) = self.forest.get(name) else { return };
-        let count = node.children.len();
-        for (i, child) in node.children.iter().enumerate() {
-            let last = i + 1 == count;
-            let (branch, indent) = if last { ("└── ", "    ") } else { ("├── ", "│   ") };
-            let closes_cycle = path.contains(&child.as_str());
-            let label = self.label(child, closes_cycle);
-            let _ = writeln!(self.out, "{prefix}{branch}{label}");
-            if !closes_cycle {
-                path.push(child);
-                self.children(child, &format!("{prefix}{indent}"), path);
-                path.pop();
+    fn children(&mut self, node: &'a Node) {
+        let children = self.forest.children(node);
+        let count = children.len();
+        for (i, (name, child)) in children.enumerate() {
+            let (branch, indent) =
+                if i + 1 == count { ("└── ", "    ") } else { ("├── ", "│   ") };
+            let closes_cycle = child.is_some_and(|c| self.path.iter().any(|p| std::ptr::eq(*p, c)));
+            self.out.push_str(&self.prefix);
+            self.out.push_str(branch);
+            self.label(name, child, closes_cycle);
+            self.out.push('\n');
+            if let (Some(child), false) = (child, closes_cycle) {
+                let depth = self.prefix.len();
+                self.prefix.push_str(indent);
+                self.path.push(child);
+                self.children(child);
+                self.path.pop();
+                self.prefix.truncate(depth);
             }
         }
     }
 
-    /// `[s] name (terminating) (1,2)`, or `↻ name` where a cycle closes.
-    fn label(&mut self, name: &str, closes_cycle: bool) -> String {
-        let node = self.forest.get(name);
-        let mut label = String::new();
+    /// Writes `[s] name (terminating) (1,2)`, or `↻ name` where a cycle closes.
+    fn label(&mut self, name: &str, node: Option<&Node>, closes_cycle: bool) {
         if closes_cycle {
             self.cycles = true;
-            label.push_str(&self.paint.warn(CYCLE));
+            self.out.push_str(&self.marks.cycle);
         }
         if node.is_some_and(|n| n.subnamespace) {
             self.subnamespaces = true;
-            label.push_str(&self.paint.dim(SUBNAMESPACE));
+            self.out.push_str(&self.marks.subnamespace);
         }
-        label.push_str(name);
+        self.out.push_str(name);
         if closes_cycle {
-            return label;
+            return;
         }
         if node.is_some_and(|n| n.terminating) {
-            label.push_str(&self.paint.warn(TERMINATING));
+            self.out.push_str(&self.marks.terminating);
         }
+        let Some(node) = node.filter(|n| !n.conditions.is_empty()) else { return };
         let mut notes: Vec<usize> = node
-            .into_iter()
-            .flat_map(|n| &n.conditions)
+            .conditions
+            .iter()
             .map(|c| {
                 let text = output::condition(c);
                 let at = match self.footnotes.iter().position(|f| *f == text) {
@@ -123,11 +156,8 @@ impl<'a> Drawing<'a> {
         // HNC's form: `name (1,3)`, in footnote order.
         notes.sort_unstable();
         notes.dedup();
-        if !notes.is_empty() {
-            let notes: Vec<String> = notes.iter().map(usize::to_string).collect();
-            let _ = write!(label, " {}", self.paint.bad(&format!("({})", notes.join(","))));
-        }
-        label
+        let notes: Vec<String> = notes.iter().map(usize::to_string).collect();
+        let _ = write!(self.out, " {}", self.marks.paint.bad(&format!("({})", notes.join(","))));
     }
 }
 
@@ -162,12 +192,11 @@ pub struct Trees {
 
 /// The trees under `tops` as data.
 pub fn data(forest: &Forest, tops: &[&str]) -> Trees {
-    Trees { trees: tops.iter().map(|t| node(forest, t, &mut vec![])).collect() }
+    Trees { trees: tops.iter().map(|t| node(forest, t, forest.get(t), &mut vec![])).collect() }
 }
 
-fn node<'a>(forest: &'a Forest, name: &'a str, path: &mut Vec<&'a str>) -> TreeNode {
-    let n = forest.get(name);
-    let cycle = path.contains(&name);
+fn node<'a>(forest: &'a Forest, name: &str, n: Option<&'a Node>, path: &mut Vec<&'a Node>) -> TreeNode {
+    let cycle = n.is_some_and(|n| path.iter().any(|p| std::ptr::eq(*p, n)));
     let mut out = TreeNode {
         name: name.to_string(),
         subnamespace: n.is_some_and(|n| n.subnamespace),
@@ -178,8 +207,8 @@ fn node<'a>(forest: &'a Forest, name: &'a str, path: &mut Vec<&'a str>) -> TreeN
     };
     if let (Some(n), false) = (n, cycle) {
         out.conditions = n.conditions.iter().map(ConditionView::from).collect();
-        path.push(name);
-        out.children = n.children.iter().map(|c| node(forest, c, path)).collect();
+        path.push(n);
+        out.children = forest.children(n).map(|(name, c)| node(forest, name, c, path)).collect();
         path.pop();
     }
     out

@@ -283,13 +283,12 @@ mod tests {
             namespace: ns.into(),
             terminating_since: None,
             parent: n.parent.clone(),
-            children: n
-                .children
-                .iter()
-                .map(|c| Child {
-                    name: c.clone(),
-                    subnamespace: f.get(c).is_some_and(|c| c.subnamespace),
-                    terminating: f.get(c).is_some_and(|c| c.terminating),
+            children: f
+                .children(n)
+                .map(|(name, c)| Child {
+                    name: name.into(),
+                    subnamespace: c.is_some_and(|c| c.subnamespace),
+                    terminating: c.is_some_and(|c| c.terminating),
                 })
                 .collect(),
             allow_cascading_deletion: n.allow_cascading_deletion,
