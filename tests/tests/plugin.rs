@@ -167,6 +167,44 @@ async fn hnc_lines_that_scripts_grep() {
     delete_tree(&client, &root).await;
 }
 
+/// `set` plans its change again when the namespace moved between its read and its write: a
+/// hierarchy configuration's resourceVersion is its namespace's, which others move for reasons
+/// of their own (here a label written over and over; in life, hns's controller adding a parent's
+/// finalizer). Each `set` must succeed and say what it did.
+#[tokio::test]
+async fn set_plans_again_when_the_namespace_changes_under_it() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let ns = create_namespace(&client, &unique("pl-busy"), &[]).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let labeller = {
+        let (ns, stop) = (ns.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let env = Env::get();
+            let mut writes = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ok(env.kubectl(&["label", "namespace", &ns, &format!("tick={writes}"), "--overwrite"]));
+                writes += 1;
+            }
+            writes
+        })
+    };
+    for round in 0..4 {
+        let allowed = ok(hns(&env, &["set", &ns, "-a"]));
+        assert!(allowed.contains(&format!("Allowing cascading deletion on '{ns}'")), "{round}: {allowed}");
+        let forbidden = ok(hns(&env, &["set", &ns, "-f"]));
+        assert!(
+            forbidden.contains(&format!("Forbidding cascading deletion on '{ns}'")),
+            "{round}: {forbidden}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = labeller.join().unwrap();
+    assert!(writes > 0, "the namespace was written meanwhile");
+    assert!(!hierarchy(&client, &ns).await.spec.allow_cascading_deletion);
+    delete_namespaces(&client, &[&ns]).await;
+}
+
 #[tokio::test]
 async fn create_set_tree_describe_delete() {
     let env = Env::get();

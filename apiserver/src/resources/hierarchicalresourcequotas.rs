@@ -186,9 +186,9 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     };
     validate_hard(call, &name, &hrq.spec.hard).await?;
     let uid = current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
-    let written = store(call, &name, uid, &hrq, opts.dry_run)
-        .await
-        .map_err(|e| write::write_failed(e, client_precondition))?;
+    let written = store(call, &name, uid, &hrq, opts.dry_run).await.map_err(|e| {
+        write::write_failed(e, client_precondition.then_some((DEF.group_resource(), name.as_str())))
+    })?;
     let code = if current.is_none() { 201 } else { 200 };
     Ok(Reply::json(code, render::object(&DEF, written, call.render).map_err(Failure::Final)?, warnings))
 }
@@ -388,7 +388,7 @@ async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool)
     };
     if let Some(patch) = patch {
         let updated =
-            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, false))?;
+            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, None))?;
         if !dry_run {
             await_write(call.state, &updated).await;
         }
@@ -429,7 +429,7 @@ async fn remove_quotas(call: &Call<'_>, ns: &str, names: &[String], dry_run: boo
     };
     if let Some(patch) = patch {
         let updated =
-            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, false))?;
+            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, None))?;
         if !dry_run {
             await_write(call.state, &updated).await;
         }

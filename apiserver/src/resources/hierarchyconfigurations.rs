@@ -199,7 +199,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
     let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| match e.code {
         503 if !client_precondition => Failure::LockTurn(e),
-        _ => write::write_failed(e, client_precondition),
+        _ => write::write_failed(e, client_precondition.then_some((gr, HIERARCHY_SINGLETON))),
     })?;
     let forest = call.state.cache.read();
     let obj = match written {

@@ -154,7 +154,9 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         .config
         .write(&call.state.client, &call.state.namespace, &obj.spec, &meta, opts.dry_run)
         .await
-        .map_err(|e| write::write_failed(e, client_precondition))?;
+        .map_err(|e| {
+            write::write_failed(e, client_precondition.then_some((DEF.group_resource(), CONFIG_SINGLETON)))
+        })?;
     let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
     Ok(Reply::json(200, render::object(&DEF, body, call.render).map_err(Failure::Final)?, warnings))
 }

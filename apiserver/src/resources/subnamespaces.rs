@@ -286,7 +286,7 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
             .writer
             .patch(name, &p, opts.dry_run)
             .await
-            .map_err(|e| write::write_failed(e, client_precondition))?;
+            .map_err(|e| write::write_failed(e, client_precondition.then_some((gr, name))))?;
         if !opts.dry_run {
             await_write(call.state, &updated).await;
         }

@@ -151,12 +151,14 @@ pub fn patch_resource_version(body: &[u8], content_type: Option<&str>) -> Option
 }
 
 /// A failed write: a conflict means the object changed since the attempt read it, which is
-/// retried unless the client guarded the write with its own resourceVersion.
-pub fn write_failed(e: ApiError, client_precondition: bool) -> Failure {
-    if e.code == 409 && !client_precondition {
-        Failure::Changed(e)
-    } else {
-        Failure::Final(e)
+/// retried unless the client guarded the write with its own resourceVersion of `guarded`
+/// (its resource and name). Then the conflict is the client's, and names what the client wrote
+/// rather than the Namespace or ConfigMap that stores it.
+pub fn write_failed(e: ApiError, guarded: Option<(GroupResource<'_>, &str)>) -> Failure {
+    match guarded {
+        _ if e.code != 409 => Failure::Final(e),
+        None => Failure::Changed(e),
+        Some((gr, name)) => Failure::Final(ApiError::stale(gr, name)),
     }
 }
 
@@ -235,9 +237,13 @@ mod tests {
     #[test]
     fn conflicts_are_retried_unless_the_client_guarded_the_write() {
         let conflict = || ApiError::stale(GR, "x");
-        assert!(matches!(write_failed(conflict(), false), Failure::Changed(_)));
-        assert!(matches!(write_failed(conflict(), true), Failure::Final(_)));
-        assert!(matches!(write_failed(ApiError::bad_request("no"), false), Failure::Final(_)));
+        assert!(matches!(write_failed(conflict(), None), Failure::Changed(_)));
+        let namespaces = GroupResource { group: "", resource: "namespaces" };
+        match write_failed(ApiError::stale(namespaces, "team-a"), Some((GR, "hierarchy"))) {
+            Failure::Final(e) => assert_eq!(e.message, ApiError::stale(GR, "hierarchy").message),
+            _ => panic!("a guarded write's conflict is the client's"),
+        }
+        assert!(matches!(write_failed(ApiError::bad_request("no"), None), Failure::Final(_)));
     }
 }
 

@@ -8,7 +8,7 @@ use hns_api::HierarchyConfiguration;
 use serde_json::{Map, Value};
 
 use crate::client::KubeFlags;
-use crate::hns::Hns;
+use crate::hns::{self, Hns};
 
 /// Set a namespace's parent, or make it a root, and allow or forbid cascading deletion.
 ///
@@ -49,12 +49,18 @@ pub struct SetArgs {
     forbid_cascading_deletion: bool,
 }
 
+/// How many times `set` reads and writes. A hierarchy configuration's resourceVersion is its
+/// namespace's, which hns's controller also moves (a parent's finalizer when it gains a
+/// subnamespace, tree labels), so a write checked against the version read may meet a conflict
+/// that has nothing to do with the hierarchy: then the change is planned again on a fresh read
+/// (client-go's RetryOnConflict does the same for its callers).
+const ATTEMPTS: usize = 5;
+
 /// Runs `set`.
 pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
     let ns = kube.namespace_arg(args.namespace.as_deref(), "kubectl hns set")?;
     let hns = Hns::new(kube.client().await?);
-    let current = hns.hierarchy(&ns).await?;
-    let plan = plan(&ns, &args, &current);
+    let plan = write_plan(&hns, &ns, &args).await?;
     for line in &plan.unchanged {
         println!("{line}");
     }
@@ -62,8 +68,6 @@ pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
         println!("No changes made");
         return Ok(ExitCode::SUCCESS);
     }
-    let rv = current.metadata.resource_version.as_deref();
-    hns.patch_hierarchy(&ns, rv, Value::Object(plan.spec)).await?;
     for line in &plan.changes {
         println!("{line}");
     }
@@ -72,6 +76,24 @@ pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
     // HNC's line, spelling and all ("Succesfully"), so scripts that grep it keep working.
     println!("Succesfully updated {n} {noun} of the hierarchical configuration of {ns}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Plans the change on the current configuration and writes it, unless the namespace changed
+/// in between; returns the plan that was written (or had nothing to write).
+async fn write_plan(hns: &Hns, ns: &str, args: &SetArgs) -> hns::Result<Plan> {
+    let mut attempt = 1;
+    loop {
+        let current = hns.hierarchy(ns).await?;
+        let plan = plan(ns, args, &current);
+        if plan.spec.is_empty() {
+            return Ok(plan);
+        }
+        let rv = current.metadata.resource_version.as_deref();
+        match hns.patch_hierarchy(ns, rv, Value::Object(plan.spec.clone())).await {
+            Err(e) if e.code() == Some(409) && attempt < ATTEMPTS => attempt += 1,
+            written => return written.map(|_| plan),
+        }
+    }
 }
 
 /// What `set` will change, in HNC's words.
