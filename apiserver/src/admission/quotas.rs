@@ -404,20 +404,26 @@ mod tests {
         assert!(matches!(decide_with(&ledger(), &update("a"), &none), Ok((Change::Write(_), Some(_)))));
     }
 
-    #[test]
-    fn the_allocation_is_raised_by_a_patch_of_the_update() {
-        let review: AdmissionReview<ResourceQuota> = serde_json::from_value(serde_json::json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "ResourceQuota"},
-                "resource": {"group": "", "version": "v1", "resource": "resourcequotas"},
-                "subResource": "status", "name": RESOURCE_QUOTA_NAME, "namespace": "a",
-                "operation": "UPDATE", "userInfo": {"username": QUOTA_ADMISSION_USER},
-                "object": {"metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": "a"}},
-            },
+    /// `request` as kube-apiserver sends it, in its AdmissionReview, decoded as the webhooks do.
+    fn admission_request<T: kube::Resource + serde::de::DeserializeOwned>(
+        request: serde_json::Value,
+    ) -> AdmissionRequest<T> {
+        let review: AdmissionReview<T> = serde_json::from_value(serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request,
         }))
         .unwrap();
-        let request: AdmissionRequest<ResourceQuota> = review.try_into().unwrap();
+        review.try_into().unwrap()
+    }
+
+    #[test]
+    fn the_allocation_is_raised_by_a_patch_of_the_update() {
+        let request: AdmissionRequest<ResourceQuota> = admission_request(serde_json::json!({
+            "uid": "u1", "kind": {"group": "", "version": "v1", "kind": "ResourceQuota"},
+            "resource": {"group": "", "version": "v1", "resource": "resourcequotas"},
+            "subResource": "status", "name": RESOURCE_QUOTA_NAME, "namespace": "a",
+            "operation": "UPDATE", "userInfo": {"username": QUOTA_ADMISSION_USER},
+            "object": {"metadata": {"name": RESOURCE_QUOTA_NAME, "namespace": "a"}},
+        }));
         let response = raise(&request, &[("pods".to_string(), Quantity("3".into()))].into()).unwrap();
         let json = serde_json::to_value(response.into_review()).unwrap();
         // kube-rs writes the patch's bytes as a JSON array, which kube-apiserver reads as []byte.
@@ -431,17 +437,12 @@ mod tests {
 
     #[test]
     fn a_try_again_denial_tells_the_client_when() {
-        let review: AdmissionReview<DynamicObject> = serde_json::from_value(serde_json::json!({
-            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {
-                "uid": "u2", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-                "name": "settings", "namespace": "a", "operation": "CREATE", "userInfo": {},
-                "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}},
-            },
-        }))
-        .unwrap();
-        let request: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
+        let request: AdmissionRequest<DynamicObject> = admission_request(serde_json::json!({
+            "uid": "u2", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "settings", "namespace": "a", "operation": "CREATE", "userInfo": {},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}},
+        }));
         let answer = |denial| {
             let body = actix_web::body::to_bytes(reply(&request, Err(denial)).into_body());
             let body = futures::executor::block_on(body).unwrap();
