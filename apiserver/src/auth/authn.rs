@@ -10,9 +10,18 @@
 //! The CAs and header names come from ConfigMap `kube-system/extension-apiserver-authentication`,
 //! which kube-apiserver keeps current; [`watch_config`] follows it so a rotated front-proxy CA
 //! takes effect without a restart.
+//!
+//! Checking a chain against a CA is most of what authenticating a request costs (a signature
+//! verification, twice per request: once to tell a cluster peer from a stranger, once to
+//! authenticate), and kube-apiserver sends every request over a few long-lived connections with
+//! the same certificate. So each configuration remembers, for [`VERDICT_TTL`], which CAs a chain
+//! (named by the digest of its certificates) verified against. A rotated CA is a new
+//! configuration with nothing remembered; a certificate that expires is honoured at most that
+//! long after, as kube-apiserver's own authentication and authorization caches do.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use actix_web::http::header::HeaderMap;
 use futures::{StreamExt, TryStreamExt};
@@ -50,9 +59,48 @@ impl Identity {
     }
 }
 
-/// The client certificates a TLS peer presented, leaf first. Stored per connection.
+/// How long a configuration remembers which CAs a peer's chain verified against.
+const VERDICT_TTL: Duration = Duration::from_secs(10);
+
+/// Chains whose verdicts a configuration remembers at most: kube-apiserver's front-proxy and
+/// webhook certificates and a few clients with certificates of their own.
+const VERDICTS: u64 = 1_024;
+
+/// The client certificates a TLS peer presented, leaf first, and the SHA-256 digest of their DER
+/// encodings, which names the chain among remembered verdicts. Stored per connection.
 #[derive(Clone)]
-pub struct PeerCertificates(pub Vec<X509>);
+pub struct PeerCertificates {
+    chain: Vec<X509>,
+    digest: Option<[u8; 32]>,
+}
+
+impl PeerCertificates {
+    /// The chain a peer presented, leaf first.
+    pub fn new(chain: Vec<X509>) -> Self {
+        let digest = (!chain.is_empty())
+            .then(|| {
+                let mut hasher = openssl::sha::Sha256::new();
+                for cert in &chain {
+                    let der = cert.to_der().ok()?;
+                    // Length-prefixed, so that no two chains share an encoding.
+                    hasher.update(&(der.len() as u64).to_be_bytes());
+                    hasher.update(&der);
+                }
+                Some(hasher.finish())
+            })
+            .flatten();
+        PeerCertificates { chain, digest }
+    }
+}
+
+/// Which CAs a chain verified against.
+#[derive(Debug, Clone, Copy)]
+struct Trust {
+    /// The request-header (front-proxy) CA.
+    proxy: bool,
+    /// The cluster's client CA.
+    client: bool,
+}
 
 /// Errors reading the authentication configuration.
 #[derive(Debug, thiserror::Error)]
@@ -94,10 +142,21 @@ pub struct RequestHeaderConfig {
 }
 
 /// The whole authentication configuration.
-#[derive(Default)]
 pub struct AuthnConfig {
     request_header: Option<RequestHeaderConfig>,
     client_ca: Option<X509Store>,
+    /// Which CAs recent chains verified against, by the chains' digests.
+    verdicts: moka::sync::Cache<[u8; 32], Trust>,
+}
+
+impl Default for AuthnConfig {
+    fn default() -> Self {
+        AuthnConfig { request_header: None, client_ca: None, verdicts: verdicts() }
+    }
+}
+
+fn verdicts() -> moka::sync::Cache<[u8; 32], Trust> {
+    moka::sync::Cache::builder().max_capacity(VERDICTS).time_to_live(VERDICT_TTL).build()
 }
 
 impl AuthnConfig {
@@ -124,42 +183,55 @@ impl AuthnConfig {
             Some(pem) if !pem.trim().is_empty() => Some(ca_store("client-ca-file", pem)?),
             _ => None,
         };
-        Ok(AuthnConfig { request_header, client_ca })
+        Ok(AuthnConfig { request_header, client_ca, verdicts: verdicts() })
     }
 
-    /// The identity of a request, or `None` when nothing trustworthy came with it.
+    /// Which CAs the peer's chain verifies against, remembered for [`VERDICT_TTL`].
+    fn trust(&self, peer: &PeerCertificates) -> Trust {
+        let check = || Trust {
+            proxy: self.request_header.as_ref().is_some_and(|rh| verify_chain(&rh.ca, &peer.chain)),
+            client: self.client_ca.as_ref().is_some_and(|ca| verify_chain(ca, &peer.chain)),
+        };
+        match peer.digest {
+            Some(digest) => self.verdicts.get_with(digest, check),
+            None => check(),
+        }
+    }
+
+    /// Whether the front proxy may send the certificate's holder: its CN is allowed.
+    fn allowed_proxy(rh: &RequestHeaderConfig, leaf: &X509) -> bool {
+        rh.allowed_names.is_empty() || rh.allowed_names.contains(&common_name(leaf).unwrap_or_default())
+    }
+
     /// Whether the peer presented a certificate of the cluster's: the front proxy's (an allowed
     /// CN) or a client certificate. kube-apiserver presents one to webhooks only when its
     /// admission configuration names one, so webhook answers use this to decide how much to say.
     pub fn is_cluster_peer(&self, peer: Option<&PeerCertificates>) -> bool {
-        let Some(chain) = peer.map(|p| p.0.as_slice()).filter(|c| !c.is_empty()) else { return false };
-        let proxy = self.request_header.as_ref().is_some_and(|rh| {
-            verify_chain(&rh.ca, chain)
-                && (rh.allowed_names.is_empty()
-                    || rh.allowed_names.contains(&common_name(&chain[0]).unwrap_or_default()))
-        });
-        proxy || self.client_ca.as_ref().is_some_and(|ca| verify_chain(ca, chain))
+        let Some(peer) = peer.filter(|p| !p.chain.is_empty()) else { return false };
+        let trust = self.trust(peer);
+        let proxy = trust.proxy
+            && self.request_header.as_ref().is_some_and(|rh| Self::allowed_proxy(rh, &peer.chain[0]));
+        proxy || trust.client
     }
 
+    /// The identity of a request, or `None` when nothing trustworthy came with it.
     pub fn authenticate(&self, peer: Option<&PeerCertificates>, headers: &HeaderMap) -> Option<Identity> {
-        let chain = peer.map(|p| p.0.as_slice()).filter(|c| !c.is_empty())?;
+        let peer = peer.filter(|p| !p.chain.is_empty())?;
+        let trust = self.trust(peer);
         // The front proxy first, as k8s.io/apiserver orders it: a proxy certificate must never
         // be taken for a user of its own.
-        if let Some(rh) = &self.request_header {
-            if verify_chain(&rh.ca, chain) {
-                let cn = common_name(&chain[0]).unwrap_or_default();
-                if !rh.allowed_names.is_empty() && !rh.allowed_names.contains(&cn) {
-                    return None;
-                }
-                return rh.identity_from_headers(headers);
+        if let Some(rh) = self.request_header.as_ref().filter(|_| trust.proxy) {
+            if !Self::allowed_proxy(rh, &peer.chain[0]) {
+                return None;
             }
+            return rh.identity_from_headers(headers);
         }
-        let ca = self.client_ca.as_ref()?;
-        if !verify_chain(ca, chain) {
+        if !trust.client {
             return None;
         }
-        let user = common_name(&chain[0]).filter(|u| !u.is_empty())?;
-        let mut groups = names(&chain[0], Nid::ORGANIZATIONNAME);
+        let leaf = &peer.chain[0];
+        let user = common_name(leaf).filter(|u| !u.is_empty())?;
+        let mut groups = names(leaf, Nid::ORGANIZATIONNAME);
         groups.push(AUTHENTICATED_GROUP.to_string());
         Some(Identity { user, groups, extra: BTreeMap::new() })
     }
@@ -329,10 +401,10 @@ mod tests {
         ]);
         Fixture {
             config: AuthnConfig::from_configmap_data(&data).unwrap(),
-            proxy: PeerCertificates(vec![leaf(&front_ca, &front_key, "front-proxy-client", &[])]),
-            other_proxy: PeerCertificates(vec![leaf(&front_ca, &front_key, "someone-else", &[])]),
-            admin: PeerCertificates(vec![leaf(&client_ca, &client_key, "admin", &["system:masters"])]),
-            stranger: PeerCertificates(vec![leaf(&rogue_ca, &rogue_key, "front-proxy-client", &[])]),
+            proxy: PeerCertificates::new(vec![leaf(&front_ca, &front_key, "front-proxy-client", &[])]),
+            other_proxy: PeerCertificates::new(vec![leaf(&front_ca, &front_key, "someone-else", &[])]),
+            admin: PeerCertificates::new(vec![leaf(&client_ca, &client_key, "admin", &["system:masters"])]),
+            stranger: PeerCertificates::new(vec![leaf(&rogue_ca, &rogue_key, "front-proxy-client", &[])]),
         }
     }
 
@@ -361,6 +433,18 @@ mod tests {
         assert_eq!(f.config.authenticate(None, &headers(FORGED)), None, "no certificate");
         assert_eq!(f.config.authenticate(Some(&f.stranger), &headers(FORGED)), None, "another CA");
         assert_eq!(f.config.authenticate(Some(&f.other_proxy), &headers(FORGED)), None, "CN not allowed");
+    }
+
+    #[test]
+    fn a_remembered_verdict_is_its_chains_not_its_names() {
+        let f = fixture();
+        for _ in 0..2 {
+            assert!(f.config.authenticate(Some(&f.proxy), &headers(FORGED)).is_some());
+            assert!(f.config.is_cluster_peer(Some(&f.proxy)));
+            // Another CA's certificate with the proxy's CN, after the proxy's was remembered.
+            assert_eq!(f.config.authenticate(Some(&f.stranger), &headers(FORGED)), None);
+            assert!(!f.config.is_cluster_peer(Some(&f.stranger)));
+        }
     }
 
     #[test]

@@ -62,5 +62,5 @@ pub fn record_peer_certificates(conn: &dyn std::any::Any, ext: &mut actix_web::d
     if let Some(rest) = ssl.peer_cert_chain() {
         chain.extend(rest.iter().map(|c| c.to_owned()));
     }
-    ext.insert(PeerCertificates(chain));
+    ext.insert(PeerCertificates::new(chain));
 }

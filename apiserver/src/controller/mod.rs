@@ -3,7 +3,8 @@
 //!
 //! Reconciling is an idempotent function of the forest ([`namespaces::patch`]): the controller
 //! only decides *which* namespaces to look at. Every namespace change enqueues the namespace,
-//! its old and new parents and its descendants; a re-list enqueues everything. Only the leader writes; the
+//! its old and new parents and its descendants, except one of only its resourceVersion or
+//! finalizers, which enqueues the namespace alone; a re-list enqueues everything. Only the leader writes; the
 //! other replicas keep their queues empty and take over from scratch if they become leader, so
 //! a restart or a leader change converges without any state carried across.
 
@@ -176,10 +177,11 @@ impl Controller {
         loop {
             tokio::select! {
                 change = changes.recv() => match change {
-                    Ok(Change::Namespace { name, parents }) => {
+                    Ok(Change::Namespace { name, parents, relatives: true }) => {
                         self.enqueue_subtree(&name);
                         self.queue.push(parents);
                     }
+                    Ok(Change::Namespace { name, relatives: false, .. }) => self.queue.push([name]),
                     Ok(Change::Objects { namespace, source: true }) => self.enqueue_subtree(&namespace),
                     Ok(Change::Objects { namespace, source: false }) => self.queue.push([namespace]),
                     Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => self.enqueue_all(),

@@ -224,6 +224,18 @@ impl Node {
         }
     }
 
+    /// Whether `other`, another version of the same namespace, differs from this one only in
+    /// its resourceVersion and finalizers: what only the namespace's own reconcile reads (a
+    /// parent gaining HNC's `hasSubnamespace` finalizer tells its relatives nothing).
+    pub fn differs_only_in_bookkeeping(&self, other: &Node) -> bool {
+        self.meta.same_apart_from_bookkeeping(&other.meta)
+            && self.parent == other.parent
+            && self.is_subnamespace == other.is_subnamespace
+            && self.allow_cascading_deletion == other.allow_cascading_deletion
+            && self.extras == other.extras
+            && *self.tree_labels == *other.tree_labels
+    }
+
     /// Takes the hierarchy facts of `held`, an earlier version of the same namespace, in place of
     /// forged ones: a forgery changes nothing hns does.
     fn keep_facts_of(&mut self, held: &Node) {
@@ -896,6 +908,46 @@ mod tests {
         assert_eq!(f.descendant_names("acme"), ["team-a", "team-b", "svc-1"]);
         assert!(f.get("team-b").unwrap().is_subnamespace);
         assert!(!f.get("team-a").unwrap().is_subnamespace);
+    }
+
+    #[test]
+    fn only_a_new_resource_version_or_finalizer_is_bookkeeping() {
+        let f = forest("acme");
+        let node = |change: &dyn Fn(&mut Namespace)| {
+            let mut ns = namespace("team-a", Some("acme"), true);
+            ns.metadata.resource_version = Some("7".into());
+            ns.metadata.labels = Some([("team".to_string(), "a".to_string())].into());
+            change(&mut ns);
+            f.node_of(sealed(ns))
+        };
+        let held = node(&|_| {});
+        let marked = node(&|ns| {
+            ns.metadata.resource_version = Some("8".into());
+            ns.metadata.finalizers = Some(vec![keys::HAS_SUBNAMESPACE_FINALIZER.into()]);
+        });
+        assert!(held.differs_only_in_bookkeeping(&marked));
+        let relabelled =
+            node(&|ns| ns.metadata.labels = Some([("team".to_string(), "b".to_string())].into()));
+        let moved = node(&|ns| *ns = namespace("team-a", Some("other"), true));
+        let tree_labelled = node(&|ns| {
+            ns.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("acme.tree.hnc.x-k8s.io/depth".into(), "1".into());
+        });
+        let terminating = node(&|ns| {
+            ns.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()))
+        });
+        let cascading = node(&|ns| {
+            ns.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(keys::ALLOW_CASCADING_DELETION.into(), "true".into());
+        });
+        for other in [relabelled, moved, tree_labelled, terminating, cascading] {
+            assert!(!held.differs_only_in_bookkeeping(&other), "{other:?}");
+        }
     }
 
     #[test]

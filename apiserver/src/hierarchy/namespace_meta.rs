@@ -181,6 +181,20 @@ impl NamespaceMeta {
         self.annotations().and_then(|a| a.get(key))
     }
 
+    /// Whether `other` is the same but for its resourceVersion and finalizers.
+    pub fn same_apart_from_bookkeeping(&self, other: &NamespaceMeta) -> bool {
+        fn pairs(p: Option<Pairs<'_>>) -> impl Iterator<Item = (&str, &str)> {
+            p.into_iter().flat_map(Pairs::iter)
+        }
+        self.name == other.name
+            && self.creation_timestamp == other.creation_timestamp
+            && self.deletion_timestamp == other.deletion_timestamp
+            && self.rest == other.rest
+            && self.uid() == other.uid()
+            && pairs(self.labels()).eq(pairs(other.labels()))
+            && pairs(self.annotations()).eq(pairs(other.annotations()))
+    }
+
     /// The same name as the forest's key for it, so the two share one allocation.
     pub fn share_name(&mut self, name: &Arc<str>) {
         if *self.name == **name {

@@ -35,6 +35,9 @@ pub enum Change {
         name: String,
         /// Its old and new parents.
         parents: Vec<String>,
+        /// Whether its relatives may need a look too: false when only its resourceVersion or
+        /// finalizers changed ([`Node::differs_only_in_bookkeeping`]).
+        relatives: bool,
     },
     /// Everything may have changed (a re-list).
     All,
@@ -140,7 +143,9 @@ impl Cache {
         }
         let keys = changes::keys_for(&forest, &node, delete);
         let before = changes::snapshot(&forest, &self.policy, &keys);
-        let old_parent = forest.get(node.name()).and_then(|n| n.parent.clone());
+        let held = forest.get(node.name());
+        let relatives = delete || !held.is_some_and(|h| h.differs_only_in_bookkeeping(&node));
+        let old_parent = held.and_then(|n| n.parent.clone());
         let (name, parent, rv) = (node.name().to_string(), node.parent.clone(), node.resource_version());
         if delete {
             forest.remove(&ns);
@@ -151,7 +156,7 @@ impl Cache {
         self.hub.publish(changes::diff(&before, &after, rv));
         self.reached(&forest);
         let parents = old_parent.into_iter().chain(parent).collect();
-        let _ = self.changes.send(Change::Namespace { name, parents });
+        let _ = self.changes.send(Change::Namespace { name, parents, relatives });
     }
 
     /// Records hns's ResourceQuota in `ns` as observed (`None`: gone) and publishes the changes
