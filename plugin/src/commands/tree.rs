@@ -66,5 +66,10 @@ pub async fn run(kube: &KubeFlags, mut args: TreeArgs) -> anyhow::Result<ExitCod
         Some(format) => print!("{}", output::data(&tree::data(&forest, &tops), format)?),
         None => print!("{}", tree::text(&forest, &tops, &Paint::for_stream(&std::io::stdout()))),
     }
+    // The process ends next, and the system takes its memory back at once: freeing the forest
+    // node by node was a tenth of `tree -A`'s time at 100,000 namespaces (30 ms of the plugin's
+    // 130–170).
+    drop(tops);
+    std::mem::forget(forest);
     Ok(ExitCode::SUCCESS)
 }
