@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
 #   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose
-#                                   quotas subtree-get hnc)
+#                                   quotas subtree-get plugin-tree hnc)
 #
 # hnc compares hns with HNC v1.1 itself (hack/build-hnc.sh builds it from the Go module proxy;
 # when it cannot, the benchmark is skipped and says so). It runs on two clusters of its own,
@@ -16,7 +16,7 @@ cd "$ROOT"
 TARGET="$TARGET_DIR/release"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
-BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get hnc})
+BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get plugin-tree hnc})
 
 # hns_cluster DIR: a control plane in DIR with the release hns-apiserver built above.
 hns_cluster() {
@@ -51,6 +51,13 @@ bench_hnc() (
 
 for b in "${BENCHMARKS[@]}"; do
   [ "$b" = hnc ] && continue
+  # The plugin's own work in tree -A at 100,000 namespaces needs no cluster
+  # (plugin/tests/tree_bench.rs).
+  if [ "$b" = plugin-tree ]; then
+    log "benchmark: plugin-tree"
+    cargo test --release -p kubectl-hns --test tree_bench -- --ignored --nocapture 2>&1 | grep -E "^bench|test result"
+    continue
+  fi
   if [ -z "${DIR:-}" ]; then
     throwaway_cluster bench
     hns_cluster "$DIR"
