@@ -198,19 +198,13 @@ impl AuthnConfig {
         }
     }
 
-    /// Whether the front proxy may send the certificate's holder: its CN is allowed.
-    fn allowed_proxy(rh: &RequestHeaderConfig, leaf: &X509) -> bool {
-        rh.allowed_names.is_empty() || rh.allowed_names.contains(&common_name(leaf).unwrap_or_default())
-    }
-
     /// Whether the peer presented a certificate of the cluster's: the front proxy's (an allowed
     /// CN) or a client certificate. kube-apiserver presents one to webhooks only when its
     /// admission configuration names one, so webhook answers use this to decide how much to say.
     pub fn is_cluster_peer(&self, peer: Option<&PeerCertificates>) -> bool {
         let Some(peer) = peer.filter(|p| !p.chain.is_empty()) else { return false };
         let trust = self.trust(peer);
-        let proxy = trust.proxy
-            && self.request_header.as_ref().is_some_and(|rh| Self::allowed_proxy(rh, &peer.chain[0]));
+        let proxy = trust.proxy && self.request_header.as_ref().is_some_and(|rh| rh.allows(&peer.chain[0]));
         proxy || trust.client
     }
 
@@ -221,7 +215,7 @@ impl AuthnConfig {
         // The front proxy first, as k8s.io/apiserver orders it: a proxy certificate must never
         // be taken for a user of its own.
         if let Some(rh) = self.request_header.as_ref().filter(|_| trust.proxy) {
-            if !Self::allowed_proxy(rh, &peer.chain[0]) {
+            if !rh.allows(&peer.chain[0]) {
                 return None;
             }
             return rh.identity_from_headers(headers);
@@ -238,6 +232,12 @@ impl AuthnConfig {
 }
 
 impl RequestHeaderConfig {
+    /// Whether `leaf`, a certificate of the request-header CA, is the front proxy's: its CN is
+    /// allowed.
+    fn allows(&self, leaf: &X509) -> bool {
+        self.allowed_names.is_empty() || self.allowed_names.contains(&common_name(leaf).unwrap_or_default())
+    }
+
     fn identity_from_headers(&self, headers: &HeaderMap) -> Option<Identity> {
         let user = self
             .username_headers
