@@ -535,14 +535,23 @@ impl Forest {
         Relist { forest: Forest::new(self.sealer.clone()) }
     }
 
-    /// Replaces the forest with the one `relist` rebuilt. What the old forest knew of a forged
-    /// namespace carried over; ResourceQuotas have their own watch, so they stay.
+    /// Replaces the forest with the one `relist` rebuilt (see [`Forest::rebuilt_from`]).
     pub fn replace_with(&mut self, relist: Relist) {
+        *self = self.rebuilt_from(relist);
+    }
+
+    /// The forest `relist` rebuilt, to replace this one. What this forest knew of a forged
+    /// namespace carried over; ResourceQuotas have their own watch, so they stay.
+    pub fn rebuilt_from(&self, relist: Relist) -> Forest {
         let mut rebuilt = relist.forest;
-        rebuilt.resource_quotas = std::mem::take(&mut self.resource_quotas);
-        *self = rebuilt;
-        self.share_tree_labels();
-        // Without history, a parent's children last changed no later than its newest child.
+        rebuilt.resource_quotas = self.resource_quotas.clone();
+        rebuilt.share_tree_labels();
+        rebuilt.date_children();
+        rebuilt
+    }
+
+    /// Without history, a parent's children last changed no later than its newest child.
+    fn date_children(&mut self) {
         let newest: Vec<(Arc<str>, u64)> = self
             .children
             .iter()

@@ -239,7 +239,7 @@ fn served(call: &Call<'_>, name: &str, as_if: Option<Namespace>) -> Result<Value
     let forest = call.state.cache.read();
     let found = match as_if {
         Some(written) => {
-            let mut forest = forest.clone();
+            let mut forest = Forest::clone(&forest);
             forest.upsert(written);
             quotas::quota_value(&forest, ns, name)
         }

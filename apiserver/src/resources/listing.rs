@@ -10,7 +10,7 @@ use super::render;
 use crate::auth::authn::Identity;
 use crate::auth::authz;
 use crate::auth::view::View;
-use crate::hierarchy::forest::Forest;
+use crate::hierarchy::forest::{Forest, Node};
 use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest};
 use crate::http::status::ApiError;
@@ -63,6 +63,22 @@ pub fn namespaces<'a>(
     }
 }
 
+/// The namespaces of [`namespaces`] that exist: every node of the forest, read in order, when
+/// that is what is asked, rather than each name looked up again (at 100,000 namespaces the
+/// look-ups were a fifth of a `HierarchyTree`'s time).
+pub fn nodes<'a>(
+    forest: &'a Forest,
+    def: &ResourceDef,
+    namespace: &'a str,
+    view: Option<&'a View>,
+) -> Box<dyn Iterator<Item = &'a Node> + 'a> {
+    if namespace.is_empty() && def.namespaced && view.is_none_or(|v| v.namespaces().is_none()) {
+        Box::new(forest.iter())
+    } else {
+        Box::new(namespaces(forest, def, namespace, view).filter_map(|ns| forest.get(ns)))
+    }
+}
+
 /// The objects of `def` in `namespace` (every namespace when empty), in key order, rendered a
 /// namespace at a time as the iterator is read; with a view, only those it shows, read only from
 /// the namespaces it may show anything in.
@@ -93,11 +109,11 @@ pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError>
     }
     if !call.req.namespace.is_empty() {
         // One namespace's objects are few: rendered whole under the cache's read lock, without
-        // a snapshot, which copies the forest's map of every namespace (the namespace
-        // controller lists each resource in each namespace it deletes).
+        // a snapshot, since a change of the forest while one is held copies the forest's maps
+        // (the namespace controller lists each resource in each namespace it deletes).
         return Ok(whole(call, &call.state.cache.read(), current, &opts));
     }
-    let forest = call.state.cache.read().clone();
+    let forest = call.state.cache.snapshot();
     if opts.limit.is_some() {
         return Ok(whole(call, &forest, current, &opts));
     }

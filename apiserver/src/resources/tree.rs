@@ -60,7 +60,7 @@ struct Entry<'a> {
 impl<'a> Entry<'a> {
     fn of(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> Entry<'a> {
         let name = node.name();
-        let hidden = |child: &&str| view.is_some_and(|v| !v.shows(child, HIERARCHY_SINGLETON));
+        let hidden = |v: &View| forest.children(name).filter(|c| !v.shows(c, HIERARCHY_SINGLETON)).collect();
         Entry {
             name,
             parent: node.parent.as_deref(),
@@ -68,7 +68,7 @@ impl<'a> Entry<'a> {
             terminating: node.is_terminating(),
             allow_cascading_deletion: node.allow_cascading_deletion,
             conditions: conditions::recorded(node.meta.annotation(hns_api::keys::CONDITIONS)),
-            hidden_children: forest.children(name).filter(hidden).collect(),
+            hidden_children: view.map(hidden).unwrap_or_default(),
         }
     }
 }
@@ -105,7 +105,7 @@ pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     if let Some(view) = &call.view {
         call.state.views.remember(call.who, call.def.plural, view);
     }
-    let forest = call.state.cache.read().clone();
+    let forest = call.state.cache.snapshot();
     let rv = forest.resource_version();
     let envelope =
         json!({"kind": KIND, "apiVersion": hns_api::API_VERSION, "metadata": {"resourceVersion": rv}});
@@ -115,8 +115,7 @@ pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     let (def, namespace, view) = (call.def, call.req.namespace.clone(), call.view.clone());
     Ok(Reply::streamed(Box::pin(async_stream::stream! {
         let mut pieces = listing::Pieces::open(envelope, "namespaces");
-        let shown = listing::namespaces(&forest, def, &namespace, view.as_ref())
-            .filter_map(|ns| forest.get(ns))
+        let shown = listing::nodes(&forest, def, &namespace, view.as_ref())
             .filter(|node| view.as_ref().is_none_or(|v| v.shows(node.name(), HIERARCHY_SINGLETON)))
             .filter(|node| opts.selects(&Configuration { namespace: node.name(), labels: &node.hierarchy_meta().labels }));
         for node in shown {

@@ -68,7 +68,7 @@ fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
 enum Begin {
     /// ADDED events for every object of this snapshot, rendered as they are sent, then changes
     /// (and the end-of-initial-events bookmark between, if asked).
-    Current { snapshot: Forest, initial_events_end: bool },
+    Current { snapshot: std::sync::Arc<Forest>, initial_events_end: bool },
     /// These lines, then changes.
     Lines(Vec<bytes::Bytes>),
     /// The requested resourceVersion is too old: one ERROR line and the end.
@@ -276,7 +276,7 @@ pub async fn serve(
         let last_seen = state.cache.hub.last();
         let now_rv = forest.resource_version_number();
         let begin = match start {
-            Start::Current { initial_events_end } => Begin::Current { snapshot: forest.clone(), initial_events_end },
+            Start::Current { initial_events_end } => Begin::Current { snapshot: std::sync::Arc::clone(&forest), initial_events_end },
             // A view resumed with no record of what its user was shown cannot tell what to
             // remove: its client lists again, as after any expired watch.
             Start::After(_) if served.as_ref().is_some_and(Vec::is_empty) => Begin::Expired(watcher.expired(

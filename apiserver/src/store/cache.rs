@@ -53,7 +53,8 @@ pub enum Change {
 
 /// The forest, whether it has been filled, and the events it produces.
 pub struct Cache {
-    forest: RwLock<Forest>,
+    /// Shared, copy-on-write, with the snapshots lists are streamed from ([`Cache::snapshot`]).
+    forest: RwLock<Arc<Forest>>,
     synced: AtomicBool,
     policy: Policy,
     /// Change events of the derived objects, for watchers.
@@ -69,6 +70,34 @@ pub struct Cache {
     reached: Reached,
 }
 
+/// Write access to the forest. Snapshots share it ([`Cache::snapshot`]): the first change made
+/// while one is held copies the forest's maps (not its nodes, which are shared) and leaves the
+/// snapshot as it was; with none held, changes are made in place. So a list pays nothing to
+/// take its snapshot, and the copy it used to make for every list is made only when the forest
+/// changes while one is being sent.
+struct ForestMut<'a>(RwLockWriteGuard<'a, Arc<Forest>>);
+
+impl ForestMut<'_> {
+    /// Replaces the forest with what `f` makes of the current one, which it reads (no copy).
+    fn replace(&mut self, f: impl FnOnce(&Forest) -> Forest) {
+        *self.0 = Arc::new(f(&self.0));
+    }
+}
+
+impl std::ops::Deref for ForestMut<'_> {
+    type Target = Forest;
+
+    fn deref(&self) -> &Forest {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ForestMut<'_> {
+    fn deref_mut(&mut self) -> &mut Forest {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
 /// How long a writer waits for the watch to bring its own write. The watch normally takes
 /// milliseconds; past this, kube-apiserver or the watch is in trouble and the caller says so.
 const CATCH_UP: Duration = Duration::from_secs(10);
@@ -79,7 +108,7 @@ impl Cache {
     pub fn new(policy: Policy, sealer: crate::hierarchy::seal::Sealer) -> Self {
         let (changes, _) = tokio::sync::broadcast::channel(4_096);
         Cache {
-            forest: RwLock::new(Forest::new(sealer)),
+            forest: RwLock::new(Arc::new(Forest::new(sealer))),
             synced: AtomicBool::new(false),
             policy,
             hub: Hub::default(),
@@ -92,12 +121,19 @@ impl Cache {
     }
 
     /// Read access to the forest. Hold it briefly and never across an `.await`.
-    pub fn read(&self) -> RwLockReadGuard<'_, Forest> {
+    pub fn read(&self) -> RwLockReadGuard<'_, Arc<Forest>> {
         self.forest.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Forest> {
-        self.forest.write().unwrap_or_else(|e| e.into_inner())
+    /// The forest as it is now, to read at leisure (across `.await`s, e.g. while a list of every
+    /// namespace is sent): taking it costs a reference count, and the next change of the
+    /// forest while it is held copies the forest's maps once (see [`ForestMut`]).
+    pub fn snapshot(&self) -> Arc<Forest> {
+        Arc::clone(&self.read())
+    }
+
+    fn write(&self) -> ForestMut<'_> {
+        ForestMut(self.forest.write().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Whether the first full list has been applied (a readiness check).
@@ -213,7 +249,7 @@ impl Cache {
             Event::InitDone => {
                 let mut forest = self.write();
                 let rebuilt = relist.take().unwrap_or_else(|| forest.relist());
-                forest.replace_with(rebuilt);
+                forest.replace(|old| old.rebuilt_from(rebuilt));
                 // Changes during the outage are unknown: watchers must start over.
                 self.hub.reset(forest.resource_version_number());
                 self.reached(&forest);
@@ -287,6 +323,33 @@ mod tests {
         assert_eq!(cache.read().children("a").collect::<Vec<_>>(), ["b"]);
         cache.apply(Event::Delete(namespace("b", Some("a"), true)), &mut buf);
         assert_eq!(cache.read().len(), 1);
+    }
+
+    #[test]
+    fn a_snapshot_stays_as_it_was_taken_while_the_forest_moves_on() {
+        let cache = cache();
+        let mut buf = None;
+        for e in [Event::Init, Event::InitApply(namespace("a", None, false)), Event::InitDone] {
+            cache.apply(e, &mut buf);
+        }
+        let snapshot = cache.snapshot();
+        assert!(Arc::ptr_eq(&snapshot, &cache.read()), "taking a snapshot copies nothing");
+        cache.apply(Event::Apply(namespace("b", Some("a"), true)), &mut buf);
+        assert_eq!(snapshot.len(), 1, "the snapshot does not see the later change");
+        assert_eq!(cache.read().children("a").collect::<Vec<_>>(), ["b"]);
+        drop(snapshot);
+        // With no snapshot held, a change is made in place.
+        let before = Arc::as_ptr(&cache.read());
+        cache.apply(Event::Delete(namespace("b", Some("a"), true)), &mut buf);
+        assert_eq!(Arc::as_ptr(&cache.read()), before);
+        assert_eq!(cache.read().len(), 1);
+        // A re-list replaces the forest, and a snapshot held meanwhile keeps the old one.
+        let held = cache.snapshot();
+        for e in [Event::Init, Event::InitApply(namespace("c", None, false)), Event::InitDone] {
+            cache.apply(e, &mut buf);
+        }
+        assert_eq!(held.iter().map(|n| n.name()).collect::<Vec<_>>(), ["a"]);
+        assert_eq!(cache.read().iter().map(|n| n.name()).collect::<Vec<_>>(), ["c"]);
     }
 
     #[test]
