@@ -32,9 +32,10 @@
 //!   hns-bench scale        100,000 namespaces ($HNS_BENCH_SCALE_NAMESPACES): creation, memory,
 //!                          reads, tree -A, propagation, a move, diagnose -A and a restart at
 //!                          that size (`make bench-scale`; see tests/src/scale_bench.rs)
-//!   hns-bench creation     on the cluster as it is: 3 rounds of 1,000 plain namespaces then a
-//!                          tree of 1,000 subnamespaces, the median ratio of their rates, and
-//!                          each control-plane process's CPU time per namespace (part of scale)
+//!   hns-bench creation     on the cluster as it is: 5 rounds of 1,000 plain namespaces and a
+//!                          tree of 1,000 subnamespaces, in alternating order, the median
+//!                          ratio of their rates, and each control-plane process's CPU time
+//!                          per namespace (part of scale)
 
 use std::time::{Duration, Instant};
 
