@@ -67,10 +67,66 @@ pub struct HierarchyConfigurationStatus {
     pub conditions: Vec<Condition>,
 }
 
+/// The kind of a list of hierarchy configurations asked for as each namespace's place in the
+/// hierarchy only (`Accept: application/json;as=HierarchyTree;g=hnc.x-k8s.io;v=v1alpha2`), what
+/// `kubectl hns tree` reads: `{"kind": "HierarchyTree", "apiVersion": ..., "metadata":
+/// {"resourceVersion": ...}, "namespaces": [HierarchyTreeEntry, ...]}`.
+pub const HIERARCHY_TREE_KIND: &str = "HierarchyTree";
+
+/// One namespace of a `HierarchyTree`. `S` is how names are held: the server writes them
+/// borrowed from its forest (`&str`), clients read them owned (`String`, the default).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HierarchyTreeEntry<S = String> {
+    /// The namespace.
+    pub name: S,
+    /// Its parent, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<S>,
+    /// Whether it is a subnamespace of its parent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subnamespace: bool,
+    /// Whether it is being deleted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminating: bool,
+    /// Its `allowCascadingDeletion`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_cascading_deletion: bool,
+    /// Problems with its place in the hierarchy, as its configuration has them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The names of its children the requester may not see.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_children: Vec<S>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tree_entry_written_borrowed_reads_back_owned() {
+        let written = HierarchyTreeEntry {
+            name: "dev",
+            parent: Some("team-a"),
+            subnamespace: true,
+            terminating: false,
+            allow_cascading_deletion: false,
+            conditions: vec![],
+            hidden_children: vec!["svc-1"],
+        };
+        let v = serde_json::to_value(&written).unwrap();
+        assert_eq!(
+            v,
+            json!({"name": "dev", "parent": "team-a", "subnamespace": true, "hiddenChildren": ["svc-1"]})
+        );
+        let read: HierarchyTreeEntry = serde_json::from_value(v).unwrap();
+        assert_eq!(read.name, "dev");
+        assert_eq!(read.parent.as_deref(), Some("team-a"));
+        assert_eq!(read.hidden_children, ["svc-1"]);
+        assert!(read.subnamespace && !read.terminating && !read.allow_cascading_deletion);
+    }
 
     #[test]
     fn serializes_with_hnc_field_names() {

@@ -18,7 +18,8 @@ pub use config::{
     HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus, ResourceSpec, ResourceStatus,
 };
 pub use hierarchy::{
-    HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, MetaKvp,
+    HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, HierarchyTreeEntry,
+    MetaKvp,
 };
 pub use quota::{HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus};
 pub use subnamespace::{

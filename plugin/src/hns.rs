@@ -51,31 +51,8 @@ const TABLE_WITHOUT_OBJECTS: &str = "application/json;as=Table;v=v1;g=meta.k8s.i
 /// place in the hierarchy, and nothing else. Alone, so that a server without it answers 406.
 const HIERARCHY_TREE: &str = "application/json;as=HierarchyTree;g=hnc.x-k8s.io;v=v1alpha2";
 
-/// One namespace of a `HierarchyTree`.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TreeEntry {
-    /// The namespace.
-    pub name: String,
-    /// Its parent, if any.
-    #[serde(default)]
-    pub parent: Option<String>,
-    /// Whether it is a subnamespace of its parent.
-    #[serde(default)]
-    pub subnamespace: bool,
-    /// Whether it is being deleted.
-    #[serde(default)]
-    pub terminating: bool,
-    /// Its `allowCascadingDeletion`.
-    #[serde(default)]
-    pub allow_cascading_deletion: bool,
-    /// Problems with its place in the hierarchy.
-    #[serde(default)]
-    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    /// The names of its children the user may not see.
-    #[serde(default)]
-    pub hidden_children: Vec<String>,
-}
+/// One namespace of a `HierarchyTree`, its names owned.
+pub type TreeEntry = hns_api::HierarchyTreeEntry;
 
 #[derive(serde::Deserialize)]
 struct HierarchyTree {

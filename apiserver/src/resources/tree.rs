@@ -13,18 +13,17 @@
 //!  "namespaces": [{"name": "acme"}, {"name": "team-a", "parent": "acme", "subnamespace": true}]}
 //! ```
 //!
-//! An entry has `parent` if the namespace has one, `subnamespace`, `terminating` and
-//! `allowCascadingDeletion` when true,
-//! its `conditions` as its configuration has them, and `hiddenChildren`: the names of children the
-//! requester may not see (their configurations are left out, but their names are in this one's).
-//! The same namespaces are shown as in the list of configurations, selectors and views included.
+//! Each entry is an [`HierarchyTreeEntry`] (`hns_api`, which the plugin reads too): `parent` if
+//! the namespace has one, `subnamespace`, `terminating` and `allowCascadingDeletion` when true,
+//! its `conditions` as its configuration has them, and `hiddenChildren`: the names of children
+//! the requester may not see (their configurations are left out, but their names are in this
+//! one's). The same namespaces are shown as in the list of configurations, selectors and views
+//! included.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use hns_api::hierarchy::HIERARCHY_SINGLETON;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use serde::Serialize;
+use hns_api::hierarchy::{HierarchyTreeEntry, HIERARCHY_SINGLETON, HIERARCHY_TREE_KIND};
 use serde_json::json;
 
 use super::def::{Call, Reply};
@@ -35,41 +34,18 @@ use crate::hierarchy::forest::{Forest, Node};
 use crate::http::list::{ListOptions, Selectable};
 use crate::http::status::ApiError;
 
-/// The kind of the answer.
-const KIND: &str = "HierarchyTree";
-
-/// One namespace's place in the hierarchy.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Entry<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parent: Option<&'a str>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    subnamespace: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    terminating: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    allow_cascading_deletion: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    conditions: Vec<Condition>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    hidden_children: Vec<&'a str>,
-}
-
-impl<'a> Entry<'a> {
-    fn of(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> Entry<'a> {
-        let name = node.name();
-        let hidden = |v: &View| forest.children(name).filter(|c| !v.shows(c, HIERARCHY_SINGLETON)).collect();
-        Entry {
-            name,
-            parent: node.parent.as_deref(),
-            subnamespace: node.is_subnamespace,
-            terminating: node.is_terminating(),
-            allow_cascading_deletion: node.allow_cascading_deletion,
-            conditions: conditions::recorded(node.meta.annotation(hns_api::keys::CONDITIONS)),
-            hidden_children: view.map(hidden).unwrap_or_default(),
-        }
+/// One namespace's place in the hierarchy, as `view` shows it.
+fn entry<'a>(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> HierarchyTreeEntry<&'a str> {
+    let name = node.name();
+    let hidden = |v: &View| forest.children(name).filter(|c| !v.shows(c, HIERARCHY_SINGLETON)).collect();
+    HierarchyTreeEntry {
+        name,
+        parent: node.parent.as_deref(),
+        subnamespace: node.is_subnamespace,
+        terminating: node.is_terminating(),
+        allow_cascading_deletion: node.allow_cascading_deletion,
+        conditions: conditions::recorded(node.meta.annotation(hns_api::keys::CONDITIONS)),
+        hidden_children: view.map(hidden).unwrap_or_default(),
     }
 }
 
@@ -107,8 +83,7 @@ pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     }
     let forest = call.state.cache.snapshot();
     let rv = forest.resource_version();
-    let envelope =
-        json!({"kind": KIND, "apiVersion": hns_api::API_VERSION, "metadata": {"resourceVersion": rv}});
+    let envelope = json!({"kind": HIERARCHY_TREE_KIND, "apiVersion": hns_api::API_VERSION, "metadata": {"resourceVersion": rv}});
     let serde_json::Value::Object(envelope) = envelope else {
         unreachable!("json! of an object is an object")
     };
@@ -119,7 +94,7 @@ pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
             .filter(|node| view.as_ref().is_none_or(|v| v.shows(node.name(), HIERARCHY_SINGLETON)))
             .filter(|node| opts.selects(&Configuration { namespace: node.name(), labels: &node.hierarchy_meta().labels }));
         for node in shown {
-            let full = pieces.item(|out| serde_json::to_writer(out, &Entry::of(&forest, node, view.as_ref())))
+            let full = pieces.item(|out| serde_json::to_writer(out, &entry(&forest, node, view.as_ref())))
                 .map_err(actix_web::error::ErrorInternalServerError)?;
             if let Some(full) = full {
                 yield Ok(full);
