@@ -21,10 +21,11 @@ Examples:
   kubectl hns diagnose old
 
 Exit codes:
-  0  success
-  1  error: refused by the server (its message is printed), hns not installed or unavailable,
-     a bad kubeconfig, context or flag value, or not confirmed on the terminal
-  2  invalid command line
+  0    success
+  1    error: refused by the server (its message is printed), hns not installed or unavailable,
+       a bad kubeconfig, context or flag value, or not confirmed on the terminal
+  2    invalid command line
+  141  the reader of the output went away (`| head`): nothing is said, as for kubectl
 
 Confirmations: commands that ask first do so on a terminal only; without one (scripts) they go
 ahead as HNC's plugin did, and say so on stderr (--yes silences that). diagnose --fix is the
@@ -183,7 +184,7 @@ mod tests {
     #[test]
     fn help_documents_exit_codes() {
         let help = Cli::command().render_long_help().to_string();
-        assert!(help.contains("Exit codes:") && help.contains("2  invalid command line"), "{help}");
+        assert!(help.contains("Exit codes:") && help.contains("2    invalid command line"), "{help}");
     }
 
     /// Every command, at every depth, with its path.

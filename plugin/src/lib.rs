@@ -14,5 +14,6 @@ pub mod kubeconfig;
 pub mod output;
 pub mod paint;
 pub mod prompt;
+pub mod stdout;
 pub mod table;
 pub mod tree;

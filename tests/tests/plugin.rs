@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use hns_api::HierarchyConfiguration;
@@ -119,6 +119,24 @@ fn completion_scripts_for_three_shells() {
     }
     let out = hns(&env, &["completion", "powershell"]);
     assert_eq!(out.status.code(), Some(2), "an invalid command line exits 2: {}", stderr(&out));
+}
+
+/// A reader that stops early (`kubectl hns tree -A | head`) ends the plugin as it ends kubectl:
+/// quietly, with the status a shell reports for a program ended by SIGPIPE, not with a panic.
+#[test]
+fn a_reader_that_stops_early_ends_the_plugin_quietly() {
+    let env = Env::get();
+    for args in [&["tree", "-A"][..], &["describe", "default"], &["completion", "bash"]] {
+        let mut child = plugin_command(&plugin_dir(), &env.kubeconfig, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl must be on PATH");
+        // The reader goes away while kubectl is still starting, before the plugin writes a byte.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait for kubectl hns");
+        assert_eq!((out.status.code(), stderr(&out)), (Some(141), String::new()), "{args:?}");
+    }
 }
 
 /// The lines HNC's plugin printed, word for word, where scripts grep them: cascading deletion in

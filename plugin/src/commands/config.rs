@@ -15,6 +15,7 @@ use crate::hns::Hns;
 use crate::output::{self, ConditionView, DataFormat};
 use crate::paint::Paint;
 use crate::prompt;
+use crate::{out, outln};
 
 /// View or change which kinds propagate down the hierarchy (the cluster's HNCConfiguration).
 #[derive(clap::Args, Debug)]
@@ -136,10 +137,10 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
     let rv = config.metadata.resource_version.clone();
     match args.command {
         ConfigCommand::Describe { output: Some(format) } => {
-            print!("{}", output::data(&summary(&config), format)?)
+            out!("{}", output::data(&summary(&config), format)?)?
         }
         ConfigCommand::Describe { output: None } => {
-            print!("{}", text(&summary(&config), &Paint::for_stream(&std::io::stdout())))
+            out!("{}", text(&summary(&config), &Paint::for_stream(&std::io::stdout())))?
         }
         ConfigCommand::SetResource { resource, group, mode, force, yes } => {
             let current = configured_mode(&config, &group, &resource).map(str::parse::<Mode>);
@@ -149,7 +150,7 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
                 return Ok(ExitCode::FAILURE);
             }
             if current == Some(Ok(mode)) {
-                println!("{}", set_line(&group, &resource, mode.as_str()));
+                outln!("{}", set_line(&group, &resource, mode.as_str()))?;
                 return Ok(ExitCode::SUCCESS);
             }
             if mode == Mode::Remove {
@@ -169,14 +170,14 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
                 }),
             }
             hns.set_config_resources(rv.as_deref(), &resources).await?;
-            println!("{}", set_line(&group, &resource, mode.as_str()));
+            outln!("{}", set_line(&group, &resource, mode.as_str()))?;
         }
         ConfigCommand::DeleteType { group, resource, yes } => {
             let Some(mode) = configured_mode(&config, &group, &resource) else {
                 // HNC's words and outcome: nothing to do is not a failure.
-                println!(
+                outln!(
                     "Nothing to delete; No configuration for type with group: {group}, resource: {resource}"
-                );
+                )?;
                 return Ok(ExitCode::SUCCESS);
             };
             if matches!(mode.parse(), Ok(Mode::Propagate | Mode::AllowPropagate)) {
@@ -198,7 +199,7 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
                 .collect();
             hns.set_config_resources(rv.as_deref(), &resources).await?;
             // HNC's words, so scripts written for it keep working.
-            println!("Configuration for type with group: {group}, resource: {resource} is deleted");
+            outln!("Configuration for type with group: {group}, resource: {resource} is deleted")?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use crate::client::KubeFlags;
 use crate::hns::Hns;
+use crate::outln;
 
 /// Create a subnamespace of the namespace given with -n.
 ///
@@ -28,6 +29,6 @@ pub async fn run(kube: &KubeFlags, args: CreateArgs) -> anyhow::Result<ExitCode>
     let parent = conn.namespace;
     Hns::new(conn.client).create_subnamespace(&parent, &args.child).await?;
     // HNC's words, so scripts written for it keep working.
-    println!("Successfully created \"{}\" subnamespace anchor in \"{parent}\" namespace", args.child);
+    outln!("Successfully created \"{}\" subnamespace anchor in \"{parent}\" namespace", args.child)?;
     Ok(ExitCode::SUCCESS)
 }

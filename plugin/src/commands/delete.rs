@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::client::KubeFlags;
 use crate::forest::{self, Scope};
 use crate::hns::Hns;
+use crate::outln;
 use crate::prompt;
 
 /// Delete a subnamespace of the namespace given with -n.
@@ -53,15 +54,15 @@ pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode>
             prompt::confirm(&cascade_question(&child, &below), args.yes)?;
         }
         if forest.get(&child).is_some_and(|n| n.allow_cascading_deletion) {
-            println!("Cascading deletion for '{child}' is already set to 'true'; unchanged");
+            outln!("Cascading deletion for '{child}' is already set to 'true'; unchanged")?;
         } else if !below.is_empty() {
-            println!("Allowing cascading deletion on '{child}'");
+            outln!("Allowing cascading deletion on '{child}'")?;
             hns.patch_hierarchy(&child, None, json!({"allowCascadingDeletion": true})).await?;
         }
     }
     hns.delete_subnamespace(&parent, &child).await?;
     // HNC's words, so scripts written for it keep working.
-    println!("Successfully deleted \"{child}\" subnamespace anchor in \"{parent}\" namespace");
+    outln!("Successfully deleted \"{child}\" subnamespace anchor in \"{parent}\" namespace")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::client::KubeFlags;
 use crate::hns::{self, Hns};
+use crate::out;
 use crate::output::{self, ConditionView, DataFormat};
 use crate::paint::Paint;
 
@@ -46,8 +47,8 @@ pub async fn run(kube: &KubeFlags, args: DescribeArgs) -> anyhow::Result<ExitCod
     let hns = Hns::new(kube.client().await?);
     let d = read(&hns, &namespace).await?;
     match args.output {
-        Some(format) => print!("{}", output::data(&d, format)?),
-        None => print!("{}", text(&d, &Paint::for_stream(&std::io::stdout()), Timestamp::now())),
+        Some(format) => out!("{}", output::data(&d, format)?)?,
+        None => out!("{}", text(&d, &Paint::for_stream(&std::io::stdout()), Timestamp::now()))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,7 @@ use crate::diagnose::{
 };
 use crate::paint::Paint;
 use crate::prompt;
+use crate::{out, outln};
 
 /// Exit code: a stuck namespace was found.
 const EXIT_STUCK: u8 = 2;
@@ -89,16 +90,16 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
     let paint = Paint::for_stream(&std::io::stdout());
     let text = args.output == Format::Text;
     if text {
-        print!("{}", report::text(&diagnosis, &paint));
+        out!("{}", report::text(&diagnosis, &paint))?;
     }
     let stuck: Vec<String> =
         diagnosis.namespaces.iter().filter(|n| n.stuck()).map(|n| n.name.clone()).collect();
     if !args.fix || stuck.is_empty() {
         if text && !stuck.is_empty() {
-            println!("Dry run: nothing was changed. Add --fix to apply the remedies one at a time.");
+            outln!("Dry run: nothing was changed. Add --fix to apply the remedies one at a time.")?;
         }
         if !text {
-            println!("{}", report::json(&diagnosis, None));
+            outln!("{}", report::json(&diagnosis, None))?;
         }
         return Ok(if stuck.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_STUCK) });
     }
@@ -110,7 +111,7 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
     let mut ui = Console { yes: args.yes, paint: Paint::for_stream(&std::io::stderr()) };
     let outcome = fix(&client, &stuck, &options, &mut ui, &progress).await?;
     if !text {
-        println!("{}", report::json(&diagnosis, Some(&outcome)));
+        outln!("{}", report::json(&diagnosis, Some(&outcome)))?;
     }
     Ok(if outcome.fixed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
 }

@@ -28,6 +28,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::KubeFlags;
 use crate::hns::{classify, Error};
+use crate::out;
 
 /// Print the hierarchy as manifests: HNC's objects, or the Namespace annotations hns reads.
 ///
@@ -67,7 +68,7 @@ pub async fn run(kube: &KubeFlags, args: ExportArgs) -> anyhow::Result<ExitCode>
         Target::Hnc => for_hnc(&hierarchy),
         Target::Hns => for_hns(&hierarchy),
     };
-    print!("{}", yaml_stream(&objects)?);
+    out!("{}", yaml_stream(&objects)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,7 +16,9 @@ use crate::forest;
 use crate::hns::{self, Hns};
 use crate::kinds::{self, Kind};
 use crate::output::{self, DataFormat};
+use crate::stdout;
 use crate::table::{self, Table};
+use crate::{out, outln};
 
 /// How many forbidden namespaces the warning names before it counts the rest.
 const NAMED_FORBIDDEN: usize = 10;
@@ -165,7 +167,7 @@ async fn list_objects(
         None | Some(GetFormat::Wide) => {
             let answers: Answers<Table> = send(client, requests(true)?).await?;
             forbidden(&answers, &action, place)?;
-            print_tables(&answers.found, true, args.output == Some(GetFormat::Wide), place);
+            print_tables(&answers.found, true, args.output == Some(GetFormat::Wide), place)?;
         }
         Some(format) => {
             let answers: Answers<Value> = send(client, requests(false)?).await?;
@@ -198,7 +200,7 @@ async fn list_namespaces(
         None | Some(GetFormat::Wide) => {
             let answers: Answers<Table> = send(client, requests(true)?).await?;
             forbidden(&answers, "get", place)?;
-            print_tables(&answers.found, false, format == Some(GetFormat::Wide), place);
+            print_tables(&answers.found, false, format == Some(GetFormat::Wide), place)?;
         }
         Some(format) => {
             let answers: Answers<Value> = send(client, requests(false)?).await?;
@@ -254,12 +256,17 @@ fn forbidden_line(action: &str, names: &[&str], total: usize, root: &str) -> Str
 }
 
 /// Prints the namespaces' Tables as one, or says that nothing was found.
-fn print_tables(tables: &[(String, Table)], namespace_column: bool, wide: bool, place: &Place<'_>) {
+fn print_tables(
+    tables: &[(String, Table)],
+    namespace_column: bool,
+    wide: bool,
+    place: &Place<'_>,
+) -> Result<(), stdout::Error> {
     if tables.iter().all(|(_, t)| t.rows.is_empty()) {
         eprintln!("No resources found in {}.", place.name());
-        return;
+        return Ok(());
     }
-    print!("{}", table::render(tables, namespace_column, wide));
+    out!("{}", table::render(tables, namespace_column, wide))
 }
 
 /// Prints objects as one List in `format`, or (`None`) as `prefix/name` lines; says so when
@@ -271,11 +278,11 @@ fn print_objects(
     place: &Place<'_>,
 ) -> anyhow::Result<()> {
     match format {
-        Some(format) => print!("{}", output::data(&list(items), format)?),
+        Some(format) => out!("{}", output::data(&list(items), format)?)?,
         None if items.is_empty() => eprintln!("No resources found in {}.", place.name()),
         None => {
             for item in items {
-                println!("{prefix}/{}", item["metadata"]["name"].as_str().unwrap_or_default());
+                outln!("{prefix}/{}", item["metadata"]["name"].as_str().unwrap_or_default())?;
             }
         }
     }

@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::client::KubeFlags;
 use crate::hns::Hns;
 use crate::output::{self, DataFormat};
+use crate::{out, outln};
 
 /// Display hierarchical resource quotas: each limit with what its whole subtree uses.
 ///
@@ -66,8 +67,8 @@ pub async fn run(kube: &KubeFlags, args: HrqArgs) -> anyhow::Result<ExitCode> {
     if quotas.is_empty() {
         // HNC's words and exit code.
         match args.all_namespaces {
-            true => println!("No resources found"),
-            false => println!("No resources found in {namespace} namespace."),
+            true => outln!("No resources found")?,
+            false => outln!("No resources found in {namespace} namespace.")?,
         }
         return Ok(ExitCode::FAILURE);
     }
@@ -75,8 +76,8 @@ pub async fn run(kube: &KubeFlags, args: HrqArgs) -> anyhow::Result<ExitCode> {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
     match args.output {
-        Some(format) => print!("{}", output::data(&list(quotas), format)?),
-        None => print!("{}", table(&quotas, args.all_namespaces, args.show_labels, Timestamp::now())),
+        Some(format) => out!("{}", output::data(&list(quotas), format)?)?,
+        None => out!("{}", table(&quotas, args.all_namespaces, args.show_labels, Timestamp::now()))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use crate::client::KubeFlags;
 use crate::hns::{self, Hns};
+use crate::outln;
 
 /// Set a namespace's parent, or make it a root, and allow or forbid cascading deletion.
 ///
@@ -62,19 +63,19 @@ pub async fn run(kube: &KubeFlags, args: SetArgs) -> anyhow::Result<ExitCode> {
     let hns = Hns::new(kube.client().await?);
     let plan = write_plan(&hns, &ns, &args).await?;
     for line in &plan.unchanged {
-        println!("{line}");
+        outln!("{line}")?;
     }
     if plan.spec.is_empty() {
-        println!("No changes made");
+        outln!("No changes made")?;
         return Ok(ExitCode::SUCCESS);
     }
     for line in &plan.changes {
-        println!("{line}");
+        outln!("{line}")?;
     }
     let n = plan.changes.len();
     let noun = if n == 1 { "property" } else { "properties" };
     // HNC's line, spelling and all ("Succesfully"), so scripts that grep it keep working.
-    println!("Succesfully updated {n} {noun} of the hierarchical configuration of {ns}");
+    outln!("Succesfully updated {n} {noun} of the hierarchical configuration of {ns}")?;
     Ok(ExitCode::SUCCESS)
 }
 

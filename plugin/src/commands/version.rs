@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::client::KubeFlags;
 use crate::hns::Hns;
 use crate::output::{self, DataFormat};
+use crate::{out, outln};
 
 /// Print the plugin's version and whether the cluster serves the hns API.
 ///
@@ -45,7 +46,7 @@ pub async fn run(kube: &KubeFlags, args: VersionArgs) -> anyhow::Result<ExitCode
     let client_version = format!("v{}", env!("CARGO_PKG_VERSION"));
     if args.output.is_none() {
         // First, so it shows even when the cluster cannot be reached.
-        println!("kubectl-hns version {client_version}");
+        outln!("kubectl-hns version {client_version}")?;
     }
     let hns = Hns::new(kube.client().await?);
     let kubernetes_version = hns.kubernetes_version().await.ok();
@@ -60,11 +61,11 @@ pub async fn run(kube: &KubeFlags, args: VersionArgs) -> anyhow::Result<ExitCode
         hns_api: HnsApi { group_version: API_VERSION, served, resources, error },
     };
     match args.output {
-        Some(format) => print!("{}", output::data(&v, format)?),
+        Some(format) => out!("{}", output::data(&v, format)?)?,
         None => {
-            println!("Kubernetes version {}", v.kubernetes_version.as_deref().unwrap_or("unknown"));
+            outln!("Kubernetes version {}", v.kubernetes_version.as_deref().unwrap_or("unknown"))?;
             match &v.hns_api.error {
-                None => println!("hns API {API_VERSION} served: {}", v.hns_api.resources.join(", ")),
+                None => outln!("hns API {API_VERSION} served: {}", v.hns_api.resources.join(", "))?,
                 Some(e) => eprintln!("Error: {e}"),
             }
         }
