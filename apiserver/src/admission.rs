@@ -5,7 +5,7 @@
 //! only say `"true"` on a managed namespace (HNC's rule); a subnamespace is deleted
 //! through its parent; a namespace with subnamespaces is deleted only where cascading deletion
 //! is allowed. Decisions come from the forest and [`crate::hierarchy::rules`]; this module only decodes
-//! and answers.
+//! and answers, and holds a parent about to be deleted for its subnamespaces.
 //!
 //! Two webhook entries point here (see `config/base/webhook.yaml`): a fail-closed one for
 //! namespaces labelled as hierarchy members, and a fail-open one for all others. Both run the
@@ -118,8 +118,37 @@ pub async fn validate_namespaces(
     // configuration gives one, so anyone who reaches the port may ask. Only a caller with a
     // certificate of the cluster's is told about namespaces other than the one asked about.
     let cluster_peer = http.extensions().get::<ClusterPeer>().is_some_and(|p| p.0);
-    answer(review.into_inner(), |request| {
-        decide(&state, request, cluster_peer).map_err(|r| Denial::forbidden(message(&request.name, r)))
+    let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
+        Ok(request) => request,
+        Err(e) => return invalid(e),
+    };
+    let decision = match decide(&state, &request, cluster_peer) {
+        Ok(()) => hold_for_subnamespaces(&state, &request).await,
+        Err(refusal) => Err(Denial::forbidden(message(&request.name, refusal))),
+    };
+    reply(&request, decision)
+}
+
+/// A namespace with subnamespaces that may be deleted gets HNC's `hasSubnamespace` finalizer
+/// first, so that it stays Terminating until they are gone
+/// ([`crate::hierarchy::forest::Forest::needs_hold`]). This is the webhook's one side effect,
+/// skipped on a dry run (`sideEffects: NoneOnDryRun`); hns's own deletions skip the webhook and
+/// hold for themselves. If the hold cannot be written the deletion is refused, changing nothing.
+async fn hold_for_subnamespaces(
+    state: &AppState,
+    request: &AdmissionRequest<Namespace>,
+) -> Result<(), Denial> {
+    let deleting = matches!(request.operation, Operation::Delete) && !request.dry_run;
+    if !deleting || !state.cache.read().needs_hold(&request.name) {
+        return Ok(());
+    }
+    state.writer.hold_for_subnamespaces(&request.name).await.map_err(|e| Denial {
+        code: 500,
+        reason: "InternalError",
+        message: format!(
+            "namespaces \"{}\" was not deleted: hns could not first mark it to wait for its subnamespaces ({}); try again",
+            request.name, e.message
+        ),
     })
 }
 

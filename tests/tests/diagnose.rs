@@ -623,7 +623,7 @@ async fn diagnose_two_causes_at_once() {
 }
 
 /// The three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, each name made
-/// unique; returns them once hns holds `h1` and `h1-c` for their subnamespaces.
+/// unique. hns holds `h1` and `h1-c` for their subnamespaces only once they are deleted.
 async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, String) {
     let client = env.admin().await;
     let h1 = unique("diag-h1");
@@ -635,19 +635,13 @@ async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, Stri
     create_subns(&client, &h1, &c).await.expect("subnamespace h1-c");
     create_subns(&client, &c, &g).await.expect("subnamespace h1-c-g");
     allow_cascading_deletion(&client, &h1).await.expect("cascading deletion on h1");
-    for parent in [&h1, &c] {
-        held_for_subnamespaces(env, parent).await;
-    }
     (h1, c, g)
 }
 
-/// Waits until `ns` carries hns's finalizer for its subnamespaces.
-async fn held_for_subnamespaces(env: &Env, ns: &str) {
-    eventually("hns holds the parent for its subnamespaces", WAIT, || async {
-        let f = get(env, &["namespace", ns], "{.metadata.finalizers}")?;
-        f.contains(hns_api::keys::HAS_SUBNAMESPACE_FINALIZER).then_some(())
-    })
-    .await;
+/// Whether `ns` carries hns's finalizer for its subnamespaces.
+fn held_for_subnamespaces(env: &Env, ns: &str) -> bool {
+    get(env, &["namespace", ns], "{.metadata.finalizers}")
+        .is_some_and(|f| f.contains(hns_api::keys::HAS_SUBNAMESPACE_FINALIZER))
 }
 
 /// After `--fix --yes` on `h1`: the one write it made, and all three namespaces gone.
@@ -689,6 +683,7 @@ async fn diagnose_follows_a_stuck_subtree() {
         .await;
         let phase = get(&env, &["namespace", ns], "{.status.phase}");
         assert_eq!(phase.as_deref(), Some("Terminating"), "{ns} waits for what is below it");
+        assert!(held_for_subnamespaces(&env, ns), "{ns} is held by hns's finalizer");
     }
 
     let configmap = version(&env, &["configmap", "w", "-n", &g]);
@@ -846,6 +841,12 @@ async fn diagnose_with_read_rights_only() {
         ),
     );
     ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    // The namespace controller's last write, so that the one checked for below is the fix's.
+    eventually("the namespace controller is done with the namespace", WAIT, || async {
+        let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
+        (!f.contains("kubernetes")).then_some(())
+    })
+    .await;
 
     let out = hns_with(&kubeconfig, &["diagnose", &ns]);
     assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));

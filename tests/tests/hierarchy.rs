@@ -265,7 +265,21 @@ async fn the_webhook_guards_hierarchy_state_and_cascading_deletion_works() {
     )
     .await
     .unwrap();
-    ok(env.kubectl(&["delete", "ns", &root, "--wait=false"]));
+    // A parent is held for its subnamespaces only once it is deleted: until then, making a
+    // subnamespace writes nothing to its parent. A dry run holds nothing.
+    let held = |ns: &Namespace| {
+        ns.metadata.finalizers.iter().flatten().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER)
+    };
+    let namespaces = Api::<Namespace>::all(client.clone());
+    for ns in [&root, &mid] {
+        assert!(!held(&namespaces.get(ns).await.unwrap()), "{ns} is not held while it lives");
+    }
+    ok(env.kubectl(&["delete", "ns", &root, "--dry-run=server"]));
+    let after_dry_run = namespaces.get(&root).await.unwrap();
+    assert!(!held(&after_dry_run) && after_dry_run.metadata.deletion_timestamp.is_none(), "dry run");
+    let deleted = namespaces.delete(&root, &Default::default()).await.unwrap();
+    let terminating = deleted.left().expect("root terminates");
+    assert!(held(&terminating), "held before it was deleted: {:?}", terminating.metadata.finalizers);
     eventually("the whole subtree to finish terminating", Duration::from_secs(90), || async {
         let api = Api::<Namespace>::all(client.clone());
         for ns in [&root, &mid, &leaf] {

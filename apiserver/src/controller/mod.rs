@@ -241,28 +241,48 @@ impl Controller {
     /// A terminating namespace where cascading deletion is allowed takes every subnamespace
     /// below it at once ([`crate::hierarchy::forest::Forest::cascade`]) rather than one level per pass of
     /// the namespace controller. Each deletion is conditional on the uid the forest saw, so a
-    /// namespace made again under the same name is left alone.
+    /// namespace made again under the same name is left alone; one that is itself a parent is
+    /// held for its subnamespaces first, as the webhook holds one a user deletes.
     async fn cascade(&self, ns: &str) -> Result<(), Error> {
         use futures::StreamExt;
-        let doomed = self.cache.read().cascade(ns);
+        let doomed: Vec<_> = {
+            let forest = self.cache.read();
+            forest.cascade(ns).into_iter().map(|(name, uid)| (forest.needs_hold(&name), name, uid)).collect()
+        };
         let outcomes: Vec<Result<(), Error>> = futures::stream::iter(doomed)
-            .map(|(name, uid)| async move {
-                tracing::info!(namespace = %name, terminating = %ns, "deleting a subnamespace with its terminating ancestor");
-                match self.writer.delete(&name, uid, false).await {
-                    // Gone already, already terminating, or another namespace of that name now.
-                    Ok(_) => Ok(()),
-                    Err(e) if e.code == 404 || e.code == 409 => Ok(()),
-                    Err(source) => {
-                        let error = Error::Cascade { namespace: name, source };
-                        tracing::warn!(%error, "cascading deletion failed; retrying");
-                        Err(error)
-                    }
-                }
-            })
+            .map(|(hold, name, uid)| self.delete_below(ns, hold, name, uid))
             .buffer_unordered(CASCADE_DELETES)
             .collect()
             .await;
         outcomes.into_iter().collect()
+    }
+
+    /// Deletes subnamespace `name` (if its uid is still `uid`) because `terminating`, above it,
+    /// terminates; holds it for its own subnamespaces first when `hold`.
+    async fn delete_below(
+        &self,
+        terminating: &str,
+        hold: bool,
+        name: String,
+        uid: Option<String>,
+    ) -> Result<(), Error> {
+        tracing::info!(namespace = %name, %terminating, "deleting a subnamespace with its terminating ancestor");
+        let deleted = async {
+            if hold {
+                self.writer.hold_for_subnamespaces(&name).await?;
+            }
+            self.writer.delete(&name, uid, false).await.map(drop)
+        };
+        match deleted.await {
+            // Gone already, already terminating, or another namespace of that name now.
+            Ok(()) => Ok(()),
+            Err(e) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(source) => {
+                let error = Error::Cascade { namespace: name, source };
+                tracing::warn!(%error, "cascading deletion failed; retrying");
+                Err(error)
+            }
+        }
     }
 
     /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.

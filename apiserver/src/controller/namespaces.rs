@@ -104,30 +104,19 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
     Some(json!({ "metadata": metadata }))
 }
 
-/// The namespace's finalizers with HNC's `hasSubnamespace` added or removed, or `None` if they
-/// are right. It stays while the namespace has subnamespaces, so that a parent is not gone
-/// before its subnamespaces are: a subnamespace stuck in Terminating keeps every namespace above
-/// it Terminating too, in sight, and the chain can be followed down (`kubectl hns diagnose`).
-/// A terminating namespace that may not delete its subnamespaces (its deletion went round the
-/// webhook) lets them go instead, as HNC does; and the API server refuses new finalizers on a
-/// terminating object, so it is only ever removed there. The patch carries the whole list,
-/// guarded by the resourceVersion like the rest.
+/// The namespace's finalizers without HNC's `hasSubnamespace`, or `None` if they are right. It
+/// is added just before the namespace is deleted, by whoever deletes it
+/// ([`Forest::needs_hold`]), never here, and stays while the namespace has subnamespaces, so
+/// that a parent is not gone before its subnamespaces are. A terminating namespace that may not
+/// delete its subnamespaces (its deletion went round the webhook) lets them go instead, as HNC
+/// does. The patch carries the whole list, guarded by the resourceVersion like the rest.
 fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
     let current: Vec<String> = node.meta.finalizers().map(str::to_string).collect();
     let has = current.iter().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER);
-    let terminating = node.is_terminating();
     let name = node.name();
-    let want = forest.subnamespaces(name).next().is_some()
-        && if terminating { has && forest.allows_cascading_deletion(name) } else { true };
-    match (has, want) {
-        (false, true) => {
-            Some(current.into_iter().chain([keys::HAS_SUBNAMESPACE_FINALIZER.to_string()]).collect())
-        }
-        (true, false) => {
-            Some(current.into_iter().filter(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER).collect())
-        }
-        _ => None,
-    }
+    let keep = forest.subnamespaces(name).next().is_some()
+        && (!node.is_terminating() || forest.allows_cascading_deletion(name));
+    (has && !keep).then(|| current.into_iter().filter(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER).collect())
 }
 
 #[cfg(test)]
@@ -173,14 +162,24 @@ mod tests {
         f.get(ns).unwrap().meta.finalizers().map(str::to_string).collect()
     }
 
-    #[test]
-    fn a_namespace_with_subnamespaces_is_held_until_they_are_gone() {
-        let mut f = forest("acme full:acme sub:~acme");
-        assert_eq!(finalizers_after(&mut f, "acme"), [keys::HAS_SUBNAMESPACE_FINALIZER]);
-        assert!(finalizers_after(&mut f, "sub").is_empty(), "no subnamespaces: no finalizer");
-        assert!(finalizers_after(&mut f, "full").is_empty(), "a full child holds nothing, as in HNC");
-        assert!(patch(&f, &policy(), "acme", now()).is_none(), "converged");
+    /// `name` in `f` with HNC's `hasSubnamespace` finalizer after `others`, as whoever deletes
+    /// it adds it first.
+    fn hold(f: &mut Forest, name: &str, others: &[&str]) {
+        let mut ns = f.get(name).unwrap().namespace();
+        let finalizers = others.iter().copied().chain([keys::HAS_SUBNAMESPACE_FINALIZER]);
+        ns.metadata.finalizers = Some(finalizers.map(str::to_string).collect());
+        f.upsert(ns);
+    }
 
+    #[test]
+    fn a_parent_is_held_only_once_deleted_and_until_its_subnamespaces_are_gone() {
+        let mut f = forest("acme full:acme sub:~acme");
+        assert!(finalizers_after(&mut f, "acme").is_empty(), "a live parent costs no write of its own");
+        assert!(f.needs_hold("acme"), "whoever deletes it holds it first");
+        assert!(!f.needs_hold("sub") && !f.needs_hold("full"), "no subnamespaces, as in HNC");
+
+        hold(&mut f, "acme", &[]);
+        assert!(!f.needs_hold("acme"));
         delete(&mut f, "acme", true);
         assert_eq!(
             finalizers_after(&mut f, "acme"),
@@ -193,24 +192,26 @@ mod tests {
     }
 
     #[test]
-    fn a_terminating_namespace_gets_no_new_finalizer_and_releases_without_cascading() {
+    fn too_late_to_hold_a_terminating_namespace_and_released_without_cascading() {
         let mut f = forest("acme sub:~acme");
         delete(&mut f, "acme", true);
-        assert!(finalizers_after(&mut f, "acme").is_empty(), "the API server refuses new finalizers on it");
+        assert!(!f.needs_hold("acme"), "the API server refuses new finalizers on it");
 
         let mut f = forest("acme sub:~acme");
-        assert_eq!(finalizers_after(&mut f, "acme"), [keys::HAS_SUBNAMESPACE_FINALIZER]);
+        hold(&mut f, "acme", &[]);
         delete(&mut f, "acme", false);
         assert!(finalizers_after(&mut f, "acme").is_empty(), "its subnamespaces are not deleted with it");
     }
 
     #[test]
-    fn other_finalizers_are_kept() {
+    fn a_hold_left_on_a_live_namespace_goes_with_its_last_subnamespace_and_others_stay() {
         let mut f = forest("acme sub:~acme");
-        let mut ns = f.get("acme").unwrap().namespace();
-        ns.metadata.finalizers = Some(vec!["example.com/keep".into()]);
-        f.upsert(ns);
-        assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep", keys::HAS_SUBNAMESPACE_FINALIZER]);
+        hold(&mut f, "acme", &["example.com/keep"]);
+        assert_eq!(
+            finalizers_after(&mut f, "acme"),
+            ["example.com/keep", keys::HAS_SUBNAMESPACE_FINALIZER],
+            "a deletion refused after the hold: kept while sub exists"
+        );
         let sub = f.get("sub").unwrap().namespace();
         f.remove(&sub);
         assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep"]);

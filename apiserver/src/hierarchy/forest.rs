@@ -689,6 +689,22 @@ impl Forest {
             .filter(move |n| n.is_subnamespace && n.parent.as_deref() == Some(name))
     }
 
+    /// Whether namespace `name`, about to be deleted, must first get HNC's `hasSubnamespace`
+    /// finalizer: it has subnamespaces, lacks the finalizer and is not terminating yet (the API
+    /// server refuses new finalizers on a terminating object). Held so, it stays Terminating
+    /// until its subnamespaces are gone, and a subnamespace stuck below keeps every namespace
+    /// above it in sight (`kubectl hns diagnose` follows the chain down). It is added just before
+    /// the deletion, by whoever deletes (the namespace webhook for a user, hns for its own
+    /// deletions), not when the namespace gets its first subnamespace: that would cost a second
+    /// write for every subnamespace that becomes a parent, and in a deep tree nearly all do.
+    pub fn needs_hold(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|node| {
+            !node.is_terminating()
+                && node.meta.finalizers().all(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER)
+                && self.subnamespaces(name).next().is_some()
+        })
+    }
+
     /// Whether namespace `name` is terminating (or gone).
     pub fn is_terminating(&self, name: &str) -> bool {
         self.nodes.get(name).is_none_or(|n| n.is_terminating())

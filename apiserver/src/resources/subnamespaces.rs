@@ -299,13 +299,18 @@ async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
     Ok(Reply::json(200, render::object(call.def, obj, call.render).map_err(Failure::Final)?, warnings))
 }
 
-/// Deletes one subnamespace after the checks; returns its object as it stands.
+/// Deletes one subnamespace after the checks, held first for its own subnamespaces if it has
+/// any (see [`crate::hierarchy::forest::Forest::needs_hold`]); returns its object as it stands.
 async fn delete_one(
     call: &Call<'_>,
     name: &str,
     uid: Option<String>,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
+    let hold = !dry_run && call.state.cache.read().needs_hold(name);
+    if hold {
+        call.state.writer.hold_for_subnamespaces(name).await?;
+    }
     let remaining = call.state.writer.delete(name, uid, dry_run).await?;
     if let (Some(ns), false) = (&remaining, dry_run) {
         await_write(call.state, ns).await;

@@ -1,6 +1,7 @@
 //! hns's own writes to Namespace objects, made with hns's credentials after the caller has been
 //! authorized. Errors from kube-apiserver come back as the cluster's own `Status`.
 
+use hns_api::keys;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
@@ -41,6 +42,16 @@ impl Writer {
             pp = pp.dry_run();
         }
         self.api.patch(name, &pp, &Patch::Merge(patch)).await.map_err(ApiError::from_kube)
+    }
+
+    /// Gives namespace `name` HNC's `hasSubnamespace` finalizer, keeping its others (a strategic
+    /// merge patch merges finalizer lists), just before it is deleted: see
+    /// [`crate::hierarchy::forest::Forest::needs_hold`].
+    pub async fn hold_for_subnamespaces(&self, name: &str) -> Result<(), ApiError> {
+        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let hold = serde_json::json!({"metadata": {"finalizers": [keys::HAS_SUBNAMESPACE_FINALIZER]}});
+        self.api.patch(name, &pp, &Patch::Strategic(hold)).await.map_err(ApiError::from_kube)?;
+        Ok(())
     }
 
     /// Deletes namespace `name` if its uid is still `uid`; returns it as it is while it
