@@ -267,15 +267,9 @@ impl Controller {
         uid: Option<String>,
     ) -> Result<(), Error> {
         tracing::info!(namespace = %name, %terminating, "deleting a subnamespace with its terminating ancestor");
-        let deleted = async {
-            if hold {
-                self.writer.hold_for_subnamespaces(&name).await?;
-            }
-            self.writer.delete(&name, uid, false).await.map(drop)
-        };
-        match deleted.await {
+        match self.writer.delete(&name, uid, hold, false).await {
             // Gone already, already terminating, or another namespace of that name now.
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(e) if e.code == 404 || e.code == 409 => Ok(()),
             Err(source) => {
                 let error = Error::Cascade { namespace: name, source };

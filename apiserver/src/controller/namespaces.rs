@@ -111,12 +111,19 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 /// delete its subnamespaces (its deletion went round the webhook) lets them go instead, as HNC
 /// does. The patch carries the whole list, guarded by the resourceVersion like the rest.
 fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
-    let current: Vec<String> = node.meta.finalizers().map(str::to_string).collect();
-    let has = current.iter().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER);
+    let has = node.meta.finalizers().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER);
     let name = node.name();
-    let keep = forest.subnamespaces(name).next().is_some()
-        && (!node.is_terminating() || forest.allows_cascading_deletion(name));
-    (has && !keep).then(|| current.into_iter().filter(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER).collect())
+    let keep = || {
+        forest.subnamespaces(name).next().is_some()
+            && (!node.is_terminating() || forest.allows_cascading_deletion(name))
+    };
+    (has && !keep()).then(|| {
+        node.meta
+            .finalizers()
+            .filter(|f| *f != keys::HAS_SUBNAMESPACE_FINALIZER)
+            .map(str::to_string)
+            .collect()
+    })
 }
 
 #[cfg(test)]

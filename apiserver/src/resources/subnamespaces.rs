@@ -307,11 +307,8 @@ async fn delete_one(
     uid: Option<String>,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
-    let hold = !dry_run && call.state.cache.read().needs_hold(name);
-    if hold {
-        call.state.writer.hold_for_subnamespaces(name).await?;
-    }
-    let remaining = call.state.writer.delete(name, uid, dry_run).await?;
+    let hold = call.state.cache.read().needs_hold(name);
+    let remaining = call.state.writer.delete(name, uid, hold, dry_run).await?;
     if let (Some(ns), false) = (&remaining, dry_run) {
         await_write(call.state, ns).await;
     }

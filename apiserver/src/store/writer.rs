@@ -44,24 +44,20 @@ impl Writer {
         self.api.patch(name, &pp, &Patch::Merge(patch)).await.map_err(ApiError::from_kube)
     }
 
-    /// Gives namespace `name` HNC's `hasSubnamespace` finalizer, keeping its others (a strategic
-    /// merge patch merges finalizer lists), just before it is deleted: see
-    /// [`crate::hierarchy::forest::Forest::needs_hold`].
-    pub async fn hold_for_subnamespaces(&self, name: &str) -> Result<(), ApiError> {
-        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-        let hold = serde_json::json!({"metadata": {"finalizers": [keys::HAS_SUBNAMESPACE_FINALIZER]}});
-        self.api.patch(name, &pp, &Patch::Strategic(hold)).await.map_err(ApiError::from_kube)?;
-        Ok(())
-    }
-
-    /// Deletes namespace `name` if its uid is still `uid`; returns it as it is while it
-    /// terminates, or `None` if it is already gone.
+    /// Deletes namespace `name` if its uid is still `uid`, first holding it for its
+    /// subnamespaces when `hold` (what [`crate::hierarchy::forest::Forest::needs_hold`] says;
+    /// a dry run holds nothing); returns it as it is while it terminates, or `None` if it is
+    /// already gone.
     pub async fn delete(
         &self,
         name: &str,
         uid: Option<String>,
+        hold: bool,
         dry_run: bool,
     ) -> Result<Option<Namespace>, ApiError> {
+        if hold && !dry_run {
+            self.hold_for_subnamespaces(name).await?;
+        }
         let dp = DeleteParams {
             dry_run,
             preconditions: Some(Preconditions { uid, resource_version: None }),
@@ -69,5 +65,16 @@ impl Writer {
         };
         let deleted = self.api.delete(name, &dp).await.map_err(ApiError::from_kube)?;
         Ok(deleted.left())
+    }
+
+    /// Gives namespace `name` HNC's `hasSubnamespace` finalizer, keeping its others (a strategic
+    /// merge patch merges finalizer lists), just before it is deleted: see
+    /// [`crate::hierarchy::forest::Forest::needs_hold`]. The webhook calls this for a user's
+    /// deletion; hns's own go through [`Writer::delete`].
+    pub async fn hold_for_subnamespaces(&self, name: &str) -> Result<(), ApiError> {
+        let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        let hold = serde_json::json!({"metadata": {"finalizers": [keys::HAS_SUBNAMESPACE_FINALIZER]}});
+        self.api.patch(name, &pp, &Patch::Strategic(hold)).await.map_err(ApiError::from_kube)?;
+        Ok(())
     }
 }
