@@ -246,7 +246,8 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     let rv = before.metadata.resource_version.unwrap();
     assert_eq!(first_event_about(&hcs, &rv, &outsider).await, Change::Added);
 
-    // Listed with it; the grant taken away; a watch from that list's version removes it.
+    // Listed with it; the grant taken away; a watch from that list's version is told to list
+    // again (410 Gone), and the list no longer shows it.
     let before = hcs.list(&ListParams::default()).await.unwrap();
     assert!(shows(&before));
     ok(env.kubectl(&["delete", "rolebinding", "direct", "-n", &outsider]));
@@ -255,7 +256,113 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     })
     .await;
     let rv = before.metadata.resource_version.unwrap();
-    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, Change::Deleted);
+    let mut events = hcs.watch(&WatchParams::default().timeout(30), &rv).await.unwrap().boxed();
+    match events.try_next().await.unwrap() {
+        Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410, "{e:?}"),
+        other => panic!("a watch resumed after a revocation must list again, got {other:?}"),
+    }
     delete_tree(&admin, &root).await;
     delete_namespaces(&admin, &[&outsider]).await;
+}
+
+/// The lines a watch of `path` from `rv` sends `user` in two seconds, through kube-apiserver.
+fn resumed_as(env: &Env, user: &str, path: &str, rv: &str) -> Vec<serde_json::Value> {
+    let url = format!("{path}?watch=true&resourceVersion={rv}&timeoutSeconds=2");
+    let out = ok(env.kubectl_as(user, &[], &["get", "--raw", &url]));
+    out.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The resourceVersion of a list of `path` as `user`, and whether it mentions `text`.
+fn listed_as(env: &Env, user: &str, path: &str, text: &str) -> (String, bool) {
+    let out = ok(env.kubectl_as(user, &[], &["get", "--raw", path]));
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    (list["metadata"]["resourceVersion"].as_str().unwrap().to_string(), out.contains(text))
+}
+
+/// Issue 40, B1: a user whose access to a namespace ended resumes a watch; nothing written there
+/// since (here a subnamespace made after the revocation), nor the namespace's objects as they
+/// are now, reaches them: the resumed watch is told to list again.
+#[tokio::test]
+async fn a_revoked_user_resuming_a_watch_learns_nothing_written_after() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let victim = create_namespace(&admin, &unique("victim"), &[]).await;
+    let before = format!("{victim}-before");
+    create_subns(&admin, &victim, &before).await.unwrap();
+    let user = unique("mallory");
+    grant_view(&env, &user, &victim, "m-view");
+    let paths =
+        ["/apis/hnc.x-k8s.io/v1alpha2/subnamespaces", "/apis/hnc.x-k8s.io/v1alpha2/hierarchyconfigurations"];
+    let mut old_versions = Vec::new();
+    for path in paths {
+        let rv = eventually("the user to see the victim", WAIT, || async {
+            let (rv, seen) = listed_as(&env, &user, path, &victim);
+            seen.then_some(rv)
+        })
+        .await;
+        old_versions.push(rv);
+    }
+    ok(env.kubectl(&["delete", "rolebinding", "m-view", "-n", &victim]));
+    for path in paths {
+        eventually("the revocation to hide the victim", WAIT, || async {
+            (!listed_as(&env, &user, path, &victim).1).then_some(())
+        })
+        .await;
+    }
+    let secret = format!("{victim}-secret");
+    create_subns(&admin, &victim, &secret).await.unwrap();
+    for (path, old_rv) in paths.iter().zip(&old_versions) {
+        // From a list made after the revocation: told to list again, once.
+        let (rv, _) = listed_as(&env, &user, path, &victim);
+        let lines = resumed_as(&env, &user, path, &rv);
+        let text = serde_json::to_string(&lines).unwrap();
+        assert!(!text.contains(&victim), "{path}: a revoked user was told of the victim: {text}");
+        assert_eq!(lines.len(), 1, "{path}: one line, telling to list again: {text}");
+        assert_eq!(
+            (lines[0]["type"].as_str(), lines[0]["object"]["code"].as_i64()),
+            (Some("ERROR"), Some(410)),
+            "{text}"
+        );
+        // Listed again: resumes normally, still without the victim; and from a version of
+        // before the revocation, nothing of the victim either.
+        let (rv, _) = listed_as(&env, &user, path, &victim);
+        for rv in [rv.as_str(), old_rv.as_str()] {
+            let text = serde_json::to_string(&resumed_as(&env, &user, path, rv)).unwrap();
+            assert!(!text.contains(&victim), "{path} from {rv}: {text}");
+        }
+    }
+    delete_tree(&admin, &victim).await;
+}
+
+/// A watch open while its user loses access removes the objects with tombstones: name and
+/// namespace, nothing of the objects as they are now.
+#[tokio::test]
+async fn a_watch_open_during_a_revocation_removes_objects_with_tombstones() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let victim = create_namespace(&admin, &unique("tomb"), &[]).await;
+    create_subns(&admin, &victim, &format!("{victim}-kid")).await.unwrap();
+    let user = unique("tombwatcher");
+    grant_view(&env, &user, &victim, "t-view");
+    let api: Api<HierarchyConfiguration> = Api::all(env.client_as(&user, &[]).await);
+    let mut events = api.watch(&WatchParams::default().timeout(60), "0").await.unwrap().boxed();
+    let read = async {
+        loop {
+            match events.try_next().await.unwrap().expect("the watch ended") {
+                WatchEvent::Added(hc) if hc.namespace().as_deref() == Some(victim.as_str()) => {
+                    ok(env.kubectl(&["delete", "rolebinding", "t-view", "-n", &victim]));
+                }
+                WatchEvent::Deleted(hc) if hc.namespace().as_deref() == Some(victim.as_str()) => return hc,
+                _ => {}
+            }
+        }
+    };
+    let tombstone = tokio::time::timeout(WAIT, read).await.expect("a DELETED event for the victim");
+    assert_eq!(tombstone.metadata.name.as_deref(), Some("hierarchy"));
+    assert!(tombstone.metadata.labels.is_none() && tombstone.metadata.annotations.is_none(), "{tombstone:?}");
+    assert!(
+        tombstone.status.as_ref().is_none_or(|s| s.children.is_empty()),
+        "no children told: {tombstone:?}"
+    );
+    delete_tree(&admin, &victim).await;
 }

@@ -82,6 +82,24 @@ impl Names {
     fn is_none(&self) -> bool {
         *self == Names::None
     }
+
+    /// Whether every object `other` allows, these allow too.
+    pub fn covers(&self, other: &Names) -> bool {
+        match (self, other) {
+            (Names::All, _) | (_, Names::None) => true,
+            (Names::Only(mine), Names::Only(theirs)) => theirs.is_subset(mine),
+            (Names::None | Names::Only(_), Names::All) | (Names::None, Names::Only(_)) => false,
+        }
+    }
+
+    /// What these or `other` allow.
+    fn union(&self, other: &Names) -> Names {
+        match (self, other) {
+            (Names::All, _) | (_, Names::All) => Names::All,
+            (Names::None, n) | (n, Names::None) => n.clone(),
+            (Names::Only(a), Names::Only(b)) => Names::Only(a.union(b).cloned().collect()),
+        }
+    }
 }
 
 /// Where a user may do one thing to a resource: everywhere (ClusterRoleBindings), and in the
@@ -103,6 +121,20 @@ impl Grants {
     /// Whether object `name` in `namespace` is allowed.
     pub fn allows(&self, namespace: &str, name: &str) -> bool {
         self.everywhere.allows(name) || self.namespaces.get(namespace).is_some_and(|n| n.allows(name))
+    }
+
+    /// Whether every object `other` allows, these allow too. Objects `other` allows in every
+    /// namespace must be allowed here in every namespace: namespaces are not enumerated, so
+    /// the answer may be "no" where per-namespace grants happen to cover them all.
+    pub fn covers(&self, other: &Grants) -> bool {
+        self.everywhere.covers(&other.everywhere)
+            && other.namespaces.iter().all(|(ns, theirs)| {
+                let mine = self
+                    .namespaces
+                    .get(ns)
+                    .map_or_else(|| self.everywhere.clone(), |n| n.union(&self.everywhere));
+                mine.covers(theirs)
+            })
     }
 }
 
@@ -372,6 +404,26 @@ mod tests {
 
     fn namespaces(g: &Grants) -> Vec<&str> {
         g.namespaces.keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn grants_cover_what_they_allow_and_no_more() {
+        let only = |names: &[&str]| Names::Only(names.iter().map(|n| n.to_string()).collect());
+        let grants = |everywhere: Names, namespaces: &[(&str, Names)]| Grants {
+            everywhere,
+            namespaces: namespaces.iter().map(|(ns, n)| (ns.to_string(), n.clone())).collect(),
+        };
+        let a_and_b = grants(Names::None, &[("a", Names::All), ("b", only(&["x"]))]);
+        assert!(a_and_b.covers(&grants(Names::None, &[("a", only(&["y"]))])), "a part of a");
+        assert!(a_and_b.covers(&Grants::default()), "nothing");
+        assert!(!a_and_b.covers(&grants(Names::None, &[("b", only(&["y"]))])), "another name in b");
+        assert!(!a_and_b.covers(&grants(Names::None, &[("c", Names::All)])), "another namespace");
+        assert!(!a_and_b.covers(&Grants::all()), "everything");
+        assert!(Grants::all().covers(&a_and_b));
+        // Names allowed everywhere count in every namespace.
+        let x_everywhere = grants(only(&["x"]), &[("b", only(&["y"]))]);
+        assert!(x_everywhere.covers(&grants(Names::None, &[("b", only(&["x", "y"]))])));
+        assert!(!x_everywhere.covers(&grants(only(&["y"]), &[])));
     }
 
     #[test]

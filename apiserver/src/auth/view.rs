@@ -56,8 +56,8 @@ pub struct Views {
     authz: Authorizer,
     mode: Mode,
     /// (user, resource) → the views served lately, newest last. A watch resumed from a
-    /// resourceVersion cannot say what its client was shown; with these, it can remove what any
-    /// of them showed and the current view does not.
+    /// resourceVersion cannot say what its client was shown; with these, it can tell whether the
+    /// client may hold objects it may no longer see (and then has it list again).
     served: moka::sync::Cache<String, Vec<View>>,
 }
 
@@ -88,6 +88,12 @@ impl View {
         (self.grants.everywhere == Names::None).then(|| self.grants.namespaces.keys().map(String::as_str))
     }
 
+    /// Whether everything `other` shows, `self` shows too: a client shown `other` loses nothing
+    /// when it is shown `self` instead.
+    pub fn covers(&self, other: &View) -> bool {
+        self.grants.covers(&other.grants)
+    }
+
     /// The namespaces where `self` and `other` may differ; `None` when they may differ anywhere.
     pub fn differences(&self, other: &View) -> Option<Vec<String>> {
         if self.grants.everywhere != other.grants.everywhere {
@@ -105,7 +111,9 @@ impl View {
 impl Views {
     /// Views decided by `mode`, from `rbac` and, for reviews, `authz`.
     pub fn new(rbac: Arc<RbacCache>, authz: Authorizer, mode: Mode) -> Views {
-        let served = moka::sync::Cache::builder().max_capacity(10_000).time_to_idle(REMEMBERED_FOR).build();
+        // Forgotten an hour after the last time a view was served, not renewed by being read:
+        // a resume is not a view served.
+        let served = moka::sync::Cache::builder().max_capacity(10_000).time_to_live(REMEMBERED_FOR).build();
         Views { rbac, authz, mode, served }
     }
 
@@ -121,6 +129,12 @@ impl Views {
             }
         }
         self.served.insert(key, views);
+    }
+
+    /// Forgets every view of `resource` served to `who` but `view`: their client was told to list
+    /// again, and is shown `view` from then on.
+    pub fn remember_only(&self, who: &Identity, resource: &str, view: &View) {
+        self.served.insert(served_key(who, resource), vec![view.clone()]);
     }
 
     /// The views of `resource` served to `who` lately (none if not remembered).
@@ -219,6 +233,17 @@ fn served_key(who: &Identity, resource: &str) -> String {
     serde_json::json!([who.user, who.groups, who.extra, resource]).to_string()
 }
 
+/// Views for tests elsewhere.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    /// The view of a user who may see everything.
+    pub fn everything() -> View {
+        View { grants: Arc::new(crate::auth::rbac::Grants::all()) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +265,7 @@ mod tests {
         assert_eq!(before.differences(&view(Names::All, &[])), None, "everywhere changed");
         assert_eq!(before.namespaces().unwrap().collect::<Vec<_>>(), ["a", "b"]);
         assert!(view(Names::All, &[]).namespaces().is_none());
+        assert!(after.covers(&before) && !before.covers(&after), "b grew, c is new");
         assert!(
             before.shows("a", "q")
                 && before.shows("b", "x")
@@ -266,5 +292,7 @@ mod tests {
             views.remember(&who("alice"), "subnamespaces", &one(&i.to_string()));
         }
         assert_eq!(views.served(&who("alice"), "subnamespaces").len(), REMEMBERED_VIEWS);
+        views.remember_only(&who("alice"), "subnamespaces", &one("z"));
+        assert_eq!(views.served(&who("alice"), "subnamespaces"), [one("z")], "told to list again");
     }
 }

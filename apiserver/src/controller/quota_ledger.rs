@@ -25,7 +25,6 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use crate::hierarchy::ledger::{self, Ledger, Observed};
-use crate::hierarchy::quantity;
 use crate::resource_version;
 use crate::store::allocations;
 use crate::store::cache::{Cache, Change as CacheChange};
@@ -117,12 +116,20 @@ impl LedgerReconciler {
             let written = self
                 .store
                 .modify(&root, |current| {
-                    let next = ledger::keep_grants(skeleton.clone(), current);
+                    let (next, left_out) =
+                        ledger::fit(ledger::keep_grants(skeleton.clone(), current), current);
                     let change = if next == *current { Change::Keep } else { Change::Write(next.clone()) };
-                    Ok::<_, std::convert::Infallible>((change, next))
+                    Ok::<_, std::convert::Infallible>((change, (next, left_out)))
                 })
                 .await?;
-            let Ok(written) = written;
+            let Ok((written, left_out)) = written;
+            if !left_out.is_empty() {
+                tracing::warn!(
+                    root,
+                    namespaces = ?left_out,
+                    "the quota ledger of this tree is full: these namespaces stay pending (nothing can be created in them) until quotas or namespaces under them are removed"
+                );
+            }
             if written == Ledger::default() {
                 self.store.remove_if_empty(&root).await?;
                 continue;
@@ -149,11 +156,11 @@ impl LedgerReconciler {
             .filter(|rq| rq.metadata.name.as_deref() == Some(RESOURCE_QUOTA_NAME))
             .filter_map(|rq| {
                 let ns = rq.metadata.namespace.clone()?;
-                let used = rq
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.used.as_ref())
-                    .and_then(|u| quantity::parse_list(u).ok());
+                let status = rq.status.as_ref();
+                let used = ledger::counted_usage(
+                    status.and_then(|s| s.hard.as_ref()),
+                    status.and_then(|s| s.used.as_ref()),
+                );
                 let allocation = crate::store::resource_quotas::allocation_of(&rq);
                 Some((ns, Observed { version: resource_version::number(&rq.metadata), used, allocation }))
             })

@@ -322,19 +322,33 @@ fn limits(ledger: &Ledger, n: &str, key: &str) -> Result<Amounts, Refusal> {
     read(n, limits)
 }
 
-/// The grants of the members of quota `key` other than `n`; refused while one is unknown.
+/// The grants of the members of quota `key` other than `n`, for the resources `key` limits;
+/// refused while one of those is unknown. Nothing else of theirs is asked for: a quota a tenant
+/// puts on their own subtree, limiting other resources, never holds up the quotas above it.
 fn others_sum(ledger: &Ledger, n: &str, key: &str) -> Result<Amounts, Refusal> {
     let mut sum = Amounts::new();
     for (member, entry) in members(ledger, key) {
         if member == n {
             continue;
         }
-        let Some(granted) = known_grant(ledger, n, entry)? else {
+        let Some(granted) = grant_under(ledger, n, entry, key)? else {
             return Err(not_ready(n, &format!("the usage of namespace {member} is not known yet")));
         };
         sum = quantity::add(&sum, &granted);
     }
     Ok(sum)
+}
+
+/// An entry's grant of the resources quota `key` limits, if it is known for each of them.
+fn grant_under(ledger: &Ledger, n: &str, entry: &Entry, key: &str) -> Result<Option<Amounts>, Refusal> {
+    let Some(granted) = &entry.granted else { return Ok(None) };
+    let Some(limits) = ledger.quotas.get(key) else { return Ok(None) };
+    let mut under = ResourceList::new();
+    for r in limits.keys() {
+        let Some(q) = granted.get(r) else { return Ok(None) };
+        under.insert(r.clone(), q.clone());
+    }
+    read(n, &under).map(Some)
 }
 
 /// HNC's message: `exceeded hierarchical quota in namespace "NS": "NAME", requested: R=…,
@@ -416,6 +430,99 @@ pub fn keep_grants(mut skeleton: Ledger, previous: &Ledger) -> Ledger {
     skeleton
 }
 
+/// The most a ledger may hold, written: a ConfigMap holds 1 MiB, less room for its metadata.
+pub const LIMIT_BYTES: usize = (1 << 20) - (16 << 10);
+
+/// The most a ledger may be projected to hold ([`projected_size`]) after a quota is created or
+/// changed: what lies between this and [`LIMIT_BYTES`] is room for namespaces that join the
+/// tree later and for grants whose quantities grow longer.
+pub const BUDGET_BYTES: usize = 896 << 10;
+
+/// The most resources one hierarchical quota may limit. Each is copied into the ledger with the
+/// quota and into the grant of every namespace under it, so a quota of thousands would fill its
+/// tree's ledger; Kubernetes' ResourceQuotas in practice limit a dozen or two.
+pub const MAX_RESOURCES_PER_QUOTA: usize = 64;
+
+/// How many bytes `ledger` will take once every grant it does not know yet is filled, each
+/// counted as long as a limit over it (grants sit at or below their limits). This is what decides
+/// whether a tree has room for a quota before the quota exists.
+pub fn projected_size(ledger: &Ledger) -> usize {
+    written_size(&filled(ledger))
+}
+
+/// `ledger` with every grant it does not know yet set to a limit over it.
+fn filled(ledger: &Ledger) -> Ledger {
+    let mut filled = ledger.clone();
+    for entry in filled.namespaces.values_mut() {
+        let granted = entry.granted.get_or_insert_with(ResourceList::new);
+        for (r, limit) in entry.chain.iter().filter_map(|key| ledger.quotas.get(key)).flatten() {
+            granted.entry(r.clone()).or_insert_with(|| limit.clone());
+        }
+    }
+    filled
+}
+
+fn written_size(value: &impl Serialize) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len())
+}
+
+/// The skeleton of the tree rooted at `root` as it would be if namespace `ns` held exactly the
+/// quotas `quotas` (name → limits): the quotas `ns` holds now replaced, and every namespace from
+/// `ns` down covered by the new ones.
+pub fn skeleton_with(
+    forest: &Forest,
+    root: &str,
+    ns: &str,
+    quotas: &BTreeMap<String, ResourceList>,
+) -> Ledger {
+    let mut next = skeleton(forest, root);
+    let prefix = format!("{ns}/");
+    next.quotas.retain(|key, _| !key.starts_with(&prefix));
+    for entry in next.namespaces.values_mut() {
+        entry.chain.retain(|key| !key.starts_with(&prefix));
+    }
+    next.namespaces.retain(|_, entry| !entry.chain.is_empty());
+    // A chain lists the nearest quotas first: `ns`'s go before those of its ancestors.
+    let ancestors: BTreeSet<String> = forest.ancestry_names(ns).into_iter().filter(|a| a != ns).collect();
+    let keys: Vec<String> = quotas.keys().map(|name| quota_key(ns, name)).collect();
+    for (key, hard) in keys.iter().zip(quotas.values()) {
+        next.quotas.insert(key.clone(), hard.clone());
+    }
+    for covered in std::iter::once(ns.to_string()).chain(forest.descendant_names(ns)) {
+        let chain = &mut next.namespaces.entry(covered).or_default().chain;
+        let at = chain
+            .iter()
+            .position(|key| key.split_once('/').is_some_and(|(owner, _)| ancestors.contains(owner)))
+            .unwrap_or(chain.len());
+        chain.splice(at..at, keys.iter().cloned());
+    }
+    next.namespaces.retain(|_, entry| !entry.chain.is_empty());
+    next
+}
+
+/// `next`, the ledger a pass would write, kept within [`LIMIT_BYTES`]: if it does not fit, the
+/// namespaces it would add to `current` (those joining the tree's quotas) are left out, last
+/// name first, until it does; they stay pending, refused nothing but creations of their own
+/// until there is room, while every namespace already in the ledger keeps its grants. Returns
+/// the ledger to write and the namespaces left out.
+pub fn fit(next: Ledger, current: &Ledger) -> (Ledger, Vec<String>) {
+    let mut next = next;
+    let projected = filled(&next);
+    let mut size = written_size(&projected);
+    let joining = projected.namespaces.iter().filter(|(ns, _)| !current.namespaces.contains_key(*ns)).rev();
+    let mut left_out = Vec::new();
+    for (ns, entry) in joining {
+        if size <= LIMIT_BYTES {
+            break;
+        }
+        // `"name":{…}` and the comma before it.
+        size -= written_size(&(ns, entry)) + 1;
+        next.namespaces.remove(ns);
+        left_out.push(ns.clone());
+    }
+    (next, left_out)
+}
+
 /// The roots of every tree that has a quota.
 pub fn trees(forest: &Forest) -> BTreeSet<String> {
     forest.iter().filter(|node| !node.quotas().is_empty()).map(|node| root_of(forest, node.name())).collect()
@@ -430,6 +537,20 @@ pub struct Observed {
     pub used: Option<Amounts>,
     /// Its allocation annotation, read.
     pub allocation: Option<Amounts>,
+}
+
+/// The usage of a ResourceQuota as the ledger knows it: its `status.used`, and zero for each
+/// resource of its `status.hard` that `status.used` leaves out. Kubernetes' quota controller
+/// writes `status.hard` and `status.used` together, with a usage for every resource it can
+/// count; one it leaves out is counted by nothing (`count/widgets.example.com` where the cluster
+/// serves no widgets), and quota admission never charges it, so its usage is zero, not unknown.
+/// `None` until Kubernetes has counted at all.
+pub fn counted_usage(hard: Option<&ResourceList>, used: Option<&ResourceList>) -> Option<Amounts> {
+    let mut usage = quantity::parse_list(used?).ok()?;
+    for r in hard.into_iter().flat_map(|h| h.keys()) {
+        usage.entry(r.clone()).or_insert(Amount::ZERO);
+    }
+    Some(usage)
 }
 
 /// An allocation annotation read back (`None` if absent or unreadable).
@@ -531,8 +652,8 @@ impl Totals {
     fn of(ledger: &Ledger) -> Totals {
         let mut totals = Totals { sums: BTreeMap::new(), members: BTreeMap::new() };
         for (ns, entry) in &ledger.namespaces {
-            let granted = known_grant(ledger, ns, entry).ok().flatten();
             for key in &entry.chain {
+                let granted = grant_under(ledger, ns, entry, key).ok().flatten();
                 *totals.members.entry(key.clone()).or_default() += 1;
                 let sum = totals.sums.entry(key.clone()).or_insert_with(|| Some(Amounts::new()));
                 *sum = match (sum.take(), &granted) {
@@ -544,7 +665,8 @@ impl Totals {
         totals
     }
 
-    /// The grants of `key`'s members other than `n` (granted `own`), and its number of members.
+    /// The grants of `key`'s members other than `n` (granted `own`), for the resources `key`
+    /// limits, and its number of members.
     fn others(&self, n: &str, own: &Amounts, key: &str) -> Result<(Amounts, u64), Refusal> {
         let sum =
             self.sums.get(key).cloned().flatten().ok_or_else(|| not_ready(n, "a usage is not known yet"))?;

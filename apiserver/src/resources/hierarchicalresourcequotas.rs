@@ -18,7 +18,8 @@ use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
-use crate::hierarchy::forest::{Forest, ObjectLabels};
+use crate::hierarchy::forest::{Forest, ObjectLabels, StoredQuota};
+use crate::hierarchy::ledger;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
@@ -169,6 +170,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
         desired.get_mut("metadata").and_then(Value::as_object_mut).map(|m| m.remove("resourceVersion"));
     }
     check_hard_syntax(&name, &desired["spec"]["hard"])?;
+    check_hard_size(&name, &desired["spec"]["hard"])?;
     let (hrq, more): (HierarchicalResourceQuota, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
     warnings.extend(more);
     check_metadata(&DEF, &name, &hrq.metadata)?;
@@ -220,6 +222,7 @@ async fn store(
             None => quotas::new_stored(hrq.spec.hard.clone(), meta),
         };
         desired.quotas.insert(name.to_string(), stored);
+        check_ledger_room(call, &forest, name, &desired.quotas)?;
         plan::hierarchy_patch(&forest, &call.state.policy, node, &desired)
     };
     let Some(patch) = patch else {
@@ -231,6 +234,42 @@ async fn store(
         return served(call, name, None);
     }
     served(call, name, Some(updated))
+}
+
+/// Refuses a quota that would take its tree's ledger beyond [`ledger::BUDGET_BYTES`] (422, with
+/// what to do), unless the namespace's quotas `quotas` (as they would be after the write) take
+/// no more room than they do now: a tree already that full may still lower and remove quotas.
+fn check_ledger_room(
+    call: &Call<'_>,
+    forest: &Forest,
+    name: &str,
+    quotas: &BTreeMap<String, StoredQuota>,
+) -> Result<(), ApiError> {
+    let ns = call.req.namespace.as_str();
+    let root = ledger::root_of(forest, ns);
+    let current = call.state.ledgers.get(&root);
+    let projected = |quotas: &BTreeMap<String, StoredQuota>| {
+        let limits = quotas.iter().map(|(name, q)| (name.clone(), q.hard.clone())).collect();
+        ledger::projected_size(&ledger::keep_grants(
+            ledger::skeleton_with(forest, &root, ns, &limits),
+            &current,
+        ))
+    };
+    let after = projected(quotas);
+    if after <= ledger::BUDGET_BYTES || forest.get(ns).is_some_and(|node| after <= projected(node.quotas())) {
+        return Ok(());
+    }
+    Err(invalid(
+        name,
+        vec![(
+            "spec.hard".into(),
+            format!(
+                "Too long: the quota ledger of the tree under namespace {root:?} would hold {} KiB with this quota, over its limit of {} KiB (it holds the limits of every hierarchical quota in the tree and a grant of each limited resource for every namespace under one): limit fewer resources, or put the quota on a smaller subtree",
+                after.div_ceil(1024),
+                ledger::BUDGET_BYTES / 1024
+            ),
+        )],
+    ))
 }
 
 /// The quota as served now, or as it would be with the namespace `as_if` (a dry run).
@@ -268,6 +307,24 @@ fn check_hard_syntax(name: &str, hard: &Value) -> Result<(), ApiError> {
     } else {
         Err(invalid(name, causes))
     }
+}
+
+/// At most [`ledger::MAX_RESOURCES_PER_QUOTA`] resources.
+fn check_hard_size(name: &str, hard: &Value) -> Result<(), ApiError> {
+    let count = hard.as_object().map_or(0, serde_json::Map::len);
+    if count <= ledger::MAX_RESOURCES_PER_QUOTA {
+        return Ok(());
+    }
+    Err(invalid(
+        name,
+        vec![(
+            "spec.hard".into(),
+            format!(
+                "Too many: {count}: must have at most {} resources; split the limits over several quotas only if the tree's ledger has room for them",
+                ledger::MAX_RESOURCES_PER_QUOTA
+            ),
+        )],
+    ))
 }
 
 /// What is wrong with one written limit, if anything.

@@ -57,6 +57,31 @@ impl Item {
         Item::Anchor(SubnamespaceAnchor { metadata: sub.metadata, spec, status: sub.status })
     }
 
+    /// The object reduced to its kind, name and namespace: what a watch tells a user who may no
+    /// longer see it that it left their view.
+    pub fn tombstone(&self) -> Item {
+        let name = self.name();
+        let mut item = match self {
+            Item::Hierarchy(_) => Item::Hierarchy(HierarchyConfiguration::new(name, Default::default())),
+            Item::Subnamespace(_) => Item::Subnamespace(Subnamespace::new(name, Default::default())),
+            Item::Anchor(_) => Item::Anchor(SubnamespaceAnchor::new(name, Default::default())),
+            Item::Quota(_) => Item::Quota(HierarchicalResourceQuota::new(name, Default::default())),
+            Item::Config(_) => Item::Config(HNCConfiguration::new(name, Default::default())),
+        };
+        item.metadata_mut().namespace = self.metadata().namespace.clone();
+        item
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Item::Hierarchy(o) => &mut o.metadata,
+            Item::Subnamespace(o) => &mut o.metadata,
+            Item::Anchor(o) => &mut o.metadata,
+            Item::Quota(o) => &mut o.metadata,
+            Item::Config(o) => &mut o.metadata,
+        }
+    }
+
     /// Its JSON, type fields included.
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_default()

@@ -99,6 +99,10 @@ impl Watcher {
     /// one of them did not show and `new` does, DELETED for objects one of them showed and
     /// `new` does not. (An ADDED for an object the client has, or a DELETED for one it lacks,
     /// changes nothing for it; nothing is sent about objects none of the views shows.)
+    ///
+    /// A DELETED event carries a tombstone, the object's name and namespace only: its user may
+    /// no longer see the object, so nothing of it as it is now is sent, and it is sent whatever
+    /// the watch's selectors say of the object now (which would tell its labels).
     fn regranted(
         &self,
         (state, forest): (&AppState, &Forest),
@@ -125,13 +129,12 @@ impl Watcher {
         };
         objects
             .iter()
-            .filter(|o| self.opts.selects(*o))
             .filter_map(|o| {
                 let now = listing::shows(new, o);
                 match (old.iter().any(|v| listing::shows(v, o) != now), now) {
-                    (true, true) => Some(self.item_line("ADDED", o)),
-                    (true, false) => Some(self.item_line("DELETED", o)),
-                    (false, _) => None,
+                    (true, true) if self.opts.selects(o) => Some(self.item_line("ADDED", o)),
+                    (true, false) => Some(self.item_line("DELETED", &o.tombstone())),
+                    _ => None,
                 }
             })
             .collect()
@@ -282,6 +285,18 @@ pub async fn serve(
             Start::After(_) if served.as_ref().is_some_and(Vec::is_empty) => Begin::Expired(watcher.expired(
                 "hns-apiserver has no record of what this user was shown (another replica listed it); list again",
             )),
+            // The client may hold objects its user may no longer see. What it holds is not known
+            // (only which views it may have been shown), and telling it which to drop would tell
+            // it what became of them since: it lists again, and is shown only what it may see.
+            Start::After(_) if lost_access(served.as_deref(), watcher.view.as_ref()) => {
+                if let Some(view) = &watcher.view {
+                    state.views.remember_only(&who, def.plural, view);
+                }
+                Begin::Expired(watcher.expired(&format!(
+                    "what this user may see of {} changed since this resourceVersion; list again",
+                    def.plural
+                )))
+            }
             Start::After(rv) => match state.cache.hub.since(rv) {
                 Some(events) => {
                     let mut lines: Vec<bytes::Bytes> =
@@ -407,6 +422,14 @@ pub async fn serve(
     Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
 }
 
+/// Whether a client shown any of the views `served` may hold objects `now` does not show.
+fn lost_access(served: Option<&[View]>, now: Option<&View>) -> bool {
+    match (served, now) {
+        (Some(served), Some(now)) => served.iter().any(|v| !now.covers(v)),
+        _ => false,
+    }
+}
+
 /// Returns when the access a view depends on may have changed: RBAC changed, or `refresh` ticked
 /// (it lives across calls: each event the watch sends makes a new call). Never for a watch
 /// without a view.
@@ -482,6 +505,41 @@ mod tests {
             let json = w.line("ADDED", &objects::subnamespace_value(&policy(), node, "Subnamespace"));
             assert_eq!(parsed(&typed), parsed(&json), "{representation:?}");
         }
+    }
+
+    #[test]
+    fn a_resumed_watch_lists_again_once_its_user_may_see_less() {
+        let (none, all) = (View::default(), crate::auth::view::testing::everything());
+        assert!(lost_access(Some(&[all.clone(), none.clone()]), Some(&none)), "shown more before");
+        assert!(!lost_access(Some(&[none.clone()]), Some(&all)), "shown less before: a gain");
+        assert!(!lost_access(Some(&[]), Some(&none)), "nothing remembered is decided elsewhere");
+        assert!(!lost_access(None, None), "a watch without a view");
+    }
+
+    #[test]
+    fn a_tombstone_tells_the_name_and_namespace_only() {
+        use crate::hierarchy::forest::testing::forest;
+        use crate::hierarchy::objects;
+        use crate::hierarchy::policy::testing::policy;
+        use crate::resources::subnamespaces::SUBNAMESPACES;
+        let f = forest("team-a dev:~team-a");
+        let item =
+            Item::subnamespace(objects::subnamespace(&policy(), f.get("dev").unwrap()), "Subnamespace");
+        let line =
+            parsed(&watcher(&SUBNAMESPACES, Representation::Object).item_line("DELETED", &item.tombstone()));
+        let object = &line["object"];
+        assert_eq!(object["metadata"], json!({"name": "dev", "namespace": "team-a"}), "{line}");
+        let fields: Vec<&String> = object.as_object().unwrap().keys().collect();
+        assert!(
+            object.get("status").is_none_or(|s| s
+                .as_object()
+                .is_none_or(|s| s.values().all(|v| v.is_null() || *v == json!("")))),
+            "{line}"
+        );
+        assert!(
+            fields.iter().all(|f| ["apiVersion", "kind", "metadata", "spec", "status"].contains(&f.as_str())),
+            "{line}"
+        );
     }
 
     #[test]

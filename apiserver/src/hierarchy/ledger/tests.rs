@@ -181,6 +181,31 @@ fn a_quota_limiting_a_new_resource_makes_its_namespaces_unknown() {
     );
 }
 
+/// Issue 40, B2: a namespace admin's quota on a resource whose usage hns does not know in their
+/// namespace holds up nothing outside it.
+#[test]
+fn a_quota_below_on_other_resources_never_holds_up_the_quotas_above() {
+    let mut l = ledger();
+    l.quotas.insert("a/tiny".into(), list(&[("count/widgets.example.com", "5")]));
+    l.namespaces.get_mut("a").unwrap().chain.insert(0, "a/tiny".into());
+    assert!(!knows(&l, "a"), "a's usage of widgets is not known");
+    assert!(allowed(approve(&l, &update("b", "0", "1"))).is_some(), "a sibling under the quota above");
+    assert!(allowed(approve(&l, &update("acme", "1", "2"))).is_some(), "the parent");
+    let totals = Totals::of(&l);
+    assert!(totals.others("b", &amounts(&[("pods", "0")]), "acme/budget").is_ok(), "reclaims too");
+}
+
+#[test]
+fn a_resource_kubernetes_does_not_count_is_used_zero() {
+    let hard = list(&[("pods", "5"), ("count/widgets.example.com", "5")]);
+    assert_eq!(
+        counted_usage(Some(&hard), Some(&list(&[("pods", "2")]))),
+        Some(amounts(&[("pods", "2"), ("count/widgets.example.com", "0")]))
+    );
+    assert_eq!(counted_usage(Some(&hard), None), None, "not counted yet");
+    assert_eq!(counted_usage(None, Some(&list(&[("pods", "2")]))), Some(amounts(&[("pods", "2")])));
+}
+
 #[test]
 fn a_quota_missing_from_the_ledger_is_try_again() {
     let mut l = ledger();
@@ -250,6 +275,55 @@ fn membership_follows_the_forest_and_keeps_the_grants_of_those_that_stay() {
     assert_eq!(trees(&f), BTreeSet::from(["acme".to_string()]));
     assert_eq!(membership(&f, "other", &Ledger::default()), Ledger::default());
     assert_eq!(root_of(&f, "c"), "acme");
+}
+
+#[test]
+fn a_namespaces_quotas_as_they_would_be_replace_its_own_and_cover_its_subtree() {
+    let mut f = forest("acme a:~acme b:~acme c:b");
+    with_quota(&mut f, "acme", "budget", 3);
+    with_quota(&mut f, "a", "small", 1);
+    let b_quotas = [("wide".to_string(), list(&[("pods", "2")]))].into();
+    let next = skeleton_with(&f, "acme", "b", &b_quotas);
+    assert_eq!(next.namespaces["c"].chain, ["b/wide", "acme/budget"], "covers b's subtree, nearest first");
+    assert_eq!(next.quotas["b/wide"], list(&[("pods", "2")]));
+    assert_eq!(
+        skeleton_with(&f, "acme", "a", &BTreeMap::new()).namespaces["a"].chain,
+        ["acme/budget"],
+        "a's own gone"
+    );
+    assert_eq!(
+        skeleton_with(&f, "acme", "a", &[("small".to_string(), list(&[("pods", "1")]))].into()),
+        skeleton(&f, "acme")
+    );
+}
+
+/// Issue 40, B2's variant: the ledger never grows past what a ConfigMap holds. Namespaces
+/// joining a full tree are left out (they stay pending); those already in keep their grants.
+#[test]
+fn a_full_ledger_leaves_out_the_namespaces_joining_it() {
+    let long: Vec<(String, String)> = (0..MAX_RESOURCES_PER_QUOTA)
+        .map(|i| (format!("count/{i}-{}.example.com", "w".repeat(200)), "5".to_string()))
+        .collect();
+    let limits: ResourceList = long.iter().map(|(r, q)| (r.clone(), Quantity(q.clone()))).collect();
+    let mut current =
+        Ledger { quotas: [("acme/wide".to_string(), limits.clone())].into(), ..Default::default() };
+    current.namespaces.insert(
+        "acme".into(),
+        Entry { chain: vec!["acme/wide".into()], granted: Some(limits.clone()), approvals: 3 },
+    );
+    let mut next = current.clone();
+    for i in 0..200 {
+        next.namespaces
+            .insert(format!("kid-{i:03}"), Entry { chain: vec!["acme/wide".into()], ..Default::default() });
+    }
+    assert!(projected_size(&next) > LIMIT_BYTES, "every kid adds a grant of each resource");
+    let (fitted, left_out) = fit(next, &current);
+    assert!(projected_size(&fitted) <= LIMIT_BYTES);
+    assert!(!left_out.is_empty() && fitted.namespaces.contains_key("kid-000"), "the first names joined");
+    assert!(!fitted.namespaces.contains_key("kid-199"), "the last were left out");
+    assert_eq!(fitted.namespaces["acme"], current.namespaces["acme"], "those already in keep their grants");
+    let (same, none) = fit(current.clone(), &current);
+    assert_eq!((same, none), (current, vec![]));
 }
 
 #[test]
