@@ -65,9 +65,16 @@ pub const HRQ_PENDING_LABEL: &str = "hnc.x-k8s.io/hrq-pending";
 /// namespace's HierarchyConfiguration): a namespace is not gone before its subnamespaces are.
 pub const HAS_SUBNAMESPACE_FINALIZER: &str = "hnc.x-k8s.io/hasSubnamespace";
 
+/// Annotation written with [`HAS_SUBNAMESPACE_FINALIZER`] just before a namespace is deleted:
+/// when (RFC 3339). A hold still on a namespace that is not being deleted a while later was made
+/// for a deletion that never happened (refused after, or a forged admission review), and hns
+/// takes it back.
+pub const HELD_AT: &str = "hnc.x-k8s.io/held-for-subnamespaces-at";
+
 /// Every annotation only hns may write.
 pub const HNS_ANNOTATIONS: &[&str] = &[
     CONDITIONS,
+    HELD_AT,
     SUBNAMESPACE_OF,
     PARENT,
     ALLOW_CASCADING_DELETION,

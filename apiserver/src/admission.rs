@@ -117,16 +117,41 @@ pub async fn validate_namespaces(
     // kube-apiserver calls webhooks without a client certificate unless its admission
     // configuration gives one, so anyone who reaches the port may ask. Only a caller with a
     // certificate of the cluster's is told about namespaces other than the one asked about.
-    let cluster_peer = http.extensions().get::<ClusterPeer>().is_some_and(|p| p.0);
+    let cluster_peer = cluster_peer(&http);
     let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
         Ok(request) => request,
         Err(e) => return invalid(e),
     };
+    if !cluster_peer && !reviews_the_stored_namespace(&state, &request) {
+        // Answered as for a namespace hns does not know, doing nothing: a stranger learns
+        // nothing of a namespace by naming it, and cannot make hns hold it.
+        return reply(&request, Ok(()));
+    }
     let decision = match decide(&state, &request, cluster_peer) {
         Ok(()) => hold_for_subnamespaces(&state, &request).await,
         Err(refusal) => Err(Denial::forbidden(message(&request.name, refusal))),
     };
     reply(&request, decision)
+}
+
+/// Whether `http` came from a peer holding a certificate of the cluster's (kube-apiserver, when
+/// its admission configuration gives it one): see [`crate::server`].
+fn cluster_peer(http: &HttpRequest) -> bool {
+    http.extensions().get::<ClusterPeer>().is_some_and(|p| p.0)
+}
+
+/// Whether a review that depends on what hns knows of its namespace (a DELETE) names the namespace
+/// as it is stored: its uid, which kube-apiserver sends in oldObject and which only those who may
+/// read the namespace know. A review from a caller without a certificate of the cluster's is
+/// answered from hns's state only then, so that a stranger cannot ask about, or have hns act on,
+/// a namespace by its name alone. Other reviews are judged from what they carry.
+fn reviews_the_stored_namespace(state: &AppState, request: &AdmissionRequest<Namespace>) -> bool {
+    if !matches!(request.operation, Operation::Delete) {
+        return true;
+    }
+    let claimed = request.old_object.as_ref().and_then(|o| o.metadata.uid.as_deref());
+    let forest = state.cache.read();
+    claimed.is_some() && forest.get(&request.name).is_some_and(|node| node.meta.uid() == claimed)
 }
 
 /// A namespace with subnamespaces that may be deleted gets HNC's `hasSubnamespace` finalizer
@@ -139,7 +164,7 @@ async fn hold_for_subnamespaces(
     request: &AdmissionRequest<Namespace>,
 ) -> Result<(), Denial> {
     let deleting = matches!(request.operation, Operation::Delete) && !request.dry_run;
-    if !deleting || !state.cache.read().needs_hold(&request.name) {
+    if !deleting || !state.cache.read().needs_hold(&request.name, jiff::Timestamp::now()) {
         return Ok(());
     }
     state.writer.hold_for_subnamespaces(&request.name).await.map_err(|e| Denial {
@@ -156,12 +181,22 @@ async fn hold_for_subnamespaces(
 /// copies (edit the source instead), nor create objects labelled as copies or add the label to
 /// theirs; the namespace controller may delete copies when their namespace goes.
 pub async fn validate_objects(
+    http: HttpRequest,
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<DynamicObject>>,
 ) -> HttpResponse {
+    let cluster_peer = cluster_peer(&http);
     answer(review.into_inner(), |request| {
-        decide_object(&state, request).map_or(Ok(()), |why| Err(Denial::forbidden(why)))
+        decide_object(&state, request, cluster_peer).map_or(Ok(()), |why| Err(Denial::forbidden(why)))
     })
+}
+
+/// Whether a deletion in namespace `ns` by `user` goes with its namespace: the namespace
+/// controller's, or, told to a caller with a certificate of the cluster's only, anyone's in a
+/// terminating namespace (a stranger is not told whether a namespace is terminating).
+fn goes_with_its_namespace(state: &AppState, user: &str, ns: &str, cluster_peer: bool) -> bool {
+    quotas::NAMESPACE_CONTROLLER_USERS.contains(&user)
+        || (cluster_peer && state.cache.read().is_terminating(ns))
 }
 
 /// `POST /validate-exceptions`: a source's exception annotations must parse, as HNC requires.
@@ -218,7 +253,11 @@ fn source_of(obj: Option<&DynamicObject>) -> Option<String> {
     obj.and_then(|o| o.metadata.labels.as_ref()).and_then(|l| l.get(INHERITED_FROM)).cloned()
 }
 
-fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Option<String> {
+fn decide_object(
+    state: &AppState,
+    req: &AdmissionRequest<DynamicObject>,
+    cluster_peer: bool,
+) -> Option<String> {
     // hns makes no copies in excluded namespaces, so a label there marks nothing (HNC skips
     // them too).
     let excluded = state.policy.is_excluded(req.namespace.as_deref().unwrap_or_default());
@@ -237,8 +276,8 @@ fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Opt
         )),
         (Operation::Delete, Some(from), _) => {
             let ns = req.namespace.clone().unwrap_or_default();
-            let terminating = state.cache.read().is_terminating(&ns);
-            (!terminating).then(|| {
+            let user = req.user_info.username.as_deref().unwrap_or_default();
+            (!goes_with_its_namespace(state, user, &ns, cluster_peer)).then(|| {
                 format!("cannot delete object propagated from namespace \"{from}\"; delete the source object in {from}, or stop propagating it")
             })
         }

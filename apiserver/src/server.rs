@@ -112,21 +112,40 @@ fn answered_with_views(info: &RequestInfo) -> bool {
 /// kept open while idle ([`crate::options`]'s keep-alive outlasts kube-apiserver's own), so
 /// strangers cannot hold thousands of idle connections. The answer says so (`Connection: close`),
 /// so a client never reuses a connection about to be closed.
+///
+/// A stranger's request must also be over within [`STRANGER_DEADLINE`], its body included:
+/// otherwise anyone could hold connections open by sending a body a byte at a time.
 async fn close_strangers_connections(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let cluster_peer = req
         .app_data::<web::Data<AppState>>()
         .and_then(|s| s.authn.current())
         .is_some_and(|c| c.is_cluster_peer(req.conn_data::<PeerCertificates>()));
     req.extensions_mut().insert(ClusterPeer(cluster_peer));
-    let mut resp = next.call(req).await?;
-    if !cluster_peer {
-        resp.response_mut().head_mut().set_connection_type(ConnectionType::Close);
+    if cluster_peer {
+        return Ok(next.call(req).await?.map_into_boxed_body());
     }
+    let Ok(resp) = tokio::time::timeout(STRANGER_DEADLINE, next.call(req)).await else {
+        // The request went with the handling given up; the server answers the error and, its
+        // body not read to the end, closes the connection.
+        return Err(ApiError::request_timeout(format!(
+            "the request took longer than {} s to arrive and be answered",
+            STRANGER_DEADLINE.as_secs()
+        ))
+        .into());
+    };
+    let mut resp = resp?.map_into_boxed_body();
+    resp.response_mut().head_mut().set_connection_type(ConnectionType::Close);
     Ok(resp)
 }
+
+/// How long a request from a peer without a certificate of the cluster's may take, from its
+/// headers to its answer. Such peers are probes, which send no body, and kube-apiserver calling
+/// the webhooks when its admission configuration gives it no certificate, which sends its body
+/// at once and gives up after the webhook's `timeoutSeconds` (5 s at most here).
+const STRANGER_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn apis(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     let accept = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok());

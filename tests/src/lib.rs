@@ -27,6 +27,7 @@ use openssl::x509::{X509NameBuilder, X509};
 pub mod bench;
 pub mod deletion;
 pub mod docs;
+pub mod forged;
 pub mod get_bench;
 pub mod hnc_bench;
 pub mod quota_bench;
@@ -305,12 +306,23 @@ impl Local {
     /// A TLS connection to hns-apiserver with the front proxy's certificate, as kube-apiserver
     /// makes, offering the protocols `alpn` (ALPN wire format).
     pub fn front_proxy_connection(&self, alpn: &[u8]) -> openssl::ssl::SslStream<std::net::TcpStream> {
-        let (cert, key) = self.front_proxy_identity();
+        self.connection(Some(self.front_proxy_identity()), alpn)
+    }
+
+    /// A raw TLS connection to hns-apiserver offering `alpn`, with the client certificate
+    /// `identity` (PEM certificate and key) or none.
+    pub fn connection(
+        &self,
+        identity: Option<(Vec<u8>, Vec<u8>)>,
+        alpn: &[u8],
+    ) -> openssl::ssl::SslStream<std::net::TcpStream> {
         let mut connector = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls()).unwrap();
         connector.set_verify(openssl::ssl::SslVerifyMode::NONE);
         connector.set_alpn_protos(alpn).unwrap();
-        connector.set_certificate(&X509::from_pem(&cert).unwrap()).unwrap();
-        connector.set_private_key(&PKey::private_key_from_pem(&key).unwrap()).unwrap();
+        if let Some((cert, key)) = identity {
+            connector.set_certificate(&X509::from_pem(&cert).unwrap()).unwrap();
+            connector.set_private_key(&PKey::private_key_from_pem(&key).unwrap()).unwrap();
+        }
         let tcp = std::net::TcpStream::connect((self.hns_host.as_str(), self.hns_port)).unwrap();
         connector.build().connect("localhost", tcp).unwrap()
     }

@@ -6,6 +6,7 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
+use hns_e2e::forged;
 use hns_e2e::*;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
@@ -85,22 +86,8 @@ async fn metrics_are_served_only_to_those_allowed() {
     assert!(admin.text().await.unwrap().contains("hns_namespaces"));
 }
 
-/// An AdmissionReview asking to delete namespace `ns`, as anyone could send it.
-fn delete_review(ns: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "00000000-0000-0000-0000-000000000001",
-            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
-            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
-            "name": ns,
-            "operation": "DELETE",
-            "userInfo": {"username": "someone"},
-            "oldObject": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-            "dryRun": false
-        }
-    })
+async fn uid_of(client: &kube::Client, ns: &str) -> String {
+    Api::<Namespace>::all(client.clone()).get(ns).await.unwrap().metadata.uid.unwrap()
 }
 
 #[tokio::test]
@@ -117,18 +104,18 @@ async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
         Api::<Namespace>::all(admin.clone()).get(&child).await.ok()
     })
     .await;
-    // A caller without a certificate of the cluster's learns only that the namespace is a
-    // subnamespace.
-    let answer: serde_json::Value = local
-        .direct_client(None)
-        .post(format!("{}/validate-namespaces", local.hns_url()))
-        .json(&delete_review(&child))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // A caller without a certificate of the cluster's, naming the namespace only, learns
+    // nothing: the answer is the one for any namespace hns does not know.
+    for uid in [None, Some("00000000-0000-0000-0000-00000000dead")] {
+        let answer =
+            forged::send(local, "/validate-namespaces", &forged::namespace_delete(&child, uid)).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+        assert_eq!(answer["response"]["status"].get("message"), None, "{answer}");
+    }
+    // One who knows its uid (who may read it) learns only that it is a subnamespace.
+    let uid = uid_of(&admin, &child).await;
+    let answer =
+        forged::send(local, "/validate-namespaces", &forged::namespace_delete(&child, Some(&uid))).await;
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     let message = answer["response"]["status"]["message"].as_str().unwrap();
     assert!(message.contains("is a subnamespace") && !message.contains(&format!("{parent} ")), "{message}");
@@ -137,6 +124,115 @@ async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
     let err = fails(env.kubectl(&["delete", "ns", &child]));
     assert!(err.contains(&format!("parent namespace {parent}")), "{err}");
     delete_tree(&admin, &parent).await;
+}
+
+/// Issue 40, B4: a forged review of a parent's deletion makes hns write nothing; naming the
+/// parent's uid (which only those who may read it know), it holds the parent only for the
+/// hold's grace (the controller takes it back: unit tests and the reliability suite wait).
+#[tokio::test]
+async fn a_forged_deletion_review_makes_hns_write_nothing() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("a_forged_deletion_review_makes_hns_write_nothing") else { return };
+    let admin = env.admin().await;
+    let parent = create_namespace(&admin, &unique("forgedhold"), &[]).await;
+    create_subns(&admin, &parent, &format!("{parent}-c")).await.unwrap();
+    // Deletable with its subnamespaces: a real deletion of it would be held.
+    allow_cascading_deletion(&admin, &parent).await.unwrap();
+    let finalizers = || async {
+        let ns = Api::<Namespace>::all(admin.clone()).get(&parent).await.unwrap();
+        (ns.metadata.finalizers.unwrap_or_default(), ns.metadata.annotations.unwrap_or_default())
+    };
+    let before = finalizers().await;
+    for uid in [None, Some("00000000-0000-0000-0000-00000000dead")] {
+        let answer =
+            forged::send(local, "/validate-namespaces", &forged::namespace_delete(&parent, uid)).await;
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(finalizers().await, before, "nothing was written");
+    let uid = uid_of(&admin, &parent).await;
+    forged::send(local, "/validate-namespaces", &forged::namespace_delete(&parent, Some(&uid))).await;
+    let (held, annotations) = finalizers().await;
+    assert!(held.contains(&"hnc.x-k8s.io/hasSubnamespace".to_string()), "{held:?}");
+    assert!(
+        annotations.contains_key("hnc.x-k8s.io/held-for-subnamespaces-at"),
+        "the hold has its time: {annotations:?}"
+    );
+    delete_tree(&admin, &parent).await;
+}
+
+/// Issue 40, B3: stepping oldObject's resourceVersion, a caller without a certificate got a
+/// different answer at the stored one, then the ancestor's quota, its limit and the subtree's
+/// usage. Without the ResourceQuota's uid every answer is now the same, the stored version too.
+#[tokio::test]
+async fn the_quota_webhook_tells_strangers_nothing() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("the_quota_webhook_tells_strangers_nothing") else { return };
+    let admin = env.admin().await;
+    let parent = create_namespace(&admin, &unique("secq"), &[]).await;
+    let child = format!("{parent}-c");
+    create_subns(&admin, &parent, &child).await.unwrap();
+    hns_e2e::quotas::set_quota(&admin, &parent, "budget", &[("pods", "6")]).await.unwrap();
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(admin.clone(), &child);
+    let read = || async {
+        let rq = quotas.get("hrq.hnc.x-k8s.io").await.ok()?;
+        let used = rq.status.as_ref()?.used.as_ref()?.get("pods")?.0.clone();
+        Some((rq.metadata.uid.clone()?, rq.metadata.resource_version.clone()?, used))
+    };
+    // Counted, and settled: hns writes its allocation on it once it knows the usage.
+    let stored = eventually("the child's ResourceQuota to be counted and settled", WAIT, || async {
+        let first = read().await?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (read().await? == first).then_some(first)
+    })
+    .await;
+    let version: u64 = stored.1.parse().unwrap();
+    let forged = "00000000-0000-0000-0000-00000000beef";
+    let mut answers = std::collections::BTreeSet::new();
+    for v in version.saturating_sub(3)..=version + 3 {
+        let review = forged::quota_status_update(&child, (forged, &v.to_string(), &stored.2), 98);
+        let answer = forged::send(local, "/mutate-quota-status", &review).await;
+        answers.insert(answer["response"].to_string());
+    }
+    assert_eq!(answers.len(), 1, "one answer for every version: {answers:?}");
+    let answer: serde_json::Value = serde_json::from_str(answers.first().unwrap()).unwrap();
+    assert_eq!(answer["allowed"], true, "{answer}");
+    assert!(answer.get("patch").is_none() && answer["status"].get("message").is_none(), "{answer}");
+    // With the uid, which only those who may read the ResourceQuota know, a wrong usage is
+    // refused as forged.
+    let review = forged::quota_status_update(&child, (&stored.0, &stored.1, "5"), 98);
+    let answer = forged::send(local, "/mutate-quota-status", &review).await;
+    assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
+    delete_tree(&admin, &parent).await;
+}
+
+/// Issue 40, W2: the status subresource carries labels too, and is checked as the object is.
+#[tokio::test]
+async fn the_status_subresource_cannot_forge_tree_labels() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let ns = create_namespace(&admin, &unique("statusforge"), &[]).await;
+    let patch = json!({"metadata": {"labels": {"victim.tree.hnc.x-k8s.io/depth": "1"}}}).to_string();
+    let err = fails(env.kubectl(&["patch", "ns", &ns, "--subresource=status", "--type=merge", "-p", &patch]));
+    assert!(err.contains("can only be managed by hns"), "{err}");
+    let labels =
+        Api::<Namespace>::all(admin.clone()).get(&ns).await.unwrap().metadata.labels.unwrap_or_default();
+    assert!(!labels.contains_key("victim.tree.hnc.x-k8s.io/depth"), "{labels:?}");
+    delete_namespaces(&admin, &[&ns]).await;
+}
+
+/// Issue 40, W3: a stranger sending a body a byte at a time is cut off, not held for a minute.
+#[tokio::test]
+async fn a_strangers_slow_body_is_cut_off() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("a_strangers_slow_body_is_cut_off") else { return };
+    let local = local.clone();
+    let (held, answer) =
+        tokio::task::spawn_blocking(move || forged::slow_body(&local, Duration::from_secs(60)))
+            .await
+            .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    println!("a slow body was cut off after {held:?}");
 }
 
 #[tokio::test]

@@ -135,3 +135,49 @@ async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
     })
     .await;
 }
+
+/// Issue 40, B2: the admin of one subnamespace under a quota cannot stop admission outside it,
+/// with a quota on a resource Kubernetes never counts, nor fill the tree's ledger with quotas
+/// of thousands of resources.
+#[tokio::test]
+async fn a_tenants_quotas_never_stop_admission_outside_their_subtree() {
+    let env = Env::get();
+    let admin = env.admin().await;
+    let parent = create_namespace(&admin, &unique("tenantq"), &[]).await;
+    let (tenant_ns, sibling) = (format!("{parent}-tenant"), format!("{parent}-sibling"));
+    for ns in [&tenant_ns, &sibling] {
+        create_subns(&admin, &parent, ns).await.unwrap();
+    }
+    hns_e2e::quotas::set_quota(&admin, &parent, "budget", &[("pods", "20")]).await.unwrap();
+    let tenant = unique("tenant");
+    ok(env.kubectl(&[
+        "create",
+        "rolebinding",
+        "t-admin",
+        "-n",
+        &tenant_ns,
+        "--clusterrole=admin",
+        &format!("--user={tenant}"),
+    ]));
+    let as_tenant = env.client_as(&tenant, &[]).await;
+    hns_e2e::quotas::set_quota(&as_tenant, &tenant_ns, "tiny", &[("count/widgets.example.com", "5")])
+        .await
+        .unwrap();
+    let thousands: Vec<(String, String)> =
+        (0..2_500).map(|i| (format!("count/w{i}.example.com"), "5".to_string())).collect();
+    let hard: Vec<(&str, &str)> = thousands.iter().map(|(r, q)| (r.as_str(), q.as_str())).collect();
+    let err =
+        hns_e2e::quotas::set_quota(&as_tenant, &tenant_ns, "huge", &hard).await.unwrap_err().to_string();
+    assert!(err.contains("must have at most 64 resources"), "{err}");
+    // The tenant's own namespace knows its usage too: what nothing counts is used zero.
+    until_granted(&admin, &parent, &[tenant_ns.clone()], "0").await;
+    for (i, ns) in [&sibling, &sibling, &parent].into_iter().enumerate() {
+        let api: Api<Pod> = Api::namespaced(admin.clone(), ns);
+        api.create(&PostParams::default(), &pod(&format!("p{i}"), "1m"))
+            .await
+            .unwrap_or_else(|e| panic!("a pod in {ns} beside the tenant's quotas: {e}"));
+    }
+    let api: Api<Pod> = Api::namespaced(admin.clone(), &tenant_ns);
+    api.create(&PostParams::default(), &pod("own", "1m")).await.expect("and in the tenant's own namespace");
+    delete_tree(&admin, &parent).await;
+}

@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use hns_api::keys::HRQ_LABEL;
 use hns_api::quota::RESOURCE_QUOTA_NAME;
 use k8s_openapi::api::core::v1::ResourceQuota;
@@ -116,6 +116,12 @@ async fn decide_status(
         new_used: used(new)?,
         from_admission: req.user_info.username.as_deref() == Some(QUOTA_ADMISSION_USER),
     };
+    // Everything below answers from hns's state, so it is asked only of an update of the
+    // ResourceQuota as stored (anyone who reaches the port may send a review): any other is
+    // allowed, doing nothing, whatever it names, as an update that can no longer commit is.
+    if !committed_now(state, &update, old.metadata.uid.as_deref()).await? {
+        return Ok(None);
+    }
     let (root, chain) = {
         let forest = state.cache.read();
         let chain: Vec<String> =
@@ -128,9 +134,6 @@ async fn decide_status(
     }
     if !update.from_admission && quantity::grew(&update.new_used, &update.old_used) {
         recount_settled(state, &update)?;
-    }
-    if !committed_now(state, &update).await? {
-        return Ok(None); // it can no longer commit: nothing to approve or record
     }
     let decided = state.ledgers.modify(&root, |l| decide_with(l, &update, &chain)).await;
     if !matches!(decided, Ok(Err(Refusal::Exceeded(_)))) {
@@ -230,23 +233,28 @@ async fn reclaim_slack(
     }
 }
 
-/// Whether oldObject is the ResourceQuota as stored now. The webhook's endpoint answers anyone
-/// who reaches it (as kube-apiserver calls it without a client certificate by default), so
-/// oldObject is checked before the ledger trusts it as a committed state: a forged one could
-/// otherwise lower an entry. If the ResourceQuota has moved on (or is gone), the update cannot
-/// commit; if it is at oldObject's version with other usage, the review is forged.
+/// Whether oldObject, which has uid `uid`, is the ResourceQuota as stored now. The webhook's
+/// endpoint answers anyone who reaches it (as kube-apiserver calls it without a client
+/// certificate by default), so oldObject is checked before hns answers from its state: the
+/// ledger must not trust a forged usage, and a stranger must learn nothing of a namespace's
+/// quotas. The uid, which only those who may read the ResourceQuota know, binds the review to
+/// it: a review naming another uid, or a version the ResourceQuota has moved past (or that it
+/// never had: gone), cannot commit, and is allowed without a look at anything else, all alike.
+/// At the stored uid and version with other usage, the review is refused as forged.
 ///
-/// hns's watch of its ResourceQuotas answers first: at oldObject's version it settles the
-/// question without a request, and past it the update cannot commit. Only when the watch has not
-/// yet seen that version is the stored object read.
-async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, Denial> {
+/// hns's watch of its ResourceQuotas answers first: at oldObject's uid and version it settles
+/// the question without a request, and past that version the update cannot commit. Only when the
+/// watch has not yet seen that version is the stored object read.
+async fn committed_now(state: &AppState, update: &StatusUpdate, uid: Option<&str>) -> Result<bool, Denial> {
+    let Some(uid) = uid else { return Ok(false) };
     let cached = state.cache.read().observed_quota(&update.namespace).map(|q| {
         let version = q.version().unwrap_or(0);
-        (version, q.used.clone())
+        (q.uid.as_deref() == Some(uid), version, q.used.clone())
     });
     match cached {
-        Some((version, used)) if version == update.old_version => return checked(&used, update),
-        Some((version, _)) if version > update.old_version => return Ok(false),
+        Some((true, version, used)) if version == update.old_version => return checked(&used, update),
+        // The ResourceQuota at that version or later is another object, or this one moved on.
+        Some((_, version, _)) if version >= update.old_version => return Ok(false),
         _ => {}
     }
     let api: Api<ResourceQuota> = Api::namespaced(state.client.clone(), &update.namespace);
@@ -257,7 +265,9 @@ async fn committed_now(state: &AppState, update: &StatusUpdate) -> Result<bool, 
         ))
     })?;
     let Some(stored) = stored else { return Ok(false) };
-    if resource_version::number(&stored.metadata) != update.old_version {
+    if stored.metadata.uid.as_deref() != Some(uid)
+        || resource_version::number(&stored.metadata) != update.old_version
+    {
         return Ok(false);
     }
     checked(&used(&stored)?, update)
@@ -314,24 +324,28 @@ fn used(rq: &ResourceQuota) -> Result<Amounts, Denial> {
 
 /// `POST /validate-quota-objects`: hns's ResourceQuotas are hns's.
 pub async fn validate_objects(
+    http: HttpRequest,
     state: web::Data<AppState>,
     review: web::Json<AdmissionReview<DynamicObject>>,
 ) -> HttpResponse {
-    super::answer(review.into_inner(), |request| decide_object(&state, request).map_err(Denial::forbidden))
+    let cluster_peer = super::cluster_peer(&http);
+    super::answer(review.into_inner(), |request| {
+        decide_object(&state, request, cluster_peer).map_err(Denial::forbidden)
+    })
 }
 
-fn decide_object(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Result<(), String> {
+fn decide_object(
+    state: &AppState,
+    req: &AdmissionRequest<DynamicObject>,
+    cluster_peer: bool,
+) -> Result<(), String> {
     let user = req.user_info.username.as_deref().unwrap_or_default();
     if user == state.policy.hns_user {
         return Ok(());
     }
     let ns = req.namespace.clone().unwrap_or_default();
     match req.operation {
-        Operation::Delete
-            if NAMESPACE_CONTROLLER_USERS.contains(&user) || state.cache.read().is_terminating(&ns) =>
-        {
-            Ok(())
-        }
+        Operation::Delete if super::goes_with_its_namespace(state, user, &ns, cluster_peer) => Ok(()),
         Operation::Create => Err(format!(
             "cannot create a ResourceQuota labelled {HRQ_LABEL}: hns makes them for hierarchical quotas; create a HierarchicalResourceQuota instead, or a ResourceQuota without the label"
         )),

@@ -247,7 +247,12 @@ impl Controller {
         use futures::StreamExt;
         let doomed: Vec<_> = {
             let forest = self.cache.read();
-            forest.cascade(ns).into_iter().map(|(name, uid)| (forest.needs_hold(&name), name, uid)).collect()
+            let now = jiff::Timestamp::now();
+            forest
+                .cascade(ns)
+                .into_iter()
+                .map(|(name, uid)| (forest.needs_hold(&name, now), name, uid))
+                .collect()
         };
         let outcomes: Vec<Result<(), Error>> = futures::stream::iter(doomed)
             .map(|(hold, name, uid)| self.delete_below(ns, hold, name, uid))
@@ -276,6 +281,19 @@ impl Controller {
                 tracing::warn!(%error, "cascading deletion failed; retrying");
                 Err(error)
             }
+        }
+    }
+
+    /// Queues `ns` again when the hold on it, if it is live, outlives its grace: nothing else
+    /// changes then to prompt a look.
+    fn recheck_hold(&self, ns: &str) {
+        let left = self.cache.read().get(ns).and_then(|node| node.hold_left(jiff::Timestamp::now()));
+        if let Some(left) = left {
+            let (queue, ns) = (self.queue.clone(), ns.to_string());
+            tokio::spawn(async move {
+                tokio::time::sleep(left + std::time::Duration::from_secs(1)).await;
+                queue.push([ns]);
+            });
         }
     }
 
@@ -312,6 +330,7 @@ impl Controller {
                 Err(source) => return Err(Error::Namespace { namespace: ns.to_string(), source }),
             }
         }
+        self.recheck_hold(ns);
         let mut result = self.resource_quota(ns).await;
         for syncer in self.propagation.syncers().iter().filter(|s| s.is_synced()) {
             let (actions, unreadable) = {

@@ -92,7 +92,10 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         }
     }
 
-    let finalizers = finalizers(forest, node);
+    let finalizers = finalizers(forest, node, now);
+    if finalizers.is_some() && meta.annotation(keys::HELD_AT).is_some() {
+        annotations.insert(keys::HELD_AT.to_string(), Value::Null);
+    }
     if labels.is_empty() && annotations.is_empty() && finalizers.is_none() {
         return None;
     }
@@ -109,13 +112,18 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 /// ([`Forest::needs_hold`]), never here, and stays while the namespace has subnamespaces, so
 /// that a parent is not gone before its subnamespaces are. A terminating namespace that may not
 /// delete its subnamespaces (its deletion went round the webhook) lets them go instead, as HNC
-/// does. The patch carries the whole list, guarded by the resourceVersion like the rest.
-fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
-    let has = node.meta.finalizers().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER);
+/// does, and a live one lets the hold go once its grace is over ([`Node::hold_left`]). The
+/// patch carries the whole list, guarded by the resourceVersion like the rest.
+fn finalizers(forest: &Forest, node: &Node, now: jiff::Timestamp) -> Option<Vec<String>> {
+    let has = node.is_held();
     let name = node.name();
     let keep = || {
         forest.subnamespaces(name).next().is_some()
-            && (!node.is_terminating() || forest.allows_cascading_deletion(name))
+            && if node.is_terminating() {
+                forest.allows_cascading_deletion(name)
+            } else {
+                node.hold_left(now).is_some()
+            }
     };
     (has && !keep()).then(|| {
         node.meta
@@ -130,6 +138,7 @@ fn finalizers(forest: &Forest, node: &Node) -> Option<Vec<String>> {
 mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::{forest, namespace, sealed};
+    use crate::hierarchy::forest::HOLD_GRACE;
     use crate::hierarchy::policy::testing::policy;
     use hns_api::MetaKvp;
 
@@ -169,24 +178,28 @@ mod tests {
         f.get(ns).unwrap().meta.finalizers().map(str::to_string).collect()
     }
 
-    /// `name` in `f` with HNC's `hasSubnamespace` finalizer after `others`, as whoever deletes
-    /// it adds it first.
-    fn hold(f: &mut Forest, name: &str, others: &[&str]) {
+    /// `name` in `f` with HNC's `hasSubnamespace` finalizer after `others`, made `ago`, as
+    /// whoever deletes it adds it first.
+    fn hold(f: &mut Forest, name: &str, others: &[&str], ago: std::time::Duration) {
         let mut ns = f.get(name).unwrap().namespace();
         let finalizers = others.iter().copied().chain([keys::HAS_SUBNAMESPACE_FINALIZER]);
         ns.metadata.finalizers = Some(finalizers.map(str::to_string).collect());
+        let at = now() - jiff::SignedDuration::try_from(ago).unwrap();
+        ns.metadata.annotations.get_or_insert_default().insert(keys::HELD_AT.into(), at.to_string());
         f.upsert(ns);
     }
+
+    const JUST_NOW: std::time::Duration = std::time::Duration::ZERO;
 
     #[test]
     fn a_parent_is_held_only_once_deleted_and_until_its_subnamespaces_are_gone() {
         let mut f = forest("acme full:acme sub:~acme");
         assert!(finalizers_after(&mut f, "acme").is_empty(), "a live parent costs no write of its own");
-        assert!(f.needs_hold("acme"), "whoever deletes it holds it first");
-        assert!(!f.needs_hold("sub") && !f.needs_hold("full"), "no subnamespaces, as in HNC");
+        assert!(f.needs_hold("acme", now()), "whoever deletes it holds it first");
+        assert!(!f.needs_hold("sub", now()) && !f.needs_hold("full", now()), "no subnamespaces, as in HNC");
 
-        hold(&mut f, "acme", &[]);
-        assert!(!f.needs_hold("acme"));
+        hold(&mut f, "acme", &[], JUST_NOW);
+        assert!(!f.needs_hold("acme", now()));
         delete(&mut f, "acme", true);
         assert_eq!(
             finalizers_after(&mut f, "acme"),
@@ -202,26 +215,38 @@ mod tests {
     fn too_late_to_hold_a_terminating_namespace_and_released_without_cascading() {
         let mut f = forest("acme sub:~acme");
         delete(&mut f, "acme", true);
-        assert!(!f.needs_hold("acme"), "the API server refuses new finalizers on it");
+        assert!(!f.needs_hold("acme", now()), "the API server refuses new finalizers on it");
 
         let mut f = forest("acme sub:~acme");
-        hold(&mut f, "acme", &[]);
+        hold(&mut f, "acme", &[], JUST_NOW);
         delete(&mut f, "acme", false);
         assert!(finalizers_after(&mut f, "acme").is_empty(), "its subnamespaces are not deleted with it");
     }
 
+    /// Issue 40, B4: a hold made for a deletion that never came (refused after the hold, or a
+    /// forged admission review) does not outlive its grace on a live namespace.
     #[test]
-    fn a_hold_left_on_a_live_namespace_goes_with_its_last_subnamespace_and_others_stay() {
+    fn a_hold_left_on_a_live_namespace_goes_after_its_grace_and_others_stay() {
         let mut f = forest("acme sub:~acme");
-        hold(&mut f, "acme", &["example.com/keep"]);
+        hold(&mut f, "acme", &["example.com/keep"], JUST_NOW);
         assert_eq!(
             finalizers_after(&mut f, "acme"),
             ["example.com/keep", keys::HAS_SUBNAMESPACE_FINALIZER],
-            "a deletion refused after the hold: kept while sub exists"
+            "within its grace: the deletion it was made for may still commit"
         );
+        let left = f.get("acme").unwrap().hold_left(now()).unwrap();
+        assert!(left > HOLD_GRACE / 2 && left <= HOLD_GRACE, "{left:?}");
+        hold(&mut f, "acme", &["example.com/keep"], HOLD_GRACE * 2 / 3);
+        assert!(f.needs_hold("acme", now()), "made again before a deletion once half its grace is over");
+        hold(&mut f, "acme", &["example.com/keep"], HOLD_GRACE + std::time::Duration::from_secs(1));
+        assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep"], "taken back after its grace");
+        assert!(f.get("acme").unwrap().meta.annotation(keys::HELD_AT).is_none(), "with its time");
+
+        let mut f = forest("acme sub:~acme");
+        hold(&mut f, "acme", &[], JUST_NOW);
         let sub = f.get("sub").unwrap().namespace();
         f.remove(&sub);
-        assert_eq!(finalizers_after(&mut f, "acme"), ["example.com/keep"]);
+        assert!(finalizers_after(&mut f, "acme").is_empty(), "gone with its last subnamespace");
     }
 
     #[test]

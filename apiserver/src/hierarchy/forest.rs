@@ -95,6 +95,13 @@ struct Extras {
     forgery: Option<Vec<String>>,
 }
 
+/// How long a hold may stand on a namespace that is not being deleted. hns holds a namespace
+/// just before it is deleted, and the deletion commits within kube-apiserver's request timeout
+/// (60 s by default) or not at all: a hold older than this on a live namespace was made for a
+/// deletion that never came (refused by a later webhook, or a forged admission review), and the
+/// controller takes it back.
+pub const HOLD_GRACE: std::time::Duration = std::time::Duration::from_secs(90);
+
 /// What a namespace without extras has.
 static NO_EXTRAS: Extras = Extras {
     managed_labels: Vec::new(),
@@ -274,6 +281,23 @@ impl Node {
     /// The HierarchicalResourceQuotas in this namespace, by name.
     pub fn quotas(&self) -> &BTreeMap<String, StoredQuota> {
         &self.extras().quotas
+    }
+
+    /// Whether it carries HNC's `hasSubnamespace` finalizer: held for its subnamespaces.
+    pub fn is_held(&self) -> bool {
+        self.meta.finalizers().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER)
+    }
+
+    /// How long the hold on it may still stand while it is not deleted ([`HOLD_GRACE`] from
+    /// [`keys::HELD_AT`]); `None` if it is not held, is terminating, or its hold is older (or
+    /// carries no time: made before holds had one).
+    pub fn hold_left(&self, now: jiff::Timestamp) -> Option<std::time::Duration> {
+        if !self.is_held() || self.is_terminating() {
+            return None;
+        }
+        let at: jiff::Timestamp = self.meta.annotation(keys::HELD_AT)?.parse().ok()?;
+        let age = std::time::Duration::try_from(now.duration_since(at)).unwrap_or_default();
+        HOLD_GRACE.checked_sub(age).filter(|left| !left.is_zero())
     }
 
     /// Hierarchy annotations on the namespace that hns did not write (their keys), if any:
@@ -697,10 +721,13 @@ impl Forest {
     /// the deletion, by whoever deletes (the namespace webhook for a user, hns for its own
     /// deletions), not when the namespace gets its first subnamespace: that would cost a second
     /// write for every subnamespace that becomes a parent, and in a deep tree nearly all do.
-    pub fn needs_hold(&self, name: &str) -> bool {
+    ///
+    /// A hold already there is made again once half its grace is over ([`Node::hold_left`]), so
+    /// that the controller does not take it back while the deletion it is for commits.
+    pub fn needs_hold(&self, name: &str, now: jiff::Timestamp) -> bool {
         self.get(name).is_some_and(|node| {
             !node.is_terminating()
-                && node.meta.finalizers().all(|f| f != keys::HAS_SUBNAMESPACE_FINALIZER)
+                && (!node.is_held() || node.hold_left(now).is_none_or(|left| left < HOLD_GRACE / 2))
                 && self.subnamespaces(name).next().is_some()
         })
     }

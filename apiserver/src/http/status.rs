@@ -248,6 +248,11 @@ impl ApiError {
         e
     }
 
+    /// 408: the client took too long to send its request.
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(408, "Timeout", message)
+    }
+
     /// 410: a resourceVersion older than the server remembers; list again.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)

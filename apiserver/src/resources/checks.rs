@@ -22,6 +22,22 @@ pub async fn ensure_seen(state: &AppState, ns: &str) -> Result<(), ApiError> {
     }
 }
 
+/// For an object named after a namespace (a subnamespace, in `parent`): makes sure the cache has
+/// seen namespace `name` if it exists, unless the cache already holds it under `parent`. Every
+/// other case pays the same GET, whether or not the cache knows `name` elsewhere: a user may ask
+/// for any name in a namespace they may read, and how long a 404 took must not tell them
+/// whether a namespace of that name exists somewhere they may not look.
+pub async fn ensure_seen_under(state: &AppState, parent: &str, name: &str) -> Result<(), ApiError> {
+    let known_here = state.cache.read().get(name).is_some_and(|n| n.parent.as_deref() == Some(parent));
+    if name.is_empty() || known_here {
+        return Ok(());
+    }
+    match state.writer.get(name).await? {
+        Some(found) if !state.cache.caught_up_with(&found).await => Err(lagging()),
+        _ => Ok(()),
+    }
+}
+
 /// Waits until the cache holds a namespace as one of hns's writes returned it, so the client's
 /// next read from this replica includes its write. The write is made either way; a watch that
 /// lags this long is only logged (responses are rendered from the written object).
@@ -172,5 +188,15 @@ mod tests {
         assert_eq!(fields, ["metadata.ownerReferences.apiVersion", "metadata.ownerReferences.kind"]);
         let two = owner_reference_errors(&[owner("ConfigMap", true), owner("Secret", true)]);
         assert_eq!(two.len(), 1, "{two:?}");
+    }
+
+    /// Issue 40, W1: a 404 for a name the cache knows elsewhere costs what one for a name that
+    /// exists nowhere costs (a look at kube-apiserver, which this state cannot reach).
+    #[tokio::test]
+    async fn a_name_known_elsewhere_is_looked_up_as_one_known_nowhere() {
+        let state = crate::resources::testing::state("team-a dev:~team-a other");
+        assert!(ensure_seen_under(&state, "team-a", "dev").await.is_ok(), "team-a's own: from the cache");
+        assert!(ensure_seen_under(&state, "team-a", "other").await.is_err(), "another's: asked");
+        assert!(ensure_seen_under(&state, "team-a", "nowhere").await.is_err(), "nobody's: asked");
     }
 }

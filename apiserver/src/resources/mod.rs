@@ -103,7 +103,7 @@ pub async fn dispatch(
         checks::ensure_seen(&state, &r.namespace).await?;
         // A subnamespace is its own namespace: a replica may not have seen it yet.
         if def.name_is_namespace && r.verb != Verb::Create {
-            checks::ensure_seen(&state, &r.name).await?;
+            checks::ensure_seen_under(&state, &r.namespace, &r.name).await?;
         }
     }
     let call = Call {

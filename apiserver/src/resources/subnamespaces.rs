@@ -307,7 +307,7 @@ async fn delete_one(
     uid: Option<String>,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
-    let hold = call.state.cache.read().needs_hold(name);
+    let hold = call.state.cache.read().needs_hold(name, jiff::Timestamp::now());
     let remaining = call.state.writer.delete(name, uid, hold, dry_run).await?;
     if let (Some(ns), false) = (&remaining, dry_run) {
         await_write(call.state, ns).await;

@@ -511,7 +511,7 @@ mod tests {
     fn a_resumed_watch_lists_again_once_its_user_may_see_less() {
         let (none, all) = (View::default(), crate::auth::view::testing::everything());
         assert!(lost_access(Some(&[all.clone(), none.clone()]), Some(&none)), "shown more before");
-        assert!(!lost_access(Some(&[none.clone()]), Some(&all)), "shown less before: a gain");
+        assert!(!lost_access(Some(std::slice::from_ref(&none)), Some(&all)), "shown less before: a gain");
         assert!(!lost_access(Some(&[]), Some(&none)), "nothing remembered is decided elsewhere");
         assert!(!lost_access(None, None), "a watch without a view");
     }

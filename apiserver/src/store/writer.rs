@@ -71,9 +71,14 @@ impl Writer {
     /// merge patch merges finalizer lists), just before it is deleted: see
     /// [`crate::hierarchy::forest::Forest::needs_hold`]. The webhook calls this for a user's
     /// deletion; hns's own go through [`Writer::delete`].
+    /// The hold carries its time ([`keys::HELD_AT`]): one on a namespace still not deleted a
+    /// while later is taken back by the controller.
     pub async fn hold_for_subnamespaces(&self, name: &str) -> Result<(), ApiError> {
         let pp = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-        let hold = serde_json::json!({"metadata": {"finalizers": [keys::HAS_SUBNAMESPACE_FINALIZER]}});
+        let hold = serde_json::json!({"metadata": {
+            "finalizers": [keys::HAS_SUBNAMESPACE_FINALIZER],
+            "annotations": {keys::HELD_AT: jiff::Timestamp::now().to_string()},
+        }});
         self.api.patch(name, &pp, &Patch::Strategic(hold)).await.map_err(ApiError::from_kube)?;
         Ok(())
     }

@@ -220,7 +220,10 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     for w in &wrong {
         println!("auth: wrong cell: {w}");
     }
-    vec![Figure::info(SUITE, "cells checked", cells), Figure::zero(SUITE, "cells wrong", wrong.len())]
+    let mut figures =
+        vec![Figure::info(SUITE, "cells checked", cells), Figure::zero(SUITE, "cells wrong", wrong.len())];
+    figures.extend(super::attacks::run(ctx).await);
+    figures
 }
 
 /// `p` with a subnamespace, `q` elsewhere; the namespace admin and the subnamespace creator are

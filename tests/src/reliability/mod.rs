@@ -3,6 +3,7 @@
 //! several hns replicas. Each suite returns figures; the `hns-reliability` binary prints them as
 //! one table and fails if a figure misses its target.
 
+pub mod attacks;
 pub mod auth;
 pub mod bad_input;
 pub mod deletion;
