@@ -72,14 +72,16 @@ stop_all
 for ((i = 0; i < REPLICAS; i++)); do
   name="$(replica_name "$i")"
   log "starting $name on $HOST:${PORTS[$i]}"
-  # The same allocator settings as the Deployment (config/default/deployment.yaml).
+  # The same allocator settings as the Deployment (config/default/deployment.yaml). No drain
+  # on SIGTERM: these replicas' endpoints are written by this script, not taken from pods.
   MALLOC_CONF="${MALLOC_CONF:-background_thread:true,narenas:2,dirty_decay_ms:1000,muzzy_decay_ms:0}" \
   RUST_LOG="${RUST_LOG:-info}" HOSTNAME="$name" start "$name" "$BIN" \
     --kubeconfig "$DIR/hns-apiserver.kubeconfig" \
     --bind-address "$HOST" --secure-port "${PORTS[$i]}" \
     --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 --cert-dns-name "$HOST" \
     --managed-namespace-label env \
-    --metrics-bind-address "127.0.0.1:${METRICS[$i]}"
+    --metrics-bind-address "127.0.0.1:${METRICS[$i]}" \
+    --shutdown-delay-duration 0s
 done
 for ((i = 0; i < REPLICAS; i++)); do
   name="$(replica_name "$i")"

@@ -23,6 +23,7 @@ use crate::metrics::{self, Metrics, Sources};
 use crate::options::Args;
 use crate::propagation::Propagation;
 use crate::server;
+use crate::shutdown::Shutdown;
 use crate::state::AppState;
 use crate::store::cache::{self, Cache};
 use crate::store::config_store::{self, ConfigStore};
@@ -68,7 +69,7 @@ fn cert_source(args: &Args) -> Source {
     })
 }
 
-/// Starts the caches and serves until SIGTERM or SIGINT, then drains in-flight requests.
+/// Starts the caches and serves until SIGTERM or SIGINT, then drains (see [`crate::shutdown`]).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = client(&args).await?;
     let serving = ServingCert::empty();
@@ -142,6 +143,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (release_client, release_identity) = (client.clone(), identity.clone());
     let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));
     let authz = Authorizer::new(client.clone());
+    let shutdown = Arc::new(Shutdown::default());
     let state = web::Data::new(AppState {
         cache,
         authn: authn_state,
@@ -156,6 +158,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         propagation,
         parent_lock,
         ledgers,
+        shutdown: shutdown.clone(),
     });
 
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
@@ -170,13 +173,20 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // does not retry a webhook POST on a connection we closed under it ("EOF"); so the
     // client, not us, must be the one to close idle connections.
     .keep_alive(std::time::Duration::from_secs(KEEP_ALIVE_SECONDS))
+    // SIGTERM drains first (crate::shutdown), then stops the server; requests in flight then
+    // get this long.
+    .disable_signals()
     .shutdown_timeout(10);
     if args.workers > 0 {
         http = http.workers(args.workers);
     }
     let http = http.bind_openssl(addr, tls).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, "serving");
-    http.run().await?;
+    let server = http.run();
+    let handle = server.handle();
+    let delay = args.shutdown_delay_duration;
+    tokio::spawn(async move { shutdown.on_signal(delay, handle).await });
+    server.await?;
     leader::release(release_client, &args.namespace, LEASE, &release_identity).await;
     tracing::info!("stopped");
     Ok(())

@@ -28,12 +28,14 @@ fn report(endpoint: &str, checks: &[Check], req: &HttpRequest) -> HttpResponse {
     resp.content_type("text/plain; charset=utf-8").body(body)
 }
 
-/// What a replica needs before it can answer correctly: the HNC configuration, its serving
+/// What a replica needs before it can answer correctly, and that it is not stopping: the HNC configuration, its serving
 /// certificate, the cluster's authentication configuration (the front proxy's and clients' CAs),
 /// and the namespace cache, each read in full at least once.
-fn readiness(state: &AppState) -> [Check; 5] {
+fn readiness(state: &AppState) -> [Check; 6] {
     [
         ("ping", true),
+        // Told to stop: kube-apiserver's check of the same name (crate::shutdown).
+        ("shutdown", !state.shutdown.is_draining()),
         ("configuration", state.config.is_synced()),
         ("serving-certificate", state.serving.is_loaded()),
         ("authentication-config", state.authn.is_loaded()),

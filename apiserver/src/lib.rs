@@ -22,7 +22,7 @@
 //! | [`propagation`] | copying objects down the tree |
 //! | [`store`], [`auth`] | caches of cluster state and hns's writes; TLS, authentication, authorization |
 //! | [`hierarchy`], [`http`] | the hierarchy as pure logic; Kubernetes API conventions |
-//! | [`ssa`], [`resource_version`] | server-side apply's field sets; resourceVersions as numbers |
+//! | [`ssa`], [`resource_version`], [`leader`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the Lease; stopping without failing anyone |
 //!
 //! A new resource is one file in `resources/` that fills in a [`resources::ResourceDef`]
 //! (names, columns, schemas and a handler per verb it serves) and one line in
@@ -45,6 +45,7 @@ pub mod propagation;
 pub mod resource_version;
 pub mod resources;
 pub mod server;
+pub mod shutdown;
 pub mod ssa;
 pub mod state;
 pub mod store;

@@ -100,6 +100,21 @@ pub struct Args {
     /// HTTP worker threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
+
+    /// How long to keep serving after SIGTERM, not ready, before refusing connections: long
+    /// enough for this replica's endpoint to leave its Service's EndpointSlices and for
+    /// kube-apiserver and kube-proxy to stop sending to it (see shutdown.rs). As
+    /// kube-apiserver's flag of the same name. The pod's terminationGracePeriodSeconds must
+    /// exceed it by the time requests in flight take (10 s).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub shutdown_delay_duration: std::time::Duration,
+}
+
+/// A duration as Kubernetes flags write them (`15s`, `1m30s`, `500ms`).
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let parsed: jiff::SignedDuration =
+        text.parse().map_err(|e| format!("{text:?} is not a duration such as 15s or 1m30s: {e}"))?;
+    std::time::Duration::try_from(parsed).map_err(|_| format!("{text:?}: a duration may not be negative"))
 }
 
 /// How logs are written.
@@ -122,5 +137,18 @@ impl Args {
             LogFormat::Text => builder.init(),
             LogFormat::Json => builder.json().init(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_kubernetes_flags_write_them() {
+        assert_eq!(parse_duration("15s"), Ok(std::time::Duration::from_secs(15)));
+        assert_eq!(parse_duration("1m30s"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(std::time::Duration::from_millis(500)));
+        assert!(parse_duration("soon").is_err() && parse_duration("-1s").is_err());
     }
 }

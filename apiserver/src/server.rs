@@ -124,8 +124,14 @@ async fn close_strangers_connections(
         .and_then(|s| s.authn.current())
         .is_some_and(|c| c.is_cluster_peer(req.conn_data::<PeerCertificates>()));
     req.extensions_mut().insert(ClusterPeer(cluster_peer));
+    let draining = req.app_data::<web::Data<AppState>>().is_some_and(|s| s.shutdown.is_draining());
     if cluster_peer {
-        return Ok(next.call(req).await?.map_into_boxed_body());
+        let mut resp = next.call(req).await?.map_into_boxed_body();
+        if draining {
+            // Told to stop: kube-apiserver takes its next request elsewhere (crate::shutdown).
+            resp.response_mut().head_mut().set_connection_type(ConnectionType::Close);
+        }
+        return Ok(resp);
     }
     let Ok(resp) = tokio::time::timeout(STRANGER_DEADLINE, next.call(req)).await else {
         // The request went with the handling given up; the server answers the error and, its

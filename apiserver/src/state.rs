@@ -9,6 +9,7 @@ use crate::auth::certs::ServingCert;
 use crate::auth::view::Views;
 use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
+use crate::shutdown::Shutdown;
 use crate::store::cache::Cache;
 use crate::store::config_store::ConfigStore;
 use crate::store::ledger::LedgerStore;
@@ -43,4 +44,6 @@ pub struct AppState {
     pub parent_lock: Arc<ParentLock>,
     /// The hierarchical quotas' ledgers.
     pub ledgers: Arc<LedgerStore>,
+    /// Whether the replica was told to stop, and how far it got.
+    pub shutdown: Arc<Shutdown>,
 }

@@ -38,6 +38,7 @@ pub fn state(spec: &str) -> actix_web::web::Data<AppState> {
         policy: policy(),
         writer: Writer::new(client.clone()),
         config: Arc::new(ConfigStore::default()),
+        shutdown: Arc::default(),
         parent_lock: Arc::new(ParentLock::new(client.clone(), "hns-system", "test".into())),
         ledgers: Arc::new(crate::store::ledger::LedgerStore::new(client.clone(), "hns-system")),
         client,

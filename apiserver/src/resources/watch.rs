@@ -25,6 +25,7 @@ use crate::http::table::RenderOptions;
 use crate::resources::def::{CurrentObjects, ResourceDef};
 use crate::resources::item::Item;
 use crate::resources::{listing, render};
+use crate::shutdown::Phase;
 use crate::state::AppState;
 use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
 
@@ -257,6 +258,7 @@ pub async fn serve(
     };
     // A view is looked at again on each RBAC change (and periodically, when reviews decide it).
     let mut access = watcher.view.is_some().then(|| state.views.subscribe());
+    let mut phases = state.shutdown.subscribe();
     let mut refresh = state.views.refresh_every().filter(|_| access.is_some()).map(|every| {
         let mut refresh = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -358,6 +360,13 @@ pub async fn serve(
         loop {
             // Events to send now: one from the channel, or those a lagging watcher missed.
             let events: Arc<[Numbered]> = tokio::select! {
+                // The replica is stopping (crate::shutdown): the client resumes elsewhere.
+                Ok(_) = phases.wait_for(|p| *p == Phase::Stopping) => {
+                    if bookmarks {
+                        yield Ok(watcher.bookmark(last_rv, false));
+                    }
+                    return;
+                }
                 _ = tokio::time::sleep_until(deadline) => {
                     // As kube-apiserver does, a last bookmark lets the client resume from here.
                     if bookmarks {
