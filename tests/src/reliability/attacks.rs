@@ -139,11 +139,15 @@ async fn tenant_quotas(ctx: &Context, tag: &str) -> Vec<Figure> {
     let thousands: serde_json::Map<String, Value> =
         (0..2_500).map(|i| (format!("count/w{i}.example.com"), json!("5"))).collect();
     let oversized_accepted = usize::from(create(quota("huge", Value::Object(thousands))).await != Err(422));
-    // Quotas of the most resources allowed, with long names, until the tree's ledger is full.
+    // Quotas of the most resources allowed, with the longest names Kubernetes takes, over
+    // subnamespaces of the tenant's own, until the tree's ledger is full.
+    for i in 0..16 {
+        create_subns(&ctx.client, &tenant_ns, &format!("{tenant_ns}-{i}")).await.expect("a subnamespace");
+    }
     let mut filled = 0;
-    for q in 0..20 {
+    for q in 0..30 {
         let hard: serde_json::Map<String, Value> =
-            (0..64).map(|i| (format!("count/{q}x{i}-{}.example.com", "w".repeat(200)), json!("5"))).collect();
+            (0..64).map(|i| (format!("count/{q}x{i}-{}.example.com", "w".repeat(40)), json!("5"))).collect();
         match create(quota(&format!("wide-{q}"), Value::Object(hard))).await {
             Ok(()) => filled += 1,
             Err(code) => {
