@@ -170,7 +170,7 @@ async fn a_tenants_quotas_never_stop_admission_outside_their_subtree() {
         hns_e2e::quotas::set_quota(&as_tenant, &tenant_ns, "huge", &hard).await.unwrap_err().to_string();
     assert!(err.contains("must have at most 64 resources"), "{err}");
     // The tenant's own namespace knows its usage too: what nothing counts is used zero.
-    until_granted(&admin, &parent, &[tenant_ns.clone()], "0").await;
+    until_granted(&admin, &parent, std::slice::from_ref(&tenant_ns), "0").await;
     for (i, ns) in [&sibling, &sibling, &parent].into_iter().enumerate() {
         let api: Api<Pod> = Api::namespaced(admin.clone(), ns);
         api.create(&PostParams::default(), &pod(&format!("p{i}"), "1m"))

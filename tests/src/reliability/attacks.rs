@@ -27,6 +27,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     figures.extend(forged_holds(ctx, &tag).await);
     figures.push(status_subresource(ctx, &tag).await);
     figures.push(slow_bodies(ctx).await);
+    figures.push(name_timing(ctx, &tag).await);
     figures
 }
 
@@ -324,5 +325,39 @@ async fn slow_bodies(ctx: &Context) -> Figure {
         format!("{:.1} s", longest.as_secs_f64()),
         "≤ 15 s",
         longest <= Duration::from_secs(15),
+    )
+}
+
+/// W1: a namespace admin times `GET subnamespaces/NAME` in their own namespace for a name that
+/// exists as a namespace elsewhere and for one that exists nowhere. Reported, not judged (tests
+/// assert no timings): both pay the same look at kube-apiserver (a unit test checks that), so
+/// the two medians should be alike.
+async fn name_timing(ctx: &Context, tag: &str) -> Figure {
+    let own = create_namespace(&ctx.client, &format!("{tag}-own"), &[]).await;
+    let elsewhere = create_namespace(&ctx.client, &format!("{tag}-elsewhere"), &[]).await;
+    let user = format!("{tag}-timer");
+    bind(ctx, &own, "timer-admin", "admin", &user).await;
+    let client = as_user(ctx, &user).await;
+    let path = |name: &str| format!("{API}/namespaces/{own}/subnamespaces/{name}");
+    let (mut existing, mut missing) = (Vec::new(), Vec::new());
+    for i in 0..ctx.scale.pick(40, 400) {
+        for (name, times) in
+            [(elsewhere.clone(), &mut existing), (format!("{tag}-nowhere-{i}"), &mut missing)]
+        {
+            let started = Instant::now();
+            let _ = get_text(&client, &path(&name)).await;
+            times.push(started.elapsed());
+        }
+    }
+    crate::delete_namespaces(&ctx.client, &[&own, &elsewhere]).await;
+    let median = |times: &mut Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2].as_secs_f64() * 1000.0
+    };
+    let (a, b) = (median(&mut existing), median(&mut missing));
+    Figure::info(
+        SUITE,
+        "404 for a subnamespace name: median when a namespace of that name exists elsewhere / nowhere",
+        format!("{a:.1} / {b:.1} ms ({:.2})", a / b),
     )
 }
