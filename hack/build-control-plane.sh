@@ -4,6 +4,12 @@
 # cached per version in $HNS_CACHE, so a machine pays a build once (about 11 minutes for
 # Kubernetes on 2 cores, 1 for etcd). Prints the directory holding the four binaries.
 #
+#   hack/build-control-plane.sh           the control plane
+#   hack/build-control-plane.sh --nodes   also what real nodes need (hack/nodes.sh): kubelet,
+#                                         kube-proxy and kube-scheduler, into the same directory;
+#                                         with the control plane already cached, only those three
+#                                         are built
+#
 #   HNS_K8S_VERSION   1.37.2 (default), a full version, or MAJOR.MINOR for the newest patch
 #                     release of that minor the module proxy serves (e.g. 1.34)
 #   HNS_ETCD_VERSION  3.6.16 (default)
@@ -18,10 +24,19 @@ source "$(dirname "$0")/lib.sh"
 command -v go >/dev/null || die "Go is needed to build the control plane (go1.26 or newer)"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
+want_nodes=""
+case "${1:-}" in --nodes) want_nodes=1 ;; "") ;; *) die "usage: $0 [--nodes]" ;; esac
 version="$(k8s_version)"
 etcd_version="$ETCD_VERSION"
 BIN="$(k8s_bin_dir "$version")"
-if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kubectl" ] && [ -x "$BIN/etcd" ]; then
+have_control_plane() { [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kubectl" ]; }
+NODE_CMDS=(kubelet kube-proxy kube-scheduler)
+have_nodes() {
+  local c
+  [ -n "$want_nodes" ] || return 0
+  for c in "${NODE_CMDS[@]}"; do [ -x "$BIN/$c" ] || return 1; done
+}
+if have_control_plane && have_nodes && [ -x "$BIN/etcd" ]; then
   log "control plane v$version binaries cached in $BIN"
   echo "$BIN"
   exit 0
@@ -30,7 +45,7 @@ mkdir -p "$BIN"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/hns-build.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-build_kubernetes() {
+build_kubernetes() { # COMMAND...: the commands of k8s.io/kubernetes/cmd to build, in one go build
   local minor="${version#*.}"; minor="${minor%%.*}"
   local staging="v0.$minor.${version##*.}"
   log "fetching k8s.io/kubernetes@v$version from the Go module proxy"
@@ -48,11 +63,16 @@ build_kubernetes() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=v$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  log "building kube-apiserver, kube-controller-manager and kubectl v$version (about 11 minutes on 2 cores the first time)"
-  ( cd "$WORK/kubernetes" && go build -o "$WORK/out/" -ldflags "$ldflags" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl ) \
+  local cmds=("$@") pkgs=() c
+  for c in "${cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  if have_control_plane; then
+    log "building ${cmds[*]} v$version (2 to 6 minutes on 2 cores: less when Go's build cache has the control plane's packages)"
+  else
+    log "building ${cmds[*]} v$version (about 11 minutes on 2 cores the first time)"
+  fi
+  ( cd "$WORK/kubernetes" && go build -o "$WORK/out/" -ldflags "$ldflags" "${pkgs[@]}" ) \
     || die "building Kubernetes v$version failed; see the output above"
-  mv "$WORK/out/kube-apiserver" "$WORK/out/kube-controller-manager" "$WORK/out/kubectl" "$BIN/"
+  for c in "${cmds[@]}"; do mv "$WORK/out/$c" "$BIN/"; done
 }
 
 build_etcd() {
@@ -69,7 +89,10 @@ build_etcd() {
   ln -sf "$cached" "$BIN/etcd"
 }
 
-[ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/kube-controller-manager" ] && [ -x "$BIN/kubectl" ] || build_kubernetes
+cmds=()
+have_control_plane || cmds+=(kube-apiserver kube-controller-manager kubectl)
+have_nodes || cmds+=("${NODE_CMDS[@]}")
+[ ${#cmds[@]} -eq 0 ] || build_kubernetes "${cmds[@]}"
 build_etcd
 log "cached the control plane v$version in $BIN"
 echo "$BIN"

@@ -162,3 +162,94 @@ kubeconfig_for() {
 link_completer() {
   ln -sf kubectl-hns "$TARGET_DIR/debug/kubectl_complete-hns"
 }
+
+# --- node mode (hack/nodes.sh) -------------------------------------------------------------
+# Every address comes from 198.18.0.0/15, reserved for network tests (RFC 2544), and stays on
+# this machine: the bridge hack/nodes.sh creates holds $NODE_BRIDGE_IP (kube-apiserver listens
+# there), node i is $(node_ip i) in its own network namespace $(node_name i), its pods are in
+# $(node_pod_cidr i), and Services get ClusterIPs from $NODE_SERVICE_CIDR. One node-mode cluster
+# per machine (the bridge and namespace names are fixed).
+NODE_BRIDGE=hns-br0
+NODE_BRIDGE_IP=198.18.0.1
+NODE_CLUSTER_CIDR=198.18.0.0/16
+NODE_SERVICE_CIDR=198.19.0.0/16
+NODE_KUBERNETES_SERVICE_IP=198.19.0.1
+# Outside the kernel's ephemeral range, so never a port free_port hands out.
+NODE_APISERVER_PORT=6443
+node_name() { echo "hns-node-$1"; }
+node_ip() { echo "198.18.0.$((10 + $1))"; }
+node_pod_cidr() { echo "198.18.$1.0/24"; }
+
+# oci_image_archive ROOTFS NAME OUT USER ENTRYPOINT...: packs the directory ROOTFS (files,
+# directories and symbolic links, owned by root) as the one layer of an OCI image named NAME
+# (containerd normalises a name without a registry to docker.io/library/NAME) into the
+# archive OUT, which `ctr images import` loads. Deterministic: fixed times, owners and order.
+oci_image_archive() {
+  local rootfs="$1" name="$2" out="$3" user="$4"; shift 4
+  python3 - "$rootfs" "$name" "$out" "$user" "$@" <<'PY'
+import hashlib, io, json, os, sys, tarfile
+rootfs, name, out, user, *entrypoint = sys.argv[1:]
+
+def blob(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest(), data
+
+def tar_bytes(entries):  # [(path, kind, data, mode)]: kind "dir", "file" or "link" (data: target)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for path, kind, data, mode in entries:
+            info = tarfile.TarInfo(path)
+            info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = mode, 0, 0, 0, "", ""
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            elif kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+files = []
+for d, dirs, names in os.walk(rootfs):
+    dirs.sort()
+    for n in sorted(dirs + names):
+        p = os.path.join(d, n)
+        rel = os.path.relpath(p, rootfs)
+        if os.path.islink(p):
+            files.append((rel, "link", os.readlink(p), 0o777))
+        elif os.path.isdir(p):
+            files.append((rel, "dir", None, os.stat(p).st_mode & 0o7777))
+        else:
+            files.append((rel, "file", open(p, "rb").read(), os.stat(p).st_mode & 0o7777))
+files.sort(key=lambda e: e[0])
+layer_digest, layer = blob(tar_bytes(files))
+config_digest, config = blob(json.dumps({
+    "architecture": "amd64", "os": "linux",
+    "config": {"User": user, "Entrypoint": entrypoint, "WorkingDir": "/",
+               "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+    "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+}, sort_keys=True).encode())
+manifest_digest, manifest = blob(json.dumps({
+    "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": len(config)},
+    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": len(layer)}],
+}, sort_keys=True).encode())
+index = json.dumps({
+    "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+    "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest_digest, "size": len(manifest),
+        "platform": {"architecture": "amd64", "os": "linux"},
+        # containerd names an imported image after this annotation.
+        "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]},
+    }],
+}, sort_keys=True).encode()
+entries = [("blobs", "dir", None, 0o755), ("blobs/sha256", "dir", None, 0o755)]
+for digest, data in sorted([(layer_digest, layer), (config_digest, config), (manifest_digest, manifest)]):
+    entries.append(("blobs/sha256/" + digest.split(":")[1], "file", data, 0o644))
+entries += [("index.json", "file", index, 0o644), ("oci-layout", "file", b'{"imageLayoutVersion":"1.0.0"}', 0o644)]
+with open(out + ".tmp", "wb") as f:
+    f.write(tar_bytes(entries))
+os.rename(out + ".tmp", out)
+PY
+}
