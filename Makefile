@@ -1,6 +1,7 @@
 # hns — hierarchical namespaces for Kubernetes.
 #   make dev-up     local control plane + hns, ready for kubectl (state in .dev/)
-#   make dev-down   stop it
+#   make dev-up-nodes  the same control plane with 2 real nodes (kubelet, containerd, kube-proxy), hns installed from deploy/hns.yaml (root)
+#   make dev-down   stop it (either)
 #   make test       unit tests, end-to-end tests, the HNC migration test and the short reliability suites, against a real control plane
 #   make lint       cargo fmt --check and clippy -D warnings
 #   make audit      cargo deny: licences, bans, sources, advisories (deny.toml); part of make lint
@@ -9,14 +10,23 @@
 #   make bench      benchmarks, each against a baseline measured in the same run
 #   make bench-scale  hns at 100,000 namespaces (most of an hour; not in CI)
 #   make release    kubectl-hns packed for krew for this machine's platform
+#   make image      the hns-apiserver image as an OCI archive in target/image/, reproducible, without docker
+#   make availability       hns from deploy/hns.yaml on 2 real nodes: e2e in-cluster, a lost node diagnosed, rollouts, drains, kills and node loss under load (root)
+#   make availability-short the same, CI-sized
 
-.PHONY: reliability reliability-short bench bench-scale build dev-up dev-down dev-clean test test-unit e2e migration-test lint audit fmt manifests verify-manifests release
+.PHONY: reliability reliability-short availability availability-short bench bench-scale build dev-up dev-up-nodes dev-down dev-clean test test-unit e2e migration-test lint audit fmt manifests verify-manifests release image
 
 build:
 	cargo build --workspace
 
 dev-up:
 	hack/dev-up.sh
+
+# The control plane with real nodes on this machine (HNS_NODES, default 2; hack/nodes.sh), hns
+# installed with `kubectl apply -f deploy/hns.yaml`, its image (make image) imported into every
+# node's containerd. State in .dev/nodes-cluster/.
+dev-up-nodes:
+	hack/dev-up-nodes.sh
 
 dev-down:
 	hack/dev-down.sh
@@ -44,6 +54,17 @@ reliability:
 
 reliability-short:
 	hack/reliability.sh --short
+
+# hns as users install it: the image (make image) on a throw-away cluster of two real nodes
+# (hack/nodes.sh), installed from deploy/hns.yaml; the e2e suites against it, the diagnosis of
+# pods on a really lost node, and the availability scenarios under a steady load (a rollout
+# restart, an image upgrade from the previous commit, a drain, SIGKILL of the leader, both
+# replicas deleted, a node lost). A figure that misses its target fails the run. Needs root.
+availability:
+	hack/availability.sh
+
+availability-short:
+	hack/availability.sh --short
 
 # Benchmarks print figures and ratios against a baseline measured in the same run; the last,
 # hnc, against HNC v1.1 itself (built from the Go module proxy) on a cluster of its own.
@@ -73,6 +94,12 @@ release:
 	sed -i.bak "\|/$$archive\$$|,/sha256:/ s/sha256: .*/sha256: $$sum/" deploy/krew/hns.yaml; rm -f deploy/krew/hns.yaml.bak; \
 	grep -q "sha256: $$sum" deploy/krew/hns.yaml || { echo "no $$os/$$arch entry in deploy/krew/hns.yaml"; exit 1; }; \
 	echo "$(RELEASE_DIR)/$$archive: sha256 $$sum, written to deploy/krew/hns.yaml"
+
+# The image deploy/hns.yaml runs (hns-apiserver:v0.1.0) from the release binary, without a daemon,
+# a registry or a base image: target/image/hns-apiserver.oci.tar, its digest and reference beside
+# it. The same commit gives the same digest (hack/build-image.sh says how).
+image:
+	hack/build-image.sh
 
 lint: verify-manifests audit
 	hack/check-layers.sh

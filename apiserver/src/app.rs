@@ -71,6 +71,8 @@ fn cert_source(args: &Args) -> Source {
 
 /// Starts the caches and serves until SIGTERM or SIGINT, then drains (see [`crate::shutdown`]).
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    let shutdown = Arc::new(Shutdown::default());
+    shutdown.listen();
     let client = client(&args).await?;
     let serving = ServingCert::empty();
     tokio::spawn(certs::run(client.clone(), cert_source(&args), serving.clone()));
@@ -83,7 +85,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let policy = Policy::new(&excluded, &args.managed_labels, &args.managed_annotations, &args.hns_identity)
         .map_err(|e| anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}"))?;
     // The key comes before the forest: no replica judges hierarchy state without it.
-    let sealer = crate::store::seal_key::load(client.clone(), &args.namespace).await;
+    // Waits for the key as long as it takes, so a stop asked for meanwhile ends the wait.
+    let sealer = tokio::select! {
+        sealer = crate::store::seal_key::load(client.clone(), &args.namespace) => sealer,
+        () = shutdown.told() => {
+            tracing::info!("told to stop while starting");
+            return Ok(());
+        }
+    };
     let cache = Arc::new(Cache::new(policy.clone(), sealer));
     let authn_state = Arc::new(AuthnState::default());
     tokio::spawn(cache::run(client.clone(), cache.clone()));
@@ -143,7 +152,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let (release_client, release_identity) = (client.clone(), identity.clone());
     let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));
     let authz = Authorizer::new(client.clone());
-    let shutdown = Arc::new(Shutdown::default());
     let state = web::Data::new(AppState {
         cache,
         authn: authn_state,

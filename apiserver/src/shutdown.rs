@@ -34,11 +34,13 @@ pub enum Phase {
 /// The phase, shared by the handlers (readiness, connections, watches) and the signal task.
 pub struct Shutdown {
     phase: watch::Sender<Phase>,
+    /// Whether SIGTERM or SIGINT came.
+    told: watch::Sender<bool>,
 }
 
 impl Default for Shutdown {
     fn default() -> Self {
-        Shutdown { phase: watch::Sender::new(Phase::Serving) }
+        Shutdown { phase: watch::Sender::new(Phase::Serving), told: watch::Sender::new(false) }
     }
 }
 
@@ -63,9 +65,27 @@ impl Shutdown {
         self.phase.send_replace(phase);
     }
 
-    /// Waits for SIGTERM or SIGINT, drains for `delay`, then stops `server` gracefully.
+    /// Listens for SIGTERM and SIGINT from now on. In a container hns-apiserver is PID 1, which
+    /// the kernel gives no default action for these signals: without a handler, one sent while
+    /// the replica still starts would be ignored, and the kubelet would wait out the whole grace
+    /// period before killing it.
+    pub fn listen(self: &std::sync::Arc<Self>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            signalled().await;
+            me.told.send_replace(true);
+        });
+    }
+
+    /// Returns once told to stop (see [`Shutdown::listen`]).
+    pub async fn told(&self) {
+        let mut told = self.told.subscribe();
+        let _ = told.wait_for(|t| *t).await;
+    }
+
+    /// Once told to stop, drains for `delay`, then stops `server` gracefully.
     pub async fn on_signal(&self, delay: Duration, server: actix_web::dev::ServerHandle) {
-        signalled().await;
+        self.told().await;
         tracing::info!(
             delay_seconds = delay.as_secs_f64(),
             "told to stop: not ready, still serving while endpoints drop this replica"
@@ -102,6 +122,14 @@ async fn signalled() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_replica_told_to_stop_knows_it() {
+        let shutdown = Shutdown::default();
+        assert!(tokio::time::timeout(Duration::from_millis(10), shutdown.told()).await.is_err());
+        shutdown.told.send_replace(true);
+        tokio::time::timeout(Duration::from_millis(10), shutdown.told()).await.expect("told");
+    }
 
     #[test]
     fn a_replica_drains_before_it_stops() {

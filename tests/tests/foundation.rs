@@ -381,8 +381,8 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
     let validating = bundles("validatingwebhookconfiguration");
     assert_eq!(
         validating.len(),
-        6,
-        "namespaces (two entries), propagated objects, exception annotations and hierarchical quotas (two)"
+        7,
+        "namespaces (two entries, and their status), propagated objects, exception annotations and hierarchical quotas (two)"
     );
     let mutating = bundles("mutatingwebhookconfiguration");
     assert_eq!(mutating.len(), 1, "hierarchical quotas: usage updates");

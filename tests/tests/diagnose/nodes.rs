@@ -149,3 +149,119 @@ async fn diagnose_pod_on_a_missing_node() {
     // Whether the fix or the pod garbage collector deletes the pod first, the namespace goes.
     fix_removes(&env, &ns);
 }
+
+/// The node cluster of `hack/availability.sh` (HNS_NODES_DIR), if these tests run against one.
+fn node_cluster() -> Option<PathBuf> {
+    let dir = std::env::var_os("HNS_NODES_DIR").map(PathBuf::from);
+    if dir.is_none() {
+        eprintln!(
+            "diagnose_pods_on_a_really_lost_node: needs real nodes (HNS_NODES_DIR, hack/availability.sh)"
+        );
+    }
+    dir
+}
+
+/// Brings every node of the cluster back at the end of a scenario, whatever happened.
+struct NodesBack(PathBuf);
+
+impl Drop for NodesBack {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/nodes.sh");
+        let _ = Command::new(script).arg("up").arg(&self.0).output();
+    }
+}
+
+/// Issue 36: the kubelet of a real node stops (its containerd and containers too, as in a power
+/// cut) while a pod there, with a PersistentVolumeClaim mounted, has a long termination grace
+/// period; its namespace is deleted. The pod can never confirm its deletion, so the namespace
+/// waits for it, and pvc-protection keeps the claim while the pod exists. diagnose names the
+/// node and the pod; --fix frees the namespace.
+#[tokio::test]
+async fn diagnose_pods_on_a_really_lost_node() {
+    let Some(dir) = node_cluster() else { return };
+    let _serial = SERIAL.lock().await;
+    let env = Env::get();
+    let mut cleanup = Cleanup::new(&env);
+    let node = "hns-node-2";
+    let ns = unique("diag-real-node");
+    cleanup.namespace(&ns);
+    let toolbox = std::fs::read_to_string(dir.join("env"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("TOOLBOX_IMAGE=").map(str::to_string))
+        .expect("TOOLBOX_IMAGE in the cluster's env");
+    ok(env.kubectl(&["create", "namespace", &ns]));
+    eventually("the default ServiceAccount", WAIT, || async {
+        get(&env, &["serviceaccount", "default", "-n", &ns], "{.metadata.name}").map(|_| ())
+    })
+    .await;
+    // A volume on the node (this machine's disk), bound to the claim by name.
+    let pv = format!("{ns}-data");
+    let _pv = PvGuard { kubeconfig: env.kubeconfig.clone(), name: pv.clone() };
+    apply(
+        &env,
+        &format!(
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {pv}}}\nspec:\n  capacity: {{storage: 1Mi}}\n  accessModes: [ReadWriteOnce]\n  storageClassName: \"\"\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {{path: /tmp/hns-pv/{ns}, type: DirectoryOrCreate}}\n  claimRef: {{namespace: {ns}, name: data}}\n"
+        ),
+    );
+    apply(
+        &env,
+        &format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: {ns}}}\nspec: {{accessModes: [ReadWriteOnce], storageClassName: \"\", volumeName: {pv}, resources: {{requests: {{storage: 1Mi}}}}}}\n"),
+    );
+    apply(
+        &env,
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: web, namespace: {ns}}}\nspec:\n  nodeName: {node}\n  terminationGracePeriodSeconds: 600\n  containers:\n  - {{name: web, image: \"{toolbox}\", command: [sleep, \"3600\"], volumeMounts: [{{name: data, mountPath: /data}}]}}\n  volumes:\n  - {{name: data, persistentVolumeClaim: {{claimName: data}}}}\n"
+        ),
+    );
+    eventually("pod web running on its node", WAIT, || async {
+        get(&env, &["pod", "web", "-n", &ns], "{.status.phase}").filter(|p| p == "Running").map(|_| ())
+    })
+    .await;
+
+    let _back = NodesBack(dir.clone());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/nodes.sh");
+    let stopped = Command::new(&script).arg("stop").arg(&dir).arg(node).output().unwrap();
+    assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
+    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    eventually("pod web is deleted", WAIT, || async {
+        get(&env, &["pod", "web", "-n", &ns], "{.metadata.deletionTimestamp}")
+            .filter(|t| !t.is_empty())
+            .map(|_| ())
+    })
+    .await;
+    // kube-controller-manager marks the node NotReady once its grace period is over.
+    eventually("the node is marked NotReady", Duration::from_secs(150), || async {
+        get(&env, &["node", node], "{.status.conditions[?(@.type==\"Ready\")].status}")
+            .filter(|s| s != "True")
+            .map(|_| ())
+    })
+    .await;
+
+    let report = dry_run(&env, &ns);
+    for line in [
+        &format!("1. pod web waits for node {node}, NotReady since "),
+        &format!("evidence: deleted pods bound to node {node} in namespace {ns}: web ("),
+        &format!("kubectl delete pod -n {ns} web --grace-period=0 --force"),
+        "they use PersistentVolumeClaim(s) data, which kubernetes.io/pvc-protection keeps until these pods are gone",
+    ] {
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+    let narration = fix_removes(&env, &ns);
+    assert!(narration.contains(&format!("done: DELETE /api/v1/namespaces/{ns}/pods/web")), "{narration}");
+}
+
+/// Deletes a PersistentVolume at the end of a scenario, whatever happened.
+struct PvGuard {
+    kubeconfig: PathBuf,
+    name: String,
+}
+
+impl Drop for PvGuard {
+    fn drop(&mut self) {
+        let _ = kubectl_with(
+            &self.kubeconfig,
+            &["delete", "pv", &self.name, "--ignore-not-found", "--wait=false"],
+        );
+    }
+}

@@ -1,0 +1,371 @@
+//! Availability (`make availability`, `hack/availability.sh`): hns installed from
+//! `deploy/hns.yaml` on a cluster of real nodes, two replicas on two nodes, under a steady client
+//! load through kube-apiserver ([`load`]), through the disruptions a cluster meets. While hns's
+//! APIService is not Available, kube-controller-manager finishes no namespace deletion in the
+//! whole cluster and every client's discovery reports the group failed, so each scenario
+//! reports, for its window (from the disruption until hns has rolled out again and 30 s more,
+//! two minutes at least):
+//!
+//! - the requests that failed (no answer, 429 or 5xx), by verb and code, and their share;
+//! - how long the APIService was not Available, in all and at most at a stretch;
+//! - the discovery checks that did not show hns's group version as served;
+//! - the namespace deletions, how long they took against the steady ones before;
+//! - the watches that ended without a bookmark (cut) and the resumes refused (410).
+//!
+//! Targets (issue 36): planned disruptions (a rollout restart, an image upgrade, a drain) fail
+//! nothing, leave the APIService Available and discovery whole; a replica's process killed fails
+//! under 1% and is Available again within 10 s; a node lost, the same within the node-monitor
+//! grace period plus 10 s; both replicas deleted, Available again within 30 s and every
+//! namespace deletion started completes.
+
+pub mod cluster;
+pub mod load;
+
+use std::time::{Duration, Instant};
+
+use crate::reliability::Figure;
+use cluster::{Cluster, NAMESPACE};
+use load::{Load, Tally};
+
+const SUITE: &str = "availability";
+
+/// A disruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// (a) `kubectl rollout restart`.
+    RolloutRestart,
+    /// (b) the image changed to this build's, from the one before.
+    ImageUpgrade,
+    /// (c) `kubectl drain` of a node running a replica.
+    Drain,
+    /// (d) SIGKILL of the leader's process.
+    KillLeader,
+    /// (f) both replicas deleted at once.
+    DeleteBoth,
+    /// (e) the leader's node lost: its kubelet, containerd and containers stopped.
+    NodeLoss,
+}
+
+impl Scenario {
+    /// Every scenario, in the order they run (the node lost last: the cluster is one node short
+    /// until the script brings it back).
+    pub const ALL: [Scenario; 6] = [
+        Scenario::RolloutRestart,
+        Scenario::ImageUpgrade,
+        Scenario::Drain,
+        Scenario::KillLeader,
+        Scenario::DeleteBoth,
+        Scenario::NodeLoss,
+    ];
+
+    /// The scenario of the issue's letter (a to f).
+    pub fn from_letter(letter: &str) -> anyhow::Result<Scenario> {
+        Ok(match letter {
+            "a" => Scenario::RolloutRestart,
+            "b" => Scenario::ImageUpgrade,
+            "c" => Scenario::Drain,
+            "d" => Scenario::KillLeader,
+            "e" => Scenario::NodeLoss,
+            "f" => Scenario::DeleteBoth,
+            other => anyhow::bail!("unknown scenario {other:?}: a to f"),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::RolloutRestart => "(a) rollout restart",
+            Scenario::ImageUpgrade => "(b) image upgrade",
+            Scenario::Drain => "(c) drain of a node",
+            Scenario::KillLeader => "(d) SIGKILL of the leader",
+            Scenario::DeleteBoth => "(f) both replicas deleted",
+            Scenario::NodeLoss => "(e) the leader's node lost",
+        }
+    }
+
+    fn planned(self) -> bool {
+        matches!(self, Scenario::RolloutRestart | Scenario::ImageUpgrade | Scenario::Drain)
+    }
+
+    /// The longest stretch the APIService may be not Available.
+    fn longest_unavailable(self, grace: Duration) -> Duration {
+        match self {
+            Scenario::KillLeader => Duration::from_secs(10),
+            Scenario::NodeLoss => grace + Duration::from_secs(10),
+            Scenario::DeleteBoth => Duration::from_secs(30),
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// How a run goes.
+pub struct Options {
+    /// The scenarios to run.
+    pub scenarios: Vec<Scenario>,
+    /// The image this build made, and the one the upgrade starts from.
+    pub image: String,
+    pub previous_image: String,
+    /// kube-controller-manager's `--node-monitor-grace-period`.
+    pub grace: Duration,
+}
+
+/// How long a disruption may take to roll out again before the scenario is judged anyway.
+const RECOVERY: Duration = Duration::from_secs(300);
+/// A scenario's window lasts at least this long from the disruption.
+const WINDOW: Duration = Duration::from_secs(120);
+/// How long after hns rolled out again the window goes on.
+const TAIL: Duration = Duration::from_secs(30);
+
+/// Runs `options.scenarios` under load; the figures.
+pub async fn run(cluster: &Cluster, options: &Options) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    if !cluster.until_settled(RECOVERY).await {
+        return vec![Figure::target(SUITE, "hns rolled out before the load", "no", "yes", false)];
+    }
+    let tag = format!("av{}", std::process::id());
+    let load = Load::start(cluster.client.clone(), &tag).await;
+    // A steady minute first: what a namespace deletion takes when nothing happens.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let steady = load.take();
+    figures.extend(report("steady", &steady, None, Duration::ZERO, true));
+    let baseline = median(&steady.deletions);
+    for scenario in &options.scenarios {
+        figures.extend(run_one(cluster, &load, *scenario, options, baseline).await);
+    }
+    load.stop();
+    figures
+}
+
+async fn run_one(
+    cluster: &Cluster,
+    load: &Load,
+    scenario: Scenario,
+    options: &Options,
+    baseline: Duration,
+) -> Vec<Figure> {
+    let name = scenario.name();
+    if let Err(e) = prepare(cluster, scenario, options).await {
+        return vec![Figure::target(SUITE, format!("{name}: set up"), e, "done", false)];
+    }
+    load.take();
+    let started = Instant::now();
+    let acted = act(cluster, scenario, options).await;
+    let recovered = settle_after(cluster, scenario).await;
+    let window_end = (started.elapsed() + TAIL).max(WINDOW);
+    tokio::time::sleep(window_end.saturating_sub(started.elapsed())).await;
+    // Deletions started in the window must end (within two minutes more).
+    let waited = Instant::now();
+    while load.deletions_in_flight() > 0 && waited.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let unfinished = load.deletions_in_flight();
+    let tally = load.take();
+    let mut figures = vec![match acted {
+        Ok(()) => Figure::info(
+            SUITE,
+            format!("{name}: rolled out again after"),
+            format!("{:.0} s", recovered.as_secs_f64()),
+        ),
+        Err(e) => Figure::target(SUITE, format!("{name}: disruption"), e, "done", false),
+    }];
+    figures.extend(report(name, &tally, Some(scenario), options.grace, false));
+    figures.push(Figure::info(
+        SUITE,
+        format!("{name}: namespace deletions, p50 / max (steady p50)"),
+        format!(
+            "{} done: {:.1} / {:.1} s ({:.1} s)",
+            tally.deletions.len(),
+            median(&tally.deletions).as_secs_f64(),
+            tally.deletions.iter().max().copied().unwrap_or_default().as_secs_f64(),
+            baseline.as_secs_f64()
+        ),
+    ));
+    figures.push(Figure::zero(
+        SUITE,
+        format!("{name}: namespace deletions not finished 2 min after"),
+        unfinished,
+    ));
+    if scenario == Scenario::NodeLoss {
+        if let Err(e) = restore_nodes(cluster).await {
+            figures.push(Figure::target(SUITE, format!("{name}: node brought back"), e, "done", false));
+        }
+    }
+    figures
+}
+
+/// The figures of one tally; judged against `scenario`'s targets (none for the steady window,
+/// whose figures show what the load itself meets).
+fn report(
+    name: &str,
+    tally: &Tally,
+    scenario: Option<Scenario>,
+    grace: Duration,
+    steady: bool,
+) -> Vec<Figure> {
+    let failed = tally.failed();
+    let count: usize = failed.values().sum();
+    let share = count as f64 / tally.requests().max(1) as f64;
+    let listed = if failed.is_empty() {
+        "none".to_string()
+    } else {
+        failed.iter().map(|((verb, code), n)| format!("{verb} {code}×{n}")).collect::<Vec<_>>().join(", ")
+    };
+    let failed_value = format!("{count} of {} ({:.2}%): {listed}", tally.requests(), share * 100.0);
+    let (all, longest) = tally.unavailable;
+    let unavailable = format!("{:.1} s (longest {:.1} s)", all.as_secs_f64(), longest.as_secs_f64());
+    let discovery = format!("{} of {}", tally.discovery.1, tally.discovery.0);
+    let (clean, cut, gone) = tally.watches;
+    let watches = Figure::info(
+        SUITE,
+        format!("{name}: watches ended with a bookmark / cut / resumes refused 410"),
+        format!("{clean} / {cut} / {gone}"),
+    );
+    let scenario = scenario.filter(|s| !steady && !s.planned());
+    let Some(scenario) = scenario else {
+        // Steady, or a planned disruption: nothing may fail.
+        return vec![
+            Figure::target(SUITE, format!("{name}: failed requests"), failed_value, "0", count == 0),
+            Figure::target(
+                SUITE,
+                format!("{name}: APIService not Available"),
+                unavailable,
+                "0 s",
+                all.is_zero(),
+            ),
+            Figure::target(
+                SUITE,
+                format!("{name}: discovery errors"),
+                discovery,
+                "0",
+                tally.discovery.1 == 0,
+            ),
+            watches,
+        ];
+    };
+    let limit = scenario.longest_unavailable(grace);
+    let mut figures = vec![
+        Figure::target(
+            SUITE,
+            format!("{name}: APIService not Available"),
+            unavailable,
+            format!("longest ≤ {} s", limit.as_secs()),
+            longest <= limit,
+        ),
+        Figure::info(SUITE, format!("{name}: discovery errors"), discovery),
+        watches,
+    ];
+    figures.insert(
+        0,
+        if scenario == Scenario::DeleteBoth {
+            Figure::info(SUITE, format!("{name}: failed requests"), failed_value)
+        } else {
+            Figure::target(SUITE, format!("{name}: failed requests"), failed_value, "< 1%", share < 0.01)
+        },
+    );
+    figures
+}
+
+fn median(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// What a scenario needs before it starts: the image upgrade starts from the previous image.
+async fn prepare(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result<(), String> {
+    if scenario == Scenario::ImageUpgrade {
+        set_image(cluster, &options.previous_image)?;
+    }
+    if cluster.until_settled(RECOVERY).await {
+        Ok(())
+    } else {
+        Err("hns did not roll out before the scenario".into())
+    }
+}
+
+fn set_image(cluster: &Cluster, image: &str) -> Result<(), String> {
+    cluster
+        .kubectl(&[
+            "-n",
+            NAMESPACE,
+            "set",
+            "image",
+            "deployment/hns-apiserver",
+            &format!("hns-apiserver={image}"),
+        ])
+        .map(|_| ())
+}
+
+/// The disruption itself.
+async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result<(), String> {
+    match scenario {
+        Scenario::RolloutRestart => {
+            cluster.kubectl(&["-n", NAMESPACE, "rollout", "restart", "deployment/hns-apiserver"]).map(|_| ())
+        }
+        Scenario::ImageUpgrade => set_image(cluster, &options.image),
+        Scenario::Drain => {
+            let leader = cluster.leader().await.ok_or("no leader")?;
+            cluster.kubectl(&[
+                "drain",
+                &leader.node,
+                "--ignore-daemonsets",
+                "--delete-emptydir-data",
+                "--timeout=180s",
+            ])?;
+            cluster.kubectl(&["uncordon", &leader.node]).map(|_| ())
+        }
+        Scenario::KillLeader => {
+            let leader = cluster.leader().await.ok_or("no leader")?;
+            let pids = cluster::processes_of(&leader.uid, "hns-apiserver");
+            if pids.is_empty() {
+                return Err(format!("no process of pod {} found", leader.pod));
+            }
+            pids.into_iter().try_for_each(cluster::kill)
+        }
+        Scenario::DeleteBoth => cluster
+            .kubectl(&[
+                "-n",
+                NAMESPACE,
+                "delete",
+                "pod",
+                "-l",
+                "app.kubernetes.io/name=hns-apiserver",
+                "--wait=false",
+            ])
+            .map(|_| ()),
+        Scenario::NodeLoss => {
+            let leader = cluster.leader().await.ok_or("no leader")?;
+            cluster.nodes("stop", &[&leader.node])
+        }
+    }
+}
+
+/// Waits until hns has rolled out again after the disruption; how long from now. With a node
+/// lost, two replicas answering is enough (on the one node left).
+async fn settle_after(cluster: &Cluster, scenario: Scenario) -> Duration {
+    let started = Instant::now();
+    // A moment for the disruption to show (a restart is a new ReplicaSet, a kill a restart).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while started.elapsed() < RECOVERY {
+        let done = if scenario == Scenario::NodeLoss {
+            cluster.replicas().await.iter().filter(|r| r.ready).count() >= 2
+        } else {
+            cluster.settled().await
+        };
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    started.elapsed()
+}
+
+/// Brings the lost node back (empty) and spreads the replicas again.
+async fn restore_nodes(cluster: &Cluster) -> Result<(), String> {
+    cluster.nodes("up", &[])?;
+    cluster.kubectl(&["-n", NAMESPACE, "rollout", "restart", "deployment/hns-apiserver"])?;
+    if cluster.until_settled(RECOVERY).await {
+        Ok(())
+    } else {
+        Err("hns did not spread over the nodes again".into())
+    }
+}

@@ -1,0 +1,47 @@
+//! `hns-availability`: the availability scenarios (tests/src/availability) against a cluster of
+//! real nodes with hns installed from deploy/hns.yaml, started by `hack/availability.sh`. Prints
+//! one table of figures and exits non-zero if any figure misses its target.
+//!
+//!   hns-availability [SCENARIO...]   a b c d e f (default: all)
+//!
+//! HNS_E2E_KUBECONFIG: the cluster; HNS_NODES_DIR: its directory (hack/nodes.sh); HNS_IMAGE and
+//! HNS_PREVIOUS_IMAGE: the image of this build and the one the upgrade starts from;
+//! HNS_NODE_MONITOR_GRACE: kube-controller-manager's --node-monitor-grace-period, in seconds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hns_e2e::availability::cluster::Cluster;
+use hns_e2e::availability::{run, Options, Scenario};
+use hns_e2e::reliability::table;
+
+fn var(name: &str) -> anyhow::Result<String> {
+    std::env::var(name).map_err(|_| anyhow::anyhow!("{name} is not set: run hack/availability.sh"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let letters: Vec<String> = std::env::args().skip(1).collect();
+    let scenarios: Vec<Scenario> = if letters.is_empty() {
+        Scenario::ALL.to_vec()
+    } else {
+        letters.iter().map(|l| Scenario::from_letter(l)).collect::<anyhow::Result<_>>()?
+    };
+    let kubeconfig = PathBuf::from(var("HNS_E2E_KUBECONFIG")?);
+    let cluster = Cluster {
+        client: hns_e2e::client_for(&kubeconfig).await,
+        kubeconfig,
+        dir: PathBuf::from(var("HNS_NODES_DIR")?),
+    };
+    let options = Options {
+        scenarios,
+        image: var("HNS_IMAGE")?,
+        previous_image: var("HNS_PREVIOUS_IMAGE")?,
+        grace: Duration::from_secs(var("HNS_NODE_MONITOR_GRACE")?.parse()?),
+    };
+    let figures = run(&cluster, &options).await;
+    println!("\n{}", table(&figures));
+    let missed = figures.iter().filter(|f| f.met == Some(false)).count();
+    anyhow::ensure!(missed == 0, "{missed} figure(s) missed their target");
+    Ok(())
+}
