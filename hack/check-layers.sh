@@ -17,7 +17,7 @@ layer() {
     propagation) echo 4 ;;
     store | auth) echo 3 ;;
     hierarchy | http) echo 2 ;;
-    ssa | resource_version | leader | shutdown) echo 1 ;;
+    ssa | resource_version | leader | peers | shutdown) echo 1 ;;
     *) echo "unknown" ;;
   esac
 }

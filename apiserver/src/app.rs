@@ -21,6 +21,7 @@ use crate::hierarchy::policy::{Policy, DEFAULT_EXCLUDED};
 use crate::leader;
 use crate::metrics::{self, Metrics, Sources};
 use crate::options::Args;
+use crate::peers;
 use crate::propagation::Propagation;
 use crate::server;
 use crate::shutdown::Shutdown;
@@ -112,6 +113,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         std::process::id()
     );
     let leading = leader::run(client.clone(), &args.namespace, LEASE, identity.clone());
+    if let Some(me) = peers::Me::from_env().filter(|_| !args.peer_selector.is_empty()) {
+        tokio::spawn(peers::run(client.clone(), me, args.peer_selector.clone()));
+    }
     let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
     let metrics = Arc::new(Metrics::default());
     let sources = Arc::new(Sources {

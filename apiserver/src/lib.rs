@@ -22,7 +22,7 @@
 //! | [`propagation`] | copying objects down the tree |
 //! | [`store`], [`auth`] | caches of cluster state and hns's writes; TLS, authentication, authorization |
 //! | [`hierarchy`], [`http`] | the hierarchy as pure logic; Kubernetes API conventions |
-//! | [`ssa`], [`resource_version`], [`leader`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the Lease; stopping without failing anyone |
+//! | [`ssa`], [`resource_version`], [`leader`], [`peers`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the controller's Lease; replicas watching each other; stopping without failing anyone |
 //!
 //! A new resource is one file in `resources/` that fills in a [`resources::ResourceDef`]
 //! (names, columns, schemas and a handler per verb it serves) and one line in
@@ -41,6 +41,7 @@ pub mod leader;
 pub mod metrics;
 pub mod openapi;
 pub mod options;
+pub mod peers;
 pub mod propagation;
 pub mod resource_version;
 pub mod resources;

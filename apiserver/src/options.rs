@@ -108,6 +108,11 @@ pub struct Args {
     /// exceed it by the time requests in flight take (10 s).
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub shutdown_delay_duration: std::time::Duration,
+
+    /// The labels of hns's pods (in its namespace): replicas that run in pods renew a Lease each
+    /// and take a peer whose node was lost out of service (see peers.rs). Empty: off.
+    #[arg(long, default_value = "app.kubernetes.io/name=hns-apiserver")]
+    pub peer_selector: String,
 }
 
 /// A duration as Kubernetes flags write them (`15s`, `1m30s`, `500ms`).

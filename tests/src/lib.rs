@@ -35,6 +35,7 @@ pub mod quota_bench;
 pub mod quotas;
 pub mod reliability;
 pub mod scale_bench;
+pub mod stopping;
 pub mod timing;
 pub mod views_bench;
 

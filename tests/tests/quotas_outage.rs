@@ -16,7 +16,7 @@ const WAIT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let env = Env::get();
-    let Some(local) = env.local_or_skip("hns_down_fails_closed_in_covered_namespaces_only") else { return };
+    let hns = hns_e2e::stopping::Hns::of(&env);
     let client = env.admin().await;
     let (root, siblings) = budget_tree(&client, "hrq-down", 20).await;
     let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
@@ -27,8 +27,7 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let granted: Api<Pod> = Api::namespaced(client.clone(), &roomy);
     granted.create(&PostParams::default(), &pod("before-outage", "1m")).await.expect("within the quota");
 
-    let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
-    assert!(std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap().success());
+    hns.kill();
     let covered: Api<Pod> = Api::namespaced(client.clone(), &siblings[0]);
     let refused = covered.create(&PostParams::default(), &pod("during-outage", "1m")).await;
     let message = refused.expect_err("a covered namespace fails closed").to_string();
@@ -43,10 +42,7 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
         .await
         .expect("outside every quota: unaffected");
 
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let up =
-        std::process::Command::new(repo.join("hack/hns-up.sh")).arg("up").arg(&local.dir).status().unwrap();
-    assert!(up.success(), "hns-apiserver restarts");
+    hns.start().await;
     eventually("a covered namespace accepts pods again", WAIT, || async {
         covered.create(&PostParams::default(), &pod("after-outage", "1m")).await.ok()
     })

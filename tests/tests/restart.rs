@@ -1,10 +1,9 @@
 //! Crash safety: hns-apiserver killed with SIGKILL in the middle of propagating to 500
-//! namespaces, with sources changed while it is down, then restarted: every copy ends up exactly
-//! right. Its own test binary, so no other test runs while hns is down (cargo runs test binaries
+//! namespaces (in a cluster, every pod deleted at once with no grace period), with sources
+//! changed while it is down, then restarted: every copy ends up exactly right. Its own test binary, so no other test runs while hns is down (cargo runs test binaries
 //! one after another). While hns is down, a namespace outside every hierarchy stays editable
 //! although hns labels it (its tree label and `included-namespace`), and a member does not.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use futures::{stream, StreamExt};
@@ -42,14 +41,10 @@ async fn converged(client: &Client, root: &str, group: &str) -> usize {
         .count()
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 #[tokio::test]
 async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     let env = Env::get();
-    let Some(local) = env.local_or_skip("sigkill_mid_propagation") else { return };
+    let hns = hns_e2e::stopping::Hns::of(&env);
     let client = env.admin().await;
     let root = create_namespace(&client, &unique("crash"), &[]).await;
     let children: Vec<String> = (0..CHILDREN).map(|i| format!("{root}-{i}")).collect();
@@ -97,9 +92,7 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let pid = std::fs::read_to_string(local.dir.join("pids/hns-apiserver.pid")).unwrap();
-    let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().unwrap();
-    assert!(killed.success());
+    hns.kill();
     let fresh = Api::<RoleBinding>::all(client.clone())
         .list(&ListParams::default().labels(INHERITED_FROM).fields("metadata.name=fresh"))
         .await
@@ -123,9 +116,7 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     let blocked = namespaces.patch(&root, &PatchParams::default(), &label("during-outage")).await;
     assert!(blocked.is_err(), "a member's edit waits for hns");
 
-    let restarted =
-        std::process::Command::new(repo().join("hack/hns-up.sh")).arg("up").arg(&local.dir).status().unwrap();
-    assert!(restarted.success(), "hns-apiserver restarts");
+    hns.start().await;
     let started = std::time::Instant::now();
     eventually("every copy exactly right after the restart", Duration::from_secs(300), || async {
         (converged(&client, &root, "after").await == CHILDREN).then_some(())

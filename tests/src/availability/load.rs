@@ -215,11 +215,7 @@ async fn watch(client: Client, shared: Arc<Mutex<Shared>>) {
         answered(&shared, "watch", 200);
         let mut lines = lines.lines();
         let mut ended_with_bookmark = false;
-        loop {
-            let line = match lines.try_next().await {
-                Ok(Some(line)) => line,
-                Ok(None) | Err(_) => break,
-            };
+        while let Ok(Some(line)) = lines.try_next().await {
             let event: Value = serde_json::from_str(&line).unwrap_or_default();
             if event["type"] == "ERROR" {
                 if event["object"]["code"] == 410 {
