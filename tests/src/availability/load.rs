@@ -57,7 +57,8 @@ fn failure(code: u16) -> bool {
 struct Shared {
     tally: Tally,
     unavailable_since: Option<Instant>,
-    deletions_in_flight: usize,
+    /// The namespace deletions started and not finished, by number, with when they started.
+    deletions_in_flight: BTreeMap<u64, Instant>,
 }
 
 /// The running load.
@@ -101,9 +102,10 @@ impl Load {
         std::mem::take(&mut shared.tally)
     }
 
-    /// Namespace deletions started and not finished yet.
-    pub fn deletions_in_flight(&self) -> usize {
-        self.shared.lock().unwrap_or_else(|e| e.into_inner()).deletions_in_flight
+    /// Namespace deletions started before `when` and not finished yet.
+    pub fn deletions_in_flight_since(&self, when: Instant) -> usize {
+        let shared = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        shared.deletions_in_flight.values().filter(|started| **started <= when).count()
     }
 
     /// Stops every task.
@@ -279,14 +281,16 @@ async fn deletions(client: Client, tag: String, shared: Arc<Mutex<Shared>>) {
                 Api::<ConfigMap>::namespaced(client.clone(), &name).create(&PostParams::default(), &cm).await;
             let started = Instant::now();
             if namespaces.delete(&name, &DeleteParams::default()).await.is_ok() {
-                record(&shared, |s| s.deletions_in_flight += 1);
+                record(&shared, |s| {
+                    s.deletions_in_flight.insert(i, started);
+                });
                 let (namespaces, shared) = (namespaces.clone(), shared.clone());
                 tokio::spawn(async move {
                     while namespaces.get_opt(&name).await.map_or(true, |n| n.is_some()) {
                         tokio::time::sleep(Duration::from_millis(200)).await;
                     }
                     record(&shared, |s| {
-                        s.deletions_in_flight -= 1;
+                        s.deletions_in_flight.remove(&i);
                         s.tally.deletions.push(started.elapsed());
                     });
                 });

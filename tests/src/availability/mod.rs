@@ -4,7 +4,7 @@
 //! APIService is not Available, kube-controller-manager finishes no namespace deletion in the
 //! whole cluster and every client's discovery reports the group failed, so each scenario
 //! reports, for its window (from the disruption until hns has rolled out again and 30 s more,
-//! two minutes at least):
+//! two minutes at least; one with `--short`):
 //!
 //! - the requests that failed (no answer, 429 or 5xx), by verb and code, and their share;
 //! - how long the APIService was not Available, in all and at most at a stretch;
@@ -106,12 +106,14 @@ pub struct Options {
     pub previous_image: String,
     /// kube-controller-manager's `--node-monitor-grace-period`.
     pub grace: Duration,
+    /// How long a scenario's window lasts at least, from its disruption, and the steady
+    /// window before the first (two minutes and one for `make availability`, less in CI).
+    pub window: Duration,
+    pub steady: Duration,
 }
 
 /// How long a disruption may take to roll out again before the scenario is judged anyway.
 const RECOVERY: Duration = Duration::from_secs(300);
-/// A scenario's window lasts at least this long from the disruption.
-const WINDOW: Duration = Duration::from_secs(120);
 /// How long after hns rolled out again the window goes on.
 const TAIL: Duration = Duration::from_secs(30);
 
@@ -123,13 +125,18 @@ pub async fn run(cluster: &Cluster, options: &Options) -> Vec<Figure> {
     }
     let tag = format!("av{}", std::process::id());
     let load = Load::start(cluster.client.clone(), &tag).await;
-    // A steady minute first: what a namespace deletion takes when nothing happens.
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    // A steady window first: what a namespace deletion takes when nothing happens.
+    tokio::time::sleep(options.steady).await;
     let steady = load.take();
-    figures.extend(report("steady", &steady, None, Duration::ZERO, true));
+    let first = report("steady", &steady, None, Duration::ZERO, true);
+    println!("{}", crate::reliability::table(&first));
+    figures.extend(first);
     let baseline = median(&steady.deletions);
     for scenario in &options.scenarios {
-        figures.extend(run_one(cluster, &load, *scenario, options, baseline).await);
+        let these = run_one(cluster, &load, *scenario, options, baseline).await;
+        // As each scenario ends: a run cut short still shows what it measured.
+        println!("{}", crate::reliability::table(&these));
+        figures.extend(these);
     }
     load.stop();
     figures
@@ -149,24 +156,35 @@ async fn run_one(
     load.take();
     let started = Instant::now();
     let acted = act(cluster, scenario, options).await;
-    let recovered = settle_after(cluster, scenario).await;
-    let window_end = (started.elapsed() + TAIL).max(WINDOW);
+    let away = acted.as_ref().ok().cloned().flatten();
+    let (recovered, gone_from_away) = settle_after(cluster, started, away.as_deref()).await;
+    let window_end = (started.elapsed() + TAIL).max(options.window);
     tokio::time::sleep(window_end.saturating_sub(started.elapsed())).await;
-    // Deletions started in the window must end (within two minutes more).
-    let waited = Instant::now();
-    while load.deletions_in_flight() > 0 && waited.elapsed() < Duration::from_secs(120) {
+    // Deletions started in the window must end (within two minutes more); the load goes on
+    // starting new ones meanwhile.
+    let closed = Instant::now();
+    while load.deletions_in_flight_since(closed) > 0 && closed.elapsed() < Duration::from_secs(120) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let unfinished = load.deletions_in_flight();
+    let unfinished = load.deletions_in_flight_since(closed);
     let tally = load.take();
     let mut figures = vec![match acted {
-        Ok(()) => Figure::info(
+        Ok(_) => Figure::info(
             SUITE,
             format!("{name}: rolled out again after"),
             format!("{:.0} s", recovered.as_secs_f64()),
         ),
         Err(e) => Figure::target(SUITE, format!("{name}: disruption"), e, "done", false),
     }];
+    if let (Scenario::NodeLoss, Some(after)) = (scenario, gone_from_away) {
+        figures.push(Figure::target(
+            SUITE,
+            format!("{name}: its replica out of service after"),
+            format!("{:.0} s", after.as_secs_f64()),
+            format!("< {} s (the grace period)", options.grace.as_secs()),
+            after < options.grace,
+        ));
+    }
     figures.extend(report(name, &tally, Some(scenario), options.grace, false));
     figures.push(Figure::info(
         SUITE,
@@ -184,10 +202,14 @@ async fn run_one(
         format!("{name}: namespace deletions not finished 2 min after"),
         unfinished,
     ));
-    if scenario == Scenario::NodeLoss {
-        if let Err(e) = restore_nodes(cluster).await {
-            figures.push(Figure::target(SUITE, format!("{name}: node brought back"), e, "done", false));
-        }
+    if let Err(e) = spread_again(cluster, scenario).await {
+        figures.push(Figure::target(
+            SUITE,
+            format!("{name}: nodes and replicas as before"),
+            e,
+            "done",
+            false,
+        ));
     }
     figures
 }
@@ -295,13 +317,13 @@ fn set_image(cluster: &Cluster, image: &str) -> Result<(), String> {
         .map(|_| ())
 }
 
-/// The disruption itself.
-async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result<(), String> {
+/// The disruption itself; the node it takes away, if it does.
+async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result<Option<String>, String> {
     match scenario {
-        Scenario::RolloutRestart => {
-            cluster.kubectl(&["-n", NAMESPACE, "rollout", "restart", "deployment/hns-apiserver"]).map(|_| ())
-        }
-        Scenario::ImageUpgrade => set_image(cluster, &options.image),
+        Scenario::RolloutRestart => cluster
+            .kubectl(&["-n", NAMESPACE, "rollout", "restart", "deployment/hns-apiserver"])
+            .map(|_| None),
+        Scenario::ImageUpgrade => set_image(cluster, &options.image).map(|()| None),
         Scenario::Drain => {
             let leader = cluster.leader().await.ok_or("no leader")?;
             cluster.kubectl(&[
@@ -311,7 +333,7 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
                 "--delete-emptydir-data",
                 "--timeout=180s",
             ])?;
-            cluster.kubectl(&["uncordon", &leader.node]).map(|_| ())
+            cluster.kubectl(&["uncordon", &leader.node]).map(|_| Some(leader.node))
         }
         Scenario::KillLeader => {
             let leader = cluster.leader().await.ok_or("no leader")?;
@@ -319,7 +341,7 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
             if pids.is_empty() {
                 return Err(format!("no process of pod {} found", leader.pod));
             }
-            pids.into_iter().try_for_each(cluster::kill)
+            pids.into_iter().try_for_each(cluster::kill).map(|()| None)
         }
         Scenario::DeleteBoth => cluster
             .kubectl(&[
@@ -331,37 +353,54 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
                 "app.kubernetes.io/name=hns-apiserver",
                 "--wait=false",
             ])
-            .map(|_| ()),
+            .map(|_| None),
         Scenario::NodeLoss => {
             let leader = cluster.leader().await.ok_or("no leader")?;
-            cluster.nodes("stop", &[&leader.node])
+            cluster.nodes("stop", &[&leader.node]).map(|()| Some(leader.node))
         }
     }
 }
 
-/// Waits until hns has rolled out again after the disruption; how long from now. With a node
-/// lost, two replicas answering is enough (on the one node left).
-async fn settle_after(cluster: &Cluster, scenario: Scenario) -> Duration {
-    let started = Instant::now();
+/// Waits until hns has rolled out again after the disruption: how long from `started`, and, when
+/// a node was taken `away`, how long until no replica there served any more (for a lost node,
+/// what hns's replicas watching each other shorten). With a node away, two replicas Ready
+/// elsewhere are enough (nothing moves pods back when a node returns).
+async fn settle_after(
+    cluster: &Cluster,
+    started: Instant,
+    away: Option<&str>,
+) -> (Duration, Option<Duration>) {
     // A moment for the disruption to show (a restart is a new ReplicaSet, a kill a restart).
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut gone_from_away = None;
     while started.elapsed() < RECOVERY {
-        let done = if scenario == Scenario::NodeLoss {
-            cluster.replicas().await.iter().filter(|r| r.ready).count() >= 2
-        } else {
-            cluster.settled().await
+        let replicas = cluster.replicas().await;
+        let done = match away {
+            Some(node) => {
+                if gone_from_away.is_none() && replicas.iter().all(|r| r.node != node) {
+                    gone_from_away = Some(started.elapsed());
+                }
+                replicas.iter().filter(|r| r.ready && r.node != node).count() >= 2
+            }
+            None => cluster.settled().await,
         };
         if done {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    started.elapsed()
+    (started.elapsed(), gone_from_away)
 }
 
-/// Brings the lost node back (empty) and spreads the replicas again.
-async fn restore_nodes(cluster: &Cluster) -> Result<(), String> {
-    cluster.nodes("up", &[])?;
+/// After a drain or a lost node (brought back, empty): the replicas spread over the nodes
+/// again, by a rollout (not measured), for the next scenario.
+async fn spread_again(cluster: &Cluster, scenario: Scenario) -> Result<(), String> {
+    if !matches!(scenario, Scenario::NodeLoss | Scenario::Drain) {
+        return Ok(());
+    }
+    if scenario == Scenario::NodeLoss {
+        cluster.nodes("up", &[])?;
+    }
     cluster.kubectl(&["-n", NAMESPACE, "rollout", "restart", "deployment/hns-apiserver"])?;
     if cluster.until_settled(RECOVERY).await {
         Ok(())

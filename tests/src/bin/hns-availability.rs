@@ -2,7 +2,8 @@
 //! real nodes with hns installed from deploy/hns.yaml, started by `hack/availability.sh`. Prints
 //! one table of figures and exits non-zero if any figure misses its target.
 //!
-//!   hns-availability [SCENARIO...]   a b c d e f (default: all)
+//!   hns-availability [--short] [SCENARIO...]   a b c d e f (default: all); --short: windows of
+//!                                              one minute, not two, and a steady half-minute
 //!
 //! HNS_E2E_KUBECONFIG: the cluster; HNS_NODES_DIR: its directory (hack/nodes.sh); HNS_IMAGE and
 //! HNS_PREVIOUS_IMAGE: the image of this build and the one the upgrade starts from;
@@ -21,7 +22,9 @@ fn var(name: &str) -> anyhow::Result<String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let letters: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let short = args.iter().any(|a| a == "--short");
+    let letters: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let scenarios: Vec<Scenario> = if letters.is_empty() {
         Scenario::ALL.to_vec()
     } else {
@@ -38,6 +41,8 @@ async fn main() -> anyhow::Result<()> {
         image: var("HNS_IMAGE")?,
         previous_image: var("HNS_PREVIOUS_IMAGE")?,
         grace: Duration::from_secs(var("HNS_NODE_MONITOR_GRACE")?.parse()?),
+        window: Duration::from_secs(if short { 60 } else { 120 }),
+        steady: Duration::from_secs(if short { 30 } else { 60 }),
     };
     let figures = run(&cluster, &options).await;
     println!("\n{}", table(&figures));
