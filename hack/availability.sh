@@ -2,7 +2,7 @@
 # make availability / availability-short: hns as users install it, on real nodes, through the
 # disruptions a cluster meets.
 #
-#   hack/availability.sh [--short] [--scenarios-only] [SCENARIO...]   scenarios: a b c d e f
+#   hack/availability.sh [--short] [--scenarios-only] [SCENARIO...]   scenarios: a b c d e f control
 #
 # Builds the image (hack/build-image.sh), brings up a throw-away control plane with two real
 # nodes (hack/nodes.sh), imports the image into each node's containerd and installs hns with
@@ -32,8 +32,8 @@ for a in "$@"; do
   case "$a" in
     --short) short=1 ;;
     --scenarios-only) only=1 ;;
-    [a-f]) scenarios+=("$a") ;;
-    *) die "usage: $0 [--short] [--scenarios-only] [a b c d e f]" ;;
+    [a-f] | control) scenarios+=("$a") ;;
+    *) die "usage: $0 [--short] [--scenarios-only] [a b c d e f control]" ;;
   esac
 done
 
@@ -119,4 +119,4 @@ kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=300s || 
 
 # 3. The availability scenarios.
 set -o pipefail
-"$TARGET_DIR/debug/hns-availability" "${scenarios[@]}" 2>&1 | tee "$DIR/report.txt"
+"$TARGET_DIR/debug/hns-availability" ${short:+--short} "${scenarios[@]}" 2>&1 | tee "$DIR/report.txt"

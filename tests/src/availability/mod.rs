@@ -44,18 +44,22 @@ pub enum Scenario {
     DeleteBoth,
     /// (e) the leader's node lost: its kubelet, containerd and containers stopped.
     NodeLoss,
+    /// A control, last: hns scaled to nothing for 20 s. The load must see it (failed requests,
+    /// the APIService not Available), or the figures above could not have shown an outage.
+    Control,
 }
 
 impl Scenario {
     /// Every scenario, in the order they run (the node lost last: the cluster is one node short
     /// until the script brings it back).
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::RolloutRestart,
         Scenario::ImageUpgrade,
         Scenario::Drain,
         Scenario::KillLeader,
         Scenario::DeleteBoth,
         Scenario::NodeLoss,
+        Scenario::Control,
     ];
 
     /// The scenario of the letter (a to f).
@@ -67,6 +71,7 @@ impl Scenario {
             "d" => Scenario::KillLeader,
             "e" => Scenario::NodeLoss,
             "f" => Scenario::DeleteBoth,
+            "control" => Scenario::Control,
             other => anyhow::bail!("unknown scenario {other:?}: a to f"),
         })
     }
@@ -78,6 +83,7 @@ impl Scenario {
             Scenario::Drain => "(c) drain of a node",
             Scenario::KillLeader => "(d) SIGKILL of the leader",
             Scenario::DeleteBoth => "(f) both replicas deleted",
+            Scenario::Control => "control: hns stopped for 20 s",
             Scenario::NodeLoss => "(e) the leader's node lost",
         }
     }
@@ -92,6 +98,7 @@ impl Scenario {
             Scenario::KillLeader => Duration::from_secs(10),
             Scenario::NodeLoss => grace + Duration::from_secs(10),
             Scenario::DeleteBoth => Duration::from_secs(30),
+            Scenario::Control => Duration::MAX,
             _ => Duration::ZERO,
         }
     }
@@ -241,6 +248,26 @@ fn report(
         format!("{name}: watches ended with a bookmark / cut / resumes refused 410"),
         format!("{clean} / {cut} / {gone}"),
     );
+    if scenario == Some(Scenario::Control) {
+        return vec![
+            Figure::target(
+                SUITE,
+                format!("{name}: failed requests"),
+                failed_value,
+                "> 0: the load sees an outage",
+                count > 0,
+            ),
+            Figure::target(
+                SUITE,
+                format!("{name}: APIService not Available"),
+                unavailable,
+                "> 0 s",
+                !all.is_zero(),
+            ),
+            Figure::info(SUITE, format!("{name}: discovery errors"), discovery),
+            watches,
+        ];
+    }
     let scenario = scenario.filter(|s| !steady && !s.planned());
     let Some(scenario) = scenario else {
         // Steady, or a planned disruption: nothing may fail.
@@ -354,6 +381,13 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
                 "--wait=false",
             ])
             .map(|_| None),
+        Scenario::Control => {
+            cluster.kubectl(&["-n", NAMESPACE, "scale", "deployment/hns-apiserver", "--replicas=0"])?;
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            cluster
+                .kubectl(&["-n", NAMESPACE, "scale", "deployment/hns-apiserver", "--replicas=2"])
+                .map(|_| None)
+        }
         Scenario::NodeLoss => {
             let leader = cluster.leader().await.ok_or("no leader")?;
             cluster.nodes("stop", &[&leader.node]).map(|()| Some(leader.node))

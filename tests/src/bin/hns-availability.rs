@@ -2,7 +2,7 @@
 //! real nodes with hns installed from deploy/hns.yaml, started by `hack/availability.sh`. Prints
 //! one table of figures and exits non-zero if any figure misses its target.
 //!
-//!   hns-availability [--short] [SCENARIO...]   a b c d e f (default: all); --short: windows of
+//!   hns-availability [--short] [SCENARIO...]   a b c d e f control (default: all); --short: windows of
 //!                                              one minute, not two, and a steady half-minute
 //!
 //! HNS_E2E_KUBECONFIG: the cluster; HNS_NODES_DIR: its directory (hack/nodes.sh); HNS_IMAGE and
@@ -31,11 +31,14 @@ async fn main() -> anyhow::Result<()> {
         letters.iter().map(|l| Scenario::from_letter(l)).collect::<anyhow::Result<_>>()?
     };
     let kubeconfig = PathBuf::from(var("HNS_E2E_KUBECONFIG")?);
-    let cluster = Cluster {
-        client: hns_e2e::client_for(&kubeconfig).await,
-        kubeconfig,
-        dir: PathBuf::from(var("HNS_NODES_DIR")?),
-    };
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    // Every answer counts: kube-rs would otherwise send a request refused with 429, 503 or 504
+    // again by itself, up to 15 times, and the load would never see an outage. (client-go sends
+    // again only when told to, with Retry-After.)
+    config.default_retry = false;
+    let client = kube::Client::try_from(config)?;
+    let cluster = Cluster { client, kubeconfig, dir: PathBuf::from(var("HNS_NODES_DIR")?) };
     let options = Options {
         scenarios,
         image: var("HNS_IMAGE")?,
