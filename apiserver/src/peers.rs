@@ -31,8 +31,11 @@ use tokio::time::Instant;
 
 /// How often a replica renews its Lease and looks at its peers'.
 const EVERY: Duration = Duration::from_secs(1);
-/// How long a peer's Lease may stand still before the peer counts as lost.
-pub const STALE_AFTER: Duration = Duration::from_secs(5);
+/// How long a peer's Lease may stand still before the peer counts as lost: three renewals
+/// missed. Every request kube-apiserver sends the peer meanwhile fails, so this is short; a
+/// replica that merely answers slowly still renews (it has no CPU limit to be throttled by), and
+/// one judged lost wrongly is only restarted elsewhere.
+pub const STALE_AFTER: Duration = Duration::from_secs(3);
 /// How recently this replica must have renewed its own Lease to judge others.
 const SELF_FRESH: Duration = Duration::from_secs(2);
 /// The label on every replica's Lease.

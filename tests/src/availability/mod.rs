@@ -411,7 +411,9 @@ async fn settle_after(
         let replicas = cluster.replicas().await;
         let done = match away {
             Some(node) => {
-                if gone_from_away.is_none() && replicas.iter().all(|r| r.node != node) {
+                // Ready ones: a replacement the scheduler puts on a lost node before it is marked
+                // NotReady never serves.
+                if gone_from_away.is_none() && replicas.iter().filter(|r| r.ready).all(|r| r.node != node) {
                     gone_from_away = Some(started.elapsed());
                 }
                 replicas.iter().filter(|r| r.ready && r.node != node).count() >= 2
