@@ -5,9 +5,9 @@
 //! kube-controller-manager's node-monitor grace period (50 s by default): the replica's pod stays
 //! Ready, its endpoint stays in the EndpointSlices, and the requests sent there fail. So every
 //! replica renews a Lease of its own every second (`hns-apiserver-replica-<pod>`, owned by its
-//! pod, so it goes with it), and looks at its peers' every second. A peer whose Lease has not
-//! moved for [`STALE_AFTER`] while its pod still shows Ready has stopped answering anyone: its
-//! pod is deleted. A pod being deleted leaves the Service's ready endpoints at once, the
+//! pod, so it goes with it), and watches its peers'. A peer whose Lease has not moved for
+//! [`STALE_AFTER`] while its pod still shows Ready has stopped answering anyone: its pod is
+//! deleted. A pod being deleted leaves the Service's ready endpoints at once, the
 //! ReplicaSet makes a replacement at once, and kube-apiserver sends nothing more to it.
 //!
 //! Only a replica that renewed its own Lease within [`SELF_FRESH`] judges others: one cut off
@@ -25,17 +25,20 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-/// How often a replica renews its Lease and looks at its peers'.
-const EVERY: Duration = Duration::from_secs(1);
-/// How long a peer's Lease may stand still before the peer counts as lost: three renewals
-/// missed. Every request kube-apiserver sends the peer meanwhile fails, so this is short; a
-/// replica that merely answers slowly still renews (it has no CPU limit to be throttled by), and
-/// one judged lost wrongly is only restarted elsewhere.
-pub const STALE_AFTER: Duration = Duration::from_secs(3);
+/// How often a replica renews its Lease (one PATCH: the cost of this at idle).
+const RENEW_EVERY: Duration = Duration::from_secs(1);
+/// How often a replica looks at its peers' Leases, as its watches have them (no request).
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+/// How long a peer's Lease may stand still before the peer counts as lost: two renewals missed,
+/// and a half. Every request kube-apiserver sends a lost peer fails until it is taken out, so
+/// this is short; and taking out a peer that was only slow costs little: its pod is deleted
+/// gracefully, so it drains (see shutdown.rs) while the ReplicaSet starts its replacement.
+pub const STALE_AFTER: Duration = Duration::from_millis(2500);
 /// How recently this replica must have renewed its own Lease to judge others.
 const SELF_FRESH: Duration = Duration::from_secs(2);
 /// The label on every replica's Lease.
@@ -99,29 +102,35 @@ impl Sightings {
     }
 }
 
-/// Renews this replica's Lease and takes lost peers out of service, until shutdown.
+/// Renews this replica's Lease and takes lost peers out of service, until shutdown. The peers'
+/// Leases and pods come from watches, so looking costs no request.
 pub async fn run(client: Client, me: Me, selector: String) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), &me.namespace);
     let pods: Api<Pod> = Api::namespaced(client, &me.namespace);
+    let renewed = std::sync::Arc::new(std::sync::Mutex::new(None::<Instant>));
+    tokio::spawn(renew_forever(leases.clone(), me.clone(), renewed.clone()));
+    let (lease_store, lease_writer) = reflector::store();
+    let (pod_store, pod_writer) = reflector::store();
+    let lease_config = watcher::Config::default().labels(LEASE_LABEL);
+    tokio::spawn(drain(reflector::reflector(
+        lease_writer,
+        watcher::watcher(leases, lease_config).default_backoff(),
+    )));
+    let pod_config = watcher::Config::default().labels(&selector);
+    tokio::spawn(drain(reflector::reflector(
+        pod_writer,
+        watcher::watcher(pods.clone(), pod_config).default_backoff(),
+    )));
     let mut sightings = Sightings::default();
-    let mut renewed: Option<Instant> = None;
-    let mut ticker = tokio::time::interval(EVERY);
+    let mut ticker = tokio::time::interval(LOOK_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        match renew(&leases, &me).await {
-            Ok(()) => renewed = Some(Instant::now()),
-            Err(error) => tracing::debug!(%error, "cannot renew this replica's lease"),
+        if lease_store.wait_until_ready().await.is_err() || pod_store.wait_until_ready().await.is_err() {
+            return;
         }
-        let fresh = renewed.is_some_and(|t| t.elapsed() < SELF_FRESH);
-        let (Ok(listed), Ok(running)) = (
-            leases.list(&ListParams::default().labels(LEASE_LABEL)).await,
-            pods.list(&ListParams::default().labels(&selector)).await,
-        ) else {
-            continue;
-        };
-        let versions = listed
-            .items
+        let versions = lease_store
+            .state()
             .iter()
             .filter_map(|l| {
                 Some((l.spec.as_ref()?.holder_identity.clone()?, l.metadata.resource_version.clone()?))
@@ -129,11 +138,36 @@ pub async fn run(client: Client, me: Me, selector: String) {
             .collect();
         let now = Instant::now();
         sightings.observe(&versions, now);
-        let peers: Vec<Peer> = running.items.iter().map(peer).collect();
+        let fresh =
+            renewed.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| t.elapsed() < SELF_FRESH);
+        let peers: Vec<Peer> = pod_store.state().iter().map(|p| peer(p)).collect();
         for lost in sightings.lost(&me.pod, &peers, now, fresh) {
             take_out(&pods, lost).await;
         }
     }
+}
+
+/// Renews this replica's Lease every [`RENEW_EVERY`], recording when it last succeeded.
+async fn renew_forever(
+    leases: Api<Lease>,
+    me: Me,
+    renewed: std::sync::Arc<std::sync::Mutex<Option<Instant>>>,
+) {
+    let mut ticker = tokio::time::interval(RENEW_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match renew(&leases, &me).await {
+            Ok(()) => *renewed.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now()),
+            Err(error) => tracing::debug!(%error, "cannot renew this replica's lease"),
+        }
+    }
+}
+
+/// Runs a reflector's stream (which fills its store) until it ends.
+async fn drain<S: futures::Stream + Send>(stream: S) {
+    use futures::StreamExt;
+    stream.for_each(|_| std::future::ready(())).await;
 }
 
 fn peer(pod: &Pod) -> Peer {
@@ -165,41 +199,38 @@ async fn take_out(pods: &Api<Pod>, lost: &Peer) {
     }
 }
 
-/// Creates or renews this replica's Lease, owned by its pod.
+/// Renews this replica's Lease (a merge patch of its renewal time), creating it, owned by its
+/// pod, the first time.
 async fn renew(leases: &Api<Lease>, me: &Me) -> Result<(), kube::Error> {
     let name = format!("hns-apiserver-replica-{}", me.pod);
     let now = MicroTime(jiff::Timestamp::now());
-    match leases.get_opt(&name).await? {
-        Some(mut lease) => {
-            lease.spec.get_or_insert_with(Default::default).renew_time = Some(now);
-            leases.replace(&name, &PostParams::default(), &lease).await?;
-        }
-        None => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name),
-                    labels: Some([(LEASE_LABEL.to_string(), "true".to_string())].into()),
-                    owner_references: Some(vec![OwnerReference {
-                        api_version: "v1".into(),
-                        kind: "Pod".into(),
-                        name: me.pod.clone(),
-                        uid: me.uid.clone(),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(me.pod.clone()),
-                    lease_duration_seconds: Some(STALE_AFTER.as_secs() as i32),
-                    acquire_time: Some(now.clone()),
-                    renew_time: Some(now),
-                    ..Default::default()
-                }),
-            };
-            leases.create(&PostParams::default(), &lease).await?;
-        }
+    let patch = serde_json::json!({"spec": {"renewTime": now}});
+    match leases.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        other => return other.map(|_| ()),
     }
-    Ok(())
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(name),
+            labels: Some([(LEASE_LABEL.to_string(), "true".to_string())].into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: me.pod.clone(),
+                uid: me.uid.clone(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(me.pod.clone()),
+            lease_duration_seconds: Some(STALE_AFTER.as_secs().max(1) as i32),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        }),
+    };
+    leases.create(&PostParams::default(), &lease).await.map(|_| ())
 }
 
 #[cfg(test)]
