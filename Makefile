@@ -2,7 +2,7 @@
 #   make dev-up     local control plane + hns, ready for kubectl (state in .dev/)
 #   make dev-up-nodes  the same control plane with 2 real nodes (kubelet, containerd, kube-proxy), hns installed from deploy/hns.yaml (root)
 #   make dev-down   stop it (either)
-#   make test       unit tests, end-to-end tests, the HNC migration test and the short reliability suites, against a real control plane
+#   make test       unit tests, end-to-end tests, the HNC migration test, the short reliability suites against a real control plane, and availability-short (root)
 #   make lint       cargo fmt --check and clippy -D warnings
 #   make audit      cargo deny: licences, bans, sources, advisories (deny.toml); part of make lint
 #   make reliability        bad input, auth matrix, load, faults, outage safety: a table of figures
@@ -34,7 +34,7 @@ dev-down:
 dev-clean: dev-down
 	rm -rf .dev
 
-test: test-unit e2e migration-test reliability-short
+test: test-unit e2e migration-test reliability-short availability-short
 
 test-unit:
 	cargo test --workspace --exclude hns-e2e
