@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
 #   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose
-#                                   quotas subtree-get plugin-tree hnc)
+#                                   quotas subtree-get plugin-tree tax hnc)
 #
 # hnc compares hns with HNC v1.1 itself (hack/build-hnc.sh builds it from the Go module proxy;
 # when it cannot, the benchmark is skipped and says so). It runs on two clusters of its own,
@@ -16,7 +16,7 @@ cd "$ROOT"
 TARGET="$TARGET_DIR/release"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
-BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get plugin-tree hnc})
+BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get plugin-tree tax hnc})
 
 # hns_cluster DIR: a control plane in DIR with the release hns-apiserver built above.
 hns_cluster() {
@@ -70,6 +70,8 @@ for b in "${BENCHMARKS[@]}"; do
   log "benchmark: $b"
   case "$b" in
     # The diagnoser's figures come from its e2e harness (real stuck namespaces, real kubectl).
+    # tax uninstalls and reinstalls hns between rounds (hack/hns-up.sh), with this release build.
+    tax) HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG=warn "$TARGET/hns-bench" tax ;;
     diagnose) cargo test --release -p hns-e2e --test diagnose -- --ignored --nocapture diagnose_bench 2>&1 | grep -E "^bench|test result" ;;
     *) "$TARGET/hns-bench" "$b" ;;
   esac

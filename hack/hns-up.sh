@@ -5,6 +5,8 @@
 #
 #   hack/hns-up.sh up DIR     (re)start hns-apiserver and wait until its APIService is Available
 #   hack/hns-up.sh down DIR   stop hns-apiserver
+#   hack/hns-up.sh uninstall DIR  stop it and remove its APIService and webhooks, keeping every
+#                             namespace and its labels: the cluster as without hns (the tax benchmark)
 #
 # HNS_APISERVER_BIN overrides the binary (default: the debug build, in $CARGO_TARGET_DIR or
 # target/). The label `env` may be managed through the hierarchy (spec.labels), as in HNC's own
@@ -15,7 +17,7 @@ source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 cmd="${1:-}"; DIR="${2:-}"
-[ -n "$cmd" ] && [ -d "${DIR:-/nonexistent}" ] || die "usage: $0 up|down DIR (a directory made by control-plane.sh)"
+[ -n "$cmd" ] && [ -d "${DIR:-/nonexistent}" ] || die "usage: $0 up|down|uninstall DIR (a directory made by control-plane.sh)"
 DIR="$(cd "$DIR" && pwd)"
 set_dirs
 # Replica 0 is "hns-apiserver", replica i > 0 "hns-apiserver-i" (pid and log file names).
@@ -29,7 +31,15 @@ if [ "$cmd" = down ]; then
   stop_all
   exit 0
 fi
-[ "$cmd" = up ] || die "usage: $0 up|down DIR"
+if [ "$cmd" = uninstall ]; then
+  stop_all
+  use_control_plane "$DIR"
+  KUBECONFIG="$DIR/kubeconfig" kubectl delete --ignore-not-found apiservice/v1alpha2.hnc.x-k8s.io \
+    validatingwebhookconfiguration/hns mutatingwebhookconfiguration/hns >/dev/null \
+    || die "removing hns's APIService and webhooks failed"
+  exit 0
+fi
+[ "$cmd" = up ] || die "usage: $0 up|down|uninstall DIR"
 use_control_plane "$DIR"
 BIN="${HNS_APISERVER_BIN:-$TARGET_DIR/debug/hns-apiserver}"
 [ -x "$BIN" ] || die "$BIN not found: build it first (cargo build -p hns-apiserver)"

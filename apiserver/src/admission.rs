@@ -11,6 +11,9 @@
 //! namespaces labelled as hierarchy members, and a fail-open one for all others. Both run the
 //! same checks; only what happens when hns is down differs.
 //!
+//! A third, `/mutate-namespaces`, checks the same on creation and gives a new namespace the
+//! labels of a lone namespace in the creating request.
+//!
 //! Two more cover other namespaced objects: `/validate-objects` keeps propagated copies hns's
 //! own, and `/validate-exceptions` refuses exception annotations
 //! (`propagate.hnc.x-k8s.io/…`) that do not parse, as judged by
@@ -26,6 +29,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::core::response::StatusDetails;
 
 use crate::auth::authn::ClusterPeer;
+use crate::hierarchy::plan;
 use crate::hierarchy::rules::{self, Refusal};
 use crate::propagation::exceptions;
 use crate::propagation::rules::INHERITED_FROM;
@@ -132,6 +136,65 @@ pub async fn validate_namespaces(
         Err(refusal) => Err(Denial::forbidden(message(&request.name, refusal))),
     };
     reply(&request, decision)
+}
+
+/// `POST /mutate-namespaces`: a namespace created by anyone but hns is checked as
+/// `/validate-namespaces` checks it and, if allowed, gets the labels of a lone namespace in the
+/// same request ([`plan::lone_labels`]), so that hns does not write every new namespace a second
+/// time (one more write, watch event and managedFields entry each). Fails open: while hns is
+/// down, a new namespace comes without them and hns's controller adds them once it is back.
+pub async fn mutate_namespaces(
+    http: HttpRequest,
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<Namespace>>,
+) -> HttpResponse {
+    let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
+        Ok(request) => request,
+        Err(e) => return invalid(e),
+    };
+    if !matches!(request.operation, Operation::Create) {
+        return reply(&request, Ok(()));
+    }
+    if let Err(refusal) = decide(&state, &request, cluster_peer(&http)) {
+        return reply(&request, Err(Denial::forbidden(message(&request.name, refusal))));
+    }
+    match with_lone_labels(&state, &request) {
+        Ok(response) => HttpResponse::Ok().json(response.into_review()),
+        Err(e) => invalid(e),
+    }
+}
+
+/// Allows `request` (a creation), adding what it lacks of a lone namespace's labels.
+fn with_lone_labels(
+    state: &AppState,
+    request: &AdmissionRequest<Namespace>,
+) -> Result<AdmissionResponse, String> {
+    let allowed = AdmissionResponse::from(request);
+    let hns = request.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
+    let Some(object) = request.object.as_ref().filter(|_| !hns) else { return Ok(allowed) };
+    let has = object.metadata.labels.as_ref();
+    let missing: serde_json::Map<String, serde_json::Value> = plan::lone_labels(&state.policy, &request.name)
+        .into_iter()
+        .filter(|(k, _)| !has.is_some_and(|l| l.contains_key(k)))
+        .map(|(k, v)| (k, v.into()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(allowed);
+    }
+    let ops: Vec<serde_json::Value> = match has {
+        None => vec![serde_json::json!({"op": "add", "path": "/metadata/labels", "value": missing})],
+        Some(_) => missing
+            .into_iter()
+            .map(|(k, v)| serde_json::json!({"op": "add", "path": format!("/metadata/labels/{}", json_pointer_token(&k)), "value": v}))
+            .collect(),
+    };
+    let patch: json_patch::Patch = serde_json::from_value(ops.into()).map_err(|e| e.to_string())?;
+    allowed.with_patch(patch).map_err(|e| e.to_string())
+}
+
+/// `key` as one token of a JSON pointer (RFC 6901): `~` and `/` escaped.
+fn json_pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// Whether `http` came from a peer holding a certificate of the cluster's (kube-apiserver, when

@@ -31,6 +31,7 @@ fn always_allowed(path: &str) -> bool {
             | "/livez"
             | "/readyz"
             | "/validate-namespaces"
+            | "/mutate-namespaces"
             | "/validate-objects"
             | "/validate-exceptions"
             | "/mutate-quota-status"
@@ -228,6 +229,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/validate-namespaces")
                 .route(web::post().to(crate::admission::validate_namespaces)),
+        )
+        .service(
+            web::resource("/mutate-namespaces").route(web::post().to(crate::admission::mutate_namespaces)),
         )
         .service(web::resource("/validate-objects").route(web::post().to(crate::admission::validate_objects)))
         .service(

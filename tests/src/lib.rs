@@ -36,6 +36,7 @@ pub mod quotas;
 pub mod reliability;
 pub mod scale_bench;
 pub mod stopping;
+pub mod tax_bench;
 pub mod timing;
 pub mod views_bench;
 

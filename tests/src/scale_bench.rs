@@ -145,7 +145,7 @@ const ROUNDS: usize = 5;
 /// Namespaces in each block of a round.
 const ROUND: usize = 1_000;
 /// The processes whose CPU time a round splits between the namespaces it made.
-const COMPONENTS: [&str; 4] = ["kube-apiserver", "etcd", "hns-apiserver", "kube-controller-manager"];
+pub const COMPONENTS: [&str; 4] = ["kube-apiserver", "etcd", "hns-apiserver", "kube-controller-manager"];
 /// hns-apiserver's place in [`COMPONENTS`].
 const HNS: usize = 2;
 
@@ -189,7 +189,7 @@ fn per_namespace(before: [f64; 4], after: [f64; 4], took: Duration, idle: [f64; 
 
 /// Runs `block` (which makes `n` namespaces and returns how long it took), waits for hns to be
 /// done with it, and returns how long it took and its CPU per namespace.
-async fn measured<F: std::future::Future<Output = Duration>>(
+pub async fn measured<F: std::future::Future<Output = Duration>>(
     env: &Env,
     n: usize,
     block: F,

@@ -385,7 +385,7 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
         "namespaces (two entries, and their status), propagated objects, exception annotations and hierarchical quotas (two)"
     );
     let mutating = bundles("mutatingwebhookconfiguration");
-    assert_eq!(mutating.len(), 1, "hierarchical quotas: usage updates");
+    assert_eq!(mutating.len(), 2, "the labels of new namespaces, and hierarchical quotas' usage updates");
     assert!(validating.iter().chain(&mutating).all(|b| b == ca.trim()), "every webhook trusts hns's CA");
 }
 

@@ -513,15 +513,26 @@ async fn labels_of(client: &Client, ns: &str) -> std::collections::BTreeMap<Stri
 async fn every_managed_namespace_carries_its_tree_label_and_included_namespace() {
     let env = Env::get();
     let client = env.admin().await;
-    let lone = create_namespace(&client, &unique("lone"), &[]).await;
+    // The labels come with the creation itself (hns's mutating webhook): the object the create
+    // returns has them, and hns does not write the namespace again.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut new = Namespace::default();
+    new.metadata.name = Some(unique("lone"));
+    let created = namespaces.create(&PostParams::default(), &new).await.unwrap();
+    let lone = created.metadata.name.clone().unwrap();
     let own = keys::tree_label(&lone);
-    let labels = eventually("the lone namespace labelled by hns", WAIT, || async {
-        let l = labels_of(&client, &lone).await;
-        (l.get(&own).map(String::as_str) == Some("0")
-            && l.get(keys::INCLUDED_NAMESPACE).map(String::as_str) == Some("true"))
-        .then_some(l)
+    let labels = created.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get(&own).map(String::as_str), Some("0"), "{labels:?}");
+    assert_eq!(labels.get(keys::INCLUDED_NAMESPACE).map(String::as_str), Some("true"), "{labels:?}");
+    eventually("hns to know the lone namespace", WAIT, || async {
+        Api::<HierarchyConfiguration>::namespaced(client.clone(), &lone).get("hierarchy").await.ok()
     })
     .await;
+    let now = namespaces.get(&lone).await.unwrap();
+    assert_eq!(now.metadata.resource_version, created.metadata.resource_version, "written once: {now:?}");
+    let managers: Vec<_> =
+        now.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.as_deref()).collect();
+    assert!(!managers.contains(&"hns-apiserver"), "hns wrote nothing of its own: {managers:?}");
     assert!(
         !labels.contains_key(keys::HIERARCHY_MEMBER),
         "no parent, no children, no membership: {labels:?}"

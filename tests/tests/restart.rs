@@ -2,7 +2,8 @@
 //! namespaces (in a cluster, every pod deleted at once with no grace period), with sources
 //! changed while it is down, then restarted: every copy ends up exactly right. Its own test binary, so no other test runs while hns is down (cargo runs test binaries
 //! one after another). While hns is down, a namespace outside every hierarchy stays editable
-//! although hns labels it (its tree label and `included-namespace`), and a member does not.
+//! although hns labels it (its tree label and `included-namespace`), and a member does not; one
+//! created then gets those labels once hns is back.
 
 use std::time::Duration;
 
@@ -115,6 +116,16 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     namespaces.patch(&lone, &PatchParams::default(), &label("during-outage")).await.unwrap();
     let blocked = namespaces.patch(&root, &PatchParams::default(), &label("during-outage")).await;
     assert!(blocked.is_err(), "a member's edit waits for hns");
+    // A namespace created meanwhile: hns's mutating webhook fails open, so it is made without the
+    // labels the webhook would have set, and hns's controller adds them once it is back.
+    let newcomer = unique("crash-new");
+    let mut made = k8s_openapi::api::core::v1::Namespace::default();
+    made.metadata.name = Some(newcomer.clone());
+    let made = namespaces.create(&PostParams::default(), &made).await.unwrap();
+    assert!(
+        made.metadata.labels.unwrap_or_default().keys().all(|k| !hns_api::keys::is_hns_label(k)),
+        "made without hns"
+    );
 
     hns.start().await;
     let started = std::time::Instant::now();
@@ -123,7 +134,13 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     })
     .await;
     println!("converged {CHILDREN} namespaces {:.1} s after the restart", started.elapsed().as_secs_f64());
+    eventually("the namespace made during the outage labelled", Duration::from_secs(60), || async {
+        let labels = namespaces.get(&newcomer).await.ok()?.metadata.labels?;
+        let own = labels.get(&hns_api::keys::tree_label(&newcomer)).map(String::as_str) == Some("0");
+        (own && labels.contains_key(hns_api::keys::INCLUDED_NAMESPACE)).then_some(())
+    })
+    .await;
 
     delete_tree(&client, &root).await;
-    delete_namespaces(&client, &[&lone]).await;
+    delete_namespaces(&client, &[&lone, &newcomer]).await;
 }

@@ -116,6 +116,20 @@ pub fn revert_forgery(forest: &Forest, node: &Node) -> Map<String, Value> {
 /// selects the fail-closed webhook: an hns outage must never block namespaces outside
 /// hierarchies. In or below a cycle the ancestry has no root: only its own tree label is
 /// certain, and tree labels must never express a cycle.
+/// The labels of a lone namespace (no parent, no children): its own tree label at depth 0 and
+/// `included-namespace`, as HNC gives every namespace it manages; none on an excluded one. hns's
+/// mutating webhook sets them in the request that creates a namespace, so that hns need not
+/// write the namespace again afterwards.
+pub fn lone_labels(policy: &Policy, ns: &str) -> BTreeMap<String, String> {
+    if policy.is_excluded(ns) {
+        return BTreeMap::new();
+    }
+    BTreeMap::from([
+        (keys::tree_label(ns), "0".to_string()),
+        (keys::INCLUDED_NAMESPACE.to_string(), "true".to_string()),
+    ])
+}
+
 pub fn hierarchy_labels(
     forest: &Forest,
     policy: &Policy,

@@ -275,8 +275,16 @@ pub fn check_namespace_edit(
     let (old_l, new_l) = (pick(old, true), pick(Some(new), true));
     check_included_label(policy, ns, old.map(|_| &old_l), &new_l)?;
     let maintained = |k: &&String| keys::is_hns_label(k) && k.as_str() != keys::INCLUDED_NAMESPACE;
+    // A new namespace may come with its own tree label at depth 0: what every lone namespace hns
+    // manages carries, and what hns's mutating webhook sets in the creating request.
+    let own_root_label = |k: &String| {
+        old.is_none()
+            && !policy.is_excluded(ns)
+            && *k == keys::tree_label(ns)
+            && new_l.get(k).is_some_and(|v| v == "0")
+    };
     for key in old_l.keys().chain(new_l.keys()).filter(maintained) {
-        if old_l.get(key) != new_l.get(key) {
+        if old_l.get(key) != new_l.get(key) && !own_root_label(key) {
             let what = if keys::tree_label_ancestor(key).is_some() { "tree label" } else { "label" };
             let how = if new_l.contains_key(key) { "set or modify" } else { "remove" };
             return Err(Refusal::Forbidden(format!(
@@ -501,6 +509,37 @@ mod tests {
         assert!(
             check_namespace_edit(&policy(), "a", None, &namespace("n", Some("p"), true)).is_err(),
             "create with hns keys"
+        );
+    }
+
+    #[test]
+    fn a_new_namespace_may_come_with_its_own_root_label_only() {
+        let with = |name: &str, key: &str, depth: &str| {
+            let mut n = namespace(name, None, false);
+            n.metadata.labels = Some([(key.to_string(), depth.to_string())].into());
+            n
+        };
+        let own = "a.tree.hnc.x-k8s.io/depth";
+        assert!(check_namespace_edit(&policy(), "a", None, &with("a", own, "0")).is_ok());
+        assert!(check_namespace_edit(&policy(), "a", None, &with("a", own, "1")).is_err(), "another depth");
+        let other = "b.tree.hnc.x-k8s.io/depth";
+        assert!(
+            check_namespace_edit(&policy(), "a", None, &with("a", other, "1")).is_err(),
+            "another's label"
+        );
+        let excluded = "kube-system.tree.hnc.x-k8s.io/depth";
+        assert!(
+            check_namespace_edit(&policy(), "kube-system", None, &with("kube-system", excluded, "0"))
+                .is_err(),
+            "excluded namespaces carry no tree label"
+        );
+        let old = with("a", own, "0");
+        let mut moved = old.clone();
+        moved.metadata.labels =
+            Some([(own.to_string(), "0".to_string()), (other.to_string(), "1".to_string())].into());
+        assert!(
+            check_namespace_edit(&policy(), "a", Some(&old), &moved).is_err(),
+            "after creation, hns's alone"
         );
     }
 

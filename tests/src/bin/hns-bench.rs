@@ -32,6 +32,11 @@
 //!   hns-bench scale        100,000 namespaces ($HNS_BENCH_SCALE_NAMESPACES): creation, memory,
 //!                          reads, tree -A, propagation, a move, diagnose -A and a restart at
 //!                          that size (`make bench-scale`; see tests/src/scale_bench.rs)
+//!   hns-bench tax          what hns costs the rest of the cluster: plain namespaces, pods,
+//!                          RoleBindings, Secrets, ConfigMaps, discovery, kube-apiserver's CPU,
+//!                          with hns and with hns uninstalled in alternating rounds on
+//!                          $HNS_BENCH_TAX_NAMESPACES (10,000); the bytes hns adds to a
+//!                          namespace; its requests and watches at idle (see tests/src/tax_bench.rs)
 //!   hns-bench creation     on the cluster as it is: 5 rounds of 1,000 plain namespaces and a
 //!                          tree of 1,000 subnamespaces, in alternating order, the median
 //!                          ratio of their rates, and each control-plane process's CPU time
@@ -81,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
         }
         "views" => hns_e2e::views_bench::run(&client, &env).await,
         "hnc" => hns_e2e::hnc_bench::run(&env).await,
+        "tax" => hns_e2e::tax_bench::run(&client, &env).await,
         "creation" => {
             let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
             hns_e2e::scale_bench::creation_rounds(&client, &env, &format!("creation-{at}")).await;
@@ -95,7 +101,7 @@ async fn main() -> anyhow::Result<()> {
         }
         other => {
             anyhow::bail!(
-                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, hnc, scale, creation"
+                "unknown benchmark {other:?}; known: api, propagation, tree, deletion, watches, quotas, views, subtree-get, hnc, scale, creation, tax"
             )
         }
     }
