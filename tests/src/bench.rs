@@ -197,6 +197,12 @@ pub async fn namespace_count(client: &Client) -> anyhow::Result<usize> {
     Ok(Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?.items.len())
 }
 
+/// The names of the namespaces in the cluster.
+pub async fn namespace_names(client: &Client) -> anyhow::Result<Vec<String>> {
+    let listed = Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?;
+    Ok(listed.items.into_iter().filter_map(|n| n.metadata.name).collect())
+}
+
 const FOREST: &str = "bench-forest";
 /// Roots of the forest; every other namespace is a subnamespace, ten per parent.
 const ROOTS: usize = 100;

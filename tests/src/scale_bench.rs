@@ -425,13 +425,7 @@ async fn memory_and_reads(client: &Client, env: &Env) -> anyhow::Result<()> {
     println!("hns-apiserver RSS, steady: {} (target < 160 MiB)", mib(rss(env)));
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let names: Vec<String> = namespaces
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
+    let names = crate::bench::namespace_names(client).await?;
     const GETS: usize = 500;
     let (mut hns, mut kube) = (Vec::new(), Vec::new());
     for i in 0..GETS {

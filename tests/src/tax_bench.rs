@@ -242,13 +242,7 @@ fn side(installed: bool) -> &'static str {
 /// other benchmarks grow), the rest lone namespaces `tax-lone-<i>`. Returns the lone namespaces
 /// and the forest's leaves that the object writes go to.
 async fn populate(client: &Client, total: usize) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-    let names: Vec<String> = Api::<Namespace>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
+    let names = crate::bench::namespace_names(client).await?;
     let forest = names.iter().filter(|n| n.starts_with("bench-forest-")).count();
     let want_forest = (total / 2).max(forest).max(LONE + 100);
     let grown = grow_forest(client, Subnamespaces::Hns, forest, want_forest, Duration::from_secs(1800)).await;

@@ -270,13 +270,7 @@ async fn propagation(client: &Client, env: &Env) -> anyhow::Result<()> {
 /// What HNC's plugin did for `tree -A`: list the namespaces, then for each one GET its
 /// hierarchy configuration and list its anchors, one request after another.
 async fn hnc_style_tree(client: &Client) -> anyhow::Result<usize> {
-    let names: Vec<String> = Api::<Namespace>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
+    let names = hns_e2e::bench::namespace_names(client).await?;
     for ns in &names {
         Api::<HierarchyConfiguration>::namespaced(client.clone(), ns).get("hierarchy").await?;
         Api::<hns_api::SubnamespaceAnchor>::namespaced(client.clone(), ns)
