@@ -212,14 +212,25 @@ async fn tree_all_shows_the_users_subtrees() {
     delete_namespaces(&admin, &[&outsider]).await;
 }
 
-/// The first event about `namespace`'s configuration in a watch of `api` from `rv`.
-async fn first_event_about(api: &Api<HierarchyConfiguration>, rv: &str, namespace: &str) -> Change {
+/// The first event about `namespace`'s configuration in a watch of `api` from `rv`, or the
+/// error the watch ended with.
+async fn first_event_about(
+    api: &Api<HierarchyConfiguration>,
+    rv: &str,
+    namespace: &str,
+) -> Result<Change, Box<kube::core::Status>> {
     let mut events = api.watch(&WatchParams::default().timeout(30), rv).await.unwrap().boxed();
     loop {
-        match next_change(&mut events).await {
-            Some((change, ns)) if ns == namespace => return change,
-            Some(_) => {}
+        let (change, hc) = match events.try_next().await.unwrap() {
+            Some(WatchEvent::Added(hc)) => (Change::Added, hc),
+            Some(WatchEvent::Modified(hc)) => (Change::Modified, hc),
+            Some(WatchEvent::Deleted(hc)) => (Change::Deleted, hc),
+            Some(WatchEvent::Bookmark(_)) => continue,
+            Some(WatchEvent::Error(e)) => return Err(e),
             None => panic!("the watch ended with no event about {namespace}"),
+        };
+        if hc.namespace().as_deref() == Some(namespace) {
+            return Ok(change);
         }
     }
 }
@@ -244,7 +255,16 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     })
     .await;
     let rv = before.metadata.resource_version.unwrap();
-    assert_eq!(first_event_about(&hcs, &rv, &outsider).await, Change::Added);
+    let single_replica = env.local.as_ref().is_some_and(|l| l.hns_ports.len() == 1);
+    match first_event_about(&hcs, &rv, &outsider).await {
+        Ok(change) => assert_eq!(change, Change::Added),
+        // A replica that served this user nothing yet cannot tell what the client holds: it has
+        // it list again, and the list shows the namespace.
+        Err(e) if !single_replica && e.code == 410 => {
+            assert!(shows(&hcs.list(&ListParams::default()).await.unwrap()))
+        }
+        Err(e) => panic!("the resumed watch failed: {e:?}"),
+    }
 
     // Listed with it; the grant taken away; a watch from that list's version is told to list
     // again (410 Gone), and the list no longer shows it.
@@ -256,9 +276,17 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     })
     .await;
     let rv = before.metadata.resource_version.unwrap();
-    let mut events = hcs.watch(&WatchParams::default().timeout(30), &rv).await.unwrap().boxed();
+    let params = WatchParams::default().timeout(3);
+    let mut events = hcs.watch(&params, &rv).await.unwrap().boxed();
     match events.try_next().await.unwrap() {
         Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410, "{e:?}"),
+        // With several replicas, one that never served the user the view with the namespace
+        // cannot know the client holds it: it sends nothing of it (docs/access.md, left out).
+        first if !single_replica => {
+            let rest: Vec<_> = events.try_collect().await.unwrap();
+            let text = format!("{first:?} {rest:?}");
+            assert!(!text.contains(&outsider), "nothing of the namespace after the revocation: {text}");
+        }
         other => panic!("a watch resumed after a revocation must list again, got {other:?}"),
     }
     delete_tree(&admin, &root).await;
@@ -312,17 +340,23 @@ async fn a_revoked_user_resuming_a_watch_learns_nothing_written_after() {
     let secret = format!("{victim}-secret");
     create_subns(&admin, &victim, &secret).await.unwrap();
     for (path, old_rv) in paths.iter().zip(&old_versions) {
-        // From a list made after the revocation: told to list again, once.
+        // From a list made after the revocation: told to list again, once, by a replica that
+        // served the user the view of before (with several replicas, one that served only
+        // later views has nothing to take back and sends nothing).
         let (rv, _) = listed_as(&env, &user, path, &victim);
         let lines = resumed_as(&env, &user, path, &rv);
         let text = serde_json::to_string(&lines).unwrap();
         assert!(!text.contains(&victim), "{path}: a revoked user was told of the victim: {text}");
-        assert_eq!(lines.len(), 1, "{path}: one line, telling to list again: {text}");
-        assert_eq!(
-            (lines[0]["type"].as_str(), lines[0]["object"]["code"].as_i64()),
-            (Some("ERROR"), Some(410)),
+        assert!(lines.len() <= 1, "{path}: at most one line, telling to list again: {text}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| (l["type"].as_str(), l["object"]["code"].as_i64()) == (Some("ERROR"), Some(410))),
             "{text}"
         );
+        if env.local.as_ref().is_some_and(|l| l.hns_ports.len() == 1) {
+            assert_eq!(lines.len(), 1, "{path}: the one replica served the view of before: {text}");
+        }
         // Listed again: resumes normally, still without the victim; and from a version of
         // before the revocation, nothing of the victim either.
         let (rv, _) = listed_as(&env, &user, path, &victim);

@@ -303,10 +303,14 @@ pub async fn serve(
                 Some(events) => {
                     let mut lines: Vec<bytes::Bytes> =
                         events.iter().filter(|e| watcher.wants(e)).map(|e| watcher.event_line(e)).collect();
-                    // Access may have changed since; after the changes, what takes the client
-                    // from what it was shown to what it may see now.
-                    if let (Some(served), Some(view)) = (&served, &watcher.view) {
-                        lines.extend(watcher.regranted((&state, &forest), current_objects, served, view));
+                    // Access may have gained since. What this client was shown is not known
+                    // here: another replica may have served it a view this one never saw (an
+                    // older one, before a grant). So every object the user may see now is sent
+                    // as ADDED after the changes, as a list would show it, and a client that
+                    // has it already takes it as an update. (Lost access was answered above.)
+                    if let Some(view) = &watcher.view {
+                        let shown_nothing = [View::default()];
+                        lines.extend(watcher.regranted((&state, &forest), current_objects, &shown_nothing, view));
                     }
                     Begin::Lines(lines)
                 }
