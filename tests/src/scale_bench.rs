@@ -158,7 +158,7 @@ fn cpu(env: &Env) -> [f64; 4] {
 /// Waits until hns-apiserver is done with a block (under 2% of a core over a second), at most a
 /// minute: it goes on after the block's last request (new parents get their finalizer), and the
 /// next block must not pay for it.
-async fn settle(env: &Env) {
+pub async fn settle(env: &Env) {
     let started = Instant::now();
     let mut last = cpu(env);
     while started.elapsed() < Duration::from_secs(60) {

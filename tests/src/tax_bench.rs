@@ -30,7 +30,7 @@ use kube::{Api, Client};
 
 use crate::bench::{grow_forest, Subnamespaces};
 use crate::reliability::processes::Processes;
-use crate::scale_bench::{measured, COMPONENTS};
+use crate::scale_bench::{measured, settle, COMPONENTS};
 use crate::timing::quantile_ms;
 use crate::{create_namespace, role_binding, Env, Subject};
 
@@ -272,6 +272,8 @@ async fn round(
     inside: &[String],
 ) -> anyhow::Result<Round> {
     let mut round = Round::default();
+    // hns just (re)started, or the last round's deletions: neither is this round's to pay.
+    settle(env).await;
     let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
     let mut latencies = Vec::new();
     let (took, cpu) = measured(env, n, async {

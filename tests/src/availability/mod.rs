@@ -88,6 +88,14 @@ impl Scenario {
         }
     }
 
+    /// Whether its target is a share of the window's requests ((d) and (e): under 1% failed).
+    /// Such a scenario keeps the full window in short runs too: what fails is the requests of
+    /// the moment a replica is gone and still has the endpoint, so a shorter window would only
+    /// make the same failures a larger share.
+    fn judged_by_share(self) -> bool {
+        matches!(self, Scenario::KillLeader | Scenario::NodeLoss)
+    }
+
     fn planned(self) -> bool {
         matches!(self, Scenario::RolloutRestart | Scenario::ImageUpgrade | Scenario::Drain)
     }
@@ -114,13 +122,17 @@ pub struct Options {
     /// kube-controller-manager's `--node-monitor-grace-period`.
     pub grace: Duration,
     /// How long a scenario's window lasts at least, from its disruption, and the steady
-    /// window before the first (two minutes and one for `make availability`, less in CI).
+    /// window before the first (two minutes and one for `make availability`, less in CI; see
+    /// [`FULL_WINDOW`]).
     pub window: Duration,
     pub steady: Duration,
 }
 
 /// How long a disruption may take to roll out again before the scenario is judged anyway.
 const RECOVERY: Duration = Duration::from_secs(300);
+/// A scenario's window in `make availability`, and in short runs for the scenarios judged by
+/// their share of failed requests.
+pub const FULL_WINDOW: Duration = Duration::from_secs(120);
 /// How long after hns rolled out again the window goes on.
 const TAIL: Duration = Duration::from_secs(30);
 
@@ -165,7 +177,8 @@ async fn run_one(
     let acted = act(cluster, scenario, options).await;
     let away = acted.as_ref().ok().cloned().flatten();
     let (recovered, gone_from_away) = settle_after(cluster, started, away.as_deref()).await;
-    let window_end = (started.elapsed() + TAIL).max(options.window);
+    let window = if scenario.judged_by_share() { options.window.max(FULL_WINDOW) } else { options.window };
+    let window_end = (started.elapsed() + TAIL).max(window);
     tokio::time::sleep(window_end.saturating_sub(started.elapsed())).await;
     // Deletions started in the window must end (within two minutes more); the load goes on
     // starting new ones meanwhile.
