@@ -170,8 +170,9 @@ fn with_lone_labels(
     request: &AdmissionRequest<Namespace>,
 ) -> Result<AdmissionResponse, String> {
     let allowed = AdmissionResponse::from(request);
-    let hns = request.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
-    let Some(object) = request.object.as_ref().filter(|_| !hns) else { return Ok(allowed) };
+    // hns's own creations (subnamespaces) skip this webhook (matchConditions) and carry these
+    // labels already; only what is missing is added in any case.
+    let Some(object) = request.object.as_ref() else { return Ok(allowed) };
     let has = object.metadata.labels.as_ref();
     let missing: serde_json::Map<String, serde_json::Value> = plan::lone_labels(&state.policy, &request.name)
         .into_iter()
