@@ -17,7 +17,8 @@ layer() {
     propagation) echo 4 ;;
     store | auth) echo 3 ;;
     hierarchy | http) echo 2 ;;
-    ssa | resource_version | leader | peers | shutdown) echo 1 ;;
+    ssa | resource_version | replicas | shutdown) echo 1 ;;
+    watching) echo 0 ;;
     *) echo "unknown" ;;
   esac
 }

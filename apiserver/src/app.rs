@@ -18,11 +18,10 @@ use crate::controller::events::Events;
 use crate::controller::quota_ledger::LedgerReconciler;
 use crate::controller::Controller;
 use crate::hierarchy::policy::{Policy, DEFAULT_EXCLUDED};
-use crate::leader;
 use crate::metrics::{self, Metrics, Sources};
 use crate::options::Args;
-use crate::peers;
 use crate::propagation::Propagation;
+use crate::replicas::{leader, peers};
 use crate::server;
 use crate::shutdown::Shutdown;
 use crate::state::AppState;
@@ -40,7 +39,7 @@ const LEASE: &str = "hns-controller";
 const KEEP_ALIVE_SECONDS: u64 = 120;
 
 async fn client(args: &Args) -> anyhow::Result<Client> {
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
                 .map_err(|e| anyhow::anyhow!("--kubeconfig {}: {e}", path.display()))?;
@@ -48,7 +47,21 @@ async fn client(args: &Args) -> anyhow::Result<Client> {
         }
         None => kube::Config::infer().await?,
     };
+    // Long watches (crate::watching) bring a bookmark a minute: silence this long is a dead
+    // connection, for a watch as for any other request.
+    config.read_timeout = Some(crate::watching::READ_TIMEOUT);
     Ok(Client::try_from(config)?)
+}
+
+/// Where the other replicas can connect to this one: its pod's address (`POD_IP`), or else
+/// the one address it listens on. None when it listens on every address outside a pod, or in a
+/// pod without `POD_IP`: another replica may have the same, and must not take it for its own.
+fn reachable_at(args: &Args, pod: Option<&peers::Me>) -> Option<std::net::SocketAddr> {
+    let ip = match pod {
+        Some(pod) => pod.ip?,
+        None => Some(args.bind_address).filter(|ip| !ip.is_unspecified())?,
+    };
+    Some(std::net::SocketAddr::new(ip, args.secure_port))
 }
 
 fn cert_source(args: &Args) -> Source {
@@ -112,9 +125,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|_| "hns-apiserver".into()),
         std::process::id()
     );
-    let leading = leader::run(client.clone(), &args.namespace, LEASE, identity.clone());
-    if let Some(me) = peers::Me::from_env().filter(|_| !args.peer_selector.is_empty()) {
-        tokio::spawn(peers::run(client.clone(), me, args.peer_selector.clone()));
+    let pod = peers::Me::from_env();
+    let candidate =
+        leader::Candidate { identity: identity.clone(), address: reachable_at(&args, pod.as_ref()) };
+    let leading = leader::run(client.clone(), &args.namespace, LEASE, candidate);
+    if let Some(me) = pod.filter(|_| !args.peer_selector.is_empty()) {
+        tokio::spawn(peers::run(client.clone(), me, args.peer_selector.clone(), args.secure_port));
     }
     let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
     let metrics = Arc::new(Metrics::default());
@@ -205,7 +221,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// Starts and stops propagation syncers as the HNCConfiguration changes, and looks the
-/// configured kinds up again every [`crate::propagation::REFRESH`] (a CRD deleted or restored).
+/// configured kinds up again when one may have come or gone ([`Propagation::relook`]).
 async fn follow_config(
     propagation: Arc<Propagation>,
     mut spec: tokio::sync::watch::Receiver<hns_api::HNCConfigurationSpec>,
@@ -215,7 +231,7 @@ async fn follow_config(
         propagation.configure(&current).await;
         tokio::select! {
             changed = spec.changed() => if changed.is_err() { return },
-            _ = tokio::time::sleep(crate::propagation::REFRESH) => {}
+            _ = propagation.relook() => {}
         }
     }
 }

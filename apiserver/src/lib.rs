@@ -22,7 +22,8 @@
 //! | [`propagation`] | copying objects down the tree |
 //! | [`store`], [`auth`] | caches of cluster state and hns's writes; TLS, authentication, authorization |
 //! | [`hierarchy`], [`http`] | the hierarchy as pure logic; Kubernetes API conventions |
-//! | [`ssa`], [`resource_version`], [`leader`], [`peers`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the controller's Lease; replicas watching each other; stopping without failing anyone |
+//! | [`ssa`], [`resource_version`], [`replicas`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the controller's Lease and replicas watching each other; stopping without failing anyone |
+//! | [`watching`] | how hns watches kube-apiserver |
 //!
 //! A new resource is one file in `resources/` that fills in a [`resources::ResourceDef`]
 //! (names, columns, schemas and a handler per verb it serves) and one line in
@@ -37,12 +38,11 @@ pub mod discovery;
 pub mod health;
 pub mod hierarchy;
 pub mod http;
-pub mod leader;
 pub mod metrics;
 pub mod openapi;
 pub mod options;
-pub mod peers;
 pub mod propagation;
+pub mod replicas;
 pub mod resource_version;
 pub mod resources;
 pub mod server;
@@ -50,3 +50,4 @@ pub mod shutdown;
 pub mod ssa;
 pub mod state;
 pub mod store;
+pub mod watching;

@@ -389,6 +389,37 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
     assert!(validating.iter().chain(&mutating).all(|b| b == ca.trim()), "every webhook trusts hns's CA");
 }
 
+/// Re-applying a manifest without caBundles (or any edit) is undone at once: hns watches the
+/// configurations it keeps, instead of looking every so often.
+#[tokio::test]
+async fn a_wiped_ca_bundle_is_put_back() {
+    let env = Env::get();
+    let ca = ok(env.kubectl(&[
+        "get",
+        "secret",
+        "-n",
+        "hns-system",
+        "hns-serving-cert",
+        "-o",
+        "jsonpath={.data.ca\\.crt}",
+    ]));
+    // The quota-usage webhook of the mutating configuration fails open: nothing else depends on
+    // it for the moment it is wrong.
+    let bundle = "jsonpath={.webhooks[1].clientConfig.caBundle}";
+    ok(env.kubectl(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        "hns",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/webhooks/1/clientConfig/caBundle","value":"Cg=="}]"#,
+    ]));
+    // Less than hns's retry period (30 s): only its watch can be this quick.
+    let wanted = format!("{bundle}={}", ca.trim());
+    ok(env.kubectl(&["wait", "--for", &wanted, "mutatingwebhookconfiguration/hns", "--timeout=20s"]));
+}
+
 #[tokio::test]
 async fn the_install_manifest_is_accepted_by_the_api_server() {
     let env = Env::get();

@@ -337,7 +337,7 @@ impl AuthnState {
 /// A malformed update is logged and the previous configuration stays in force.
 pub async fn watch_config(client: Client, state: Arc<AuthnState>) {
     let api: Api<ConfigMap> = Api::namespaced(client, CONFIG_NAMESPACE);
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIG_NAME}"));
+    let cfg = crate::watching::config().fields(&format!("metadata.name={CONFIG_NAME}"));
     let mut stream = watcher(api, cfg).default_backoff().applied_objects().boxed();
     loop {
         match stream.try_next().await {

@@ -4,7 +4,8 @@
 //!   change, so a renewal needs no restart.
 //! - **Self-managed** (`--self-managed-certs`): hns keeps a CA and a serving certificate in a
 //!   Secret, renews them before they expire, and keeps the `caBundle` of its APIService and
-//!   webhook configurations (validating and mutating) equal to that CA. Every replica converges
+//!   webhook configurations (validating and mutating) equal to that CA. It watches the four
+//!   objects, so it asks kube-apiserver nothing while none of them changes. Every replica converges
 //!   on the same Secret: writes are guarded by resourceVersion, and the loser of a race simply
 //!   reads the winner's certificate.
 //!
@@ -15,9 +16,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use openssl::asn1::Asn1Time;
 use openssl::pkey::PKey;
@@ -29,8 +33,11 @@ use crate::auth::pki;
 
 /// How long before expiry a certificate is renewed.
 const RENEW_BEFORE_DAYS: u32 = 30;
-/// How often the certificate source is checked.
+/// How often the certificate files are checked; how soon a failed check of the Secret and the
+/// caBundles is tried again (at least as long between two looks when nothing fails).
 const CHECK_EVERY: Duration = Duration::from_secs(30);
+/// How long a burst of changes (hns's own writes among them) is left to settle.
+const SETTLE: Duration = Duration::from_millis(500);
 
 /// The certificate served now; replaced in place on renewal.
 pub struct ServingCert {
@@ -146,7 +153,9 @@ async fn watch_files(cert: PathBuf, key: PathBuf, serving: Arc<ServingCert>) {
 
 async fn self_managed(client: Client, cfg: SelfManaged, serving: Arc<ServingCert>) {
     let mut served: Option<BTreeMap<String, ByteString>> = None;
+    let mut changes = changes(&client, &cfg);
     loop {
+        let mut next_look = CHECK_EVERY;
         match ensure_secret(&client, &cfg).await {
             Ok(data) => {
                 if served.as_ref() != Some(&data) {
@@ -160,16 +169,65 @@ async fn self_managed(client: Client, cfg: SelfManaged, serving: Arc<ServingCert
                         }
                     }
                 }
-                if let Err(error) = inject_ca(&client, &cfg, &data["ca.crt"].0).await {
-                    tracing::warn!(%error, "cannot update caBundle; retrying");
+                match inject_ca(&client, &cfg, &data["ca.crt"].0).await {
+                    Ok(()) => next_look = renewal_due_in(&data),
+                    Err(error) => tracing::warn!(%error, "cannot update caBundle; retrying"),
                 }
             }
             Err(error) => {
                 tracing::warn!(%error, secret = %cfg.secret, "cannot read or write the certificate Secret; retrying")
             }
         }
-        tokio::time::sleep(CHECK_EVERY).await;
+        // Quiet until one of the objects changes (someone re-applied the APIService without its
+        // caBundle, deleted the Secret...), a renewal is due, or, after a failure, CHECK_EVERY.
+        tokio::select! {
+            _ = changes.next() => {}
+            _ = tokio::time::sleep(next_look) => {}
+        }
+        tokio::time::sleep(SETTLE).await;
+        while changes.next().now_or_never().flatten().is_some() {}
     }
+}
+
+/// Something happened to the Secret, the APIService or a webhook configuration: their watches,
+/// by name, merged.
+fn changes(client: &Client, cfg: &SelfManaged) -> BoxStream<'static, ()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
+    let (group, hooks) = ("admissionregistration.k8s.io", &cfg.webhook);
+    futures::stream::select_all([
+        by_name(secrets, &cfg.secret),
+        by_name(dynamic_api(client, "apiregistration.k8s.io", "APIService", "apiservices"), &cfg.apiservice),
+        by_name(
+            dynamic_api(client, group, "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+            hooks,
+        ),
+        by_name(
+            dynamic_api(client, group, "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+            hooks,
+        ),
+    ])
+    .boxed()
+}
+
+/// [`changes`]'s watch of one object.
+fn by_name<K>(api: Api<K>, name: &str) -> BoxStream<'static, ()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let config = crate::watching::config().fields(&format!("metadata.name={name}"));
+    watcher::watcher(api, config).default_backoff().map(|_| ()).boxed()
+}
+
+/// How long until the Secret's certificates need renewing (at least [`CHECK_EVERY`], at most a
+/// day: a clock that jumps is caught within one).
+fn renewal_due_in(data: &BTreeMap<String, ByteString>) -> Duration {
+    let seconds_left = |key: &str| -> Option<i64> {
+        let cert = X509::from_pem(&data.get(key)?.0).ok()?;
+        let diff = Asn1Time::days_from_now(RENEW_BEFORE_DAYS).ok()?.diff(cert.not_after()).ok()?;
+        Some(i64::from(diff.days) * 86_400 + i64::from(diff.secs))
+    };
+    let left = seconds_left("tls.crt").into_iter().chain(seconds_left("ca.crt")).min().unwrap_or(0);
+    Duration::from_secs(left.clamp(0, 86_400) as u64).max(CHECK_EVERY)
 }
 
 /// Reads the Secret, renewing what is missing, invalid or close to expiry; returns its data.

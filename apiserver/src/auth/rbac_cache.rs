@@ -101,7 +101,7 @@ where
     K::Scope: Send,
 {
     let api: Api<K> = Api::all(client);
-    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, crate::watching::config()).default_backoff().boxed();
     let mut listed: HashSet<Key> = HashSet::new();
     let mut listed_once = false;
     let key =

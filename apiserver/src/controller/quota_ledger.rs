@@ -5,7 +5,7 @@
 //!
 //! A pass is an idempotent function of the forest, a consistent list of the ResourceQuotas
 //! labelled `hnc.x-k8s.io/hrq` and the ledgers; it runs when a namespace or one of those
-//! ResourceQuotas changes, and every [`PERIOD`]. Everything it knows is on the cluster, so a
+//! ResourceQuotas changes, and every [`RESYNC`]. Everything it knows is on the cluster, so a
 //! restart or a new leader starts over with nothing lost. A grant raised by an approval whose
 //! update never committed (another webhook refused the object) is just more than the usage, and
 //! is taken back like any other.
@@ -30,8 +30,10 @@ use crate::store::allocations;
 use crate::store::cache::{Cache, Change as CacheChange};
 use crate::store::ledger::{Change, LedgerStore, StoreError};
 
-/// How often a pass runs without a change to prompt it.
-const PERIOD: Duration = Duration::from_secs(10);
+/// How often a pass runs without a change to prompt it, as a resync: every change that matters
+/// (a namespace, one of hns's ResourceQuotas, leadership) prompts one at once, so at idle the
+/// ledgers cost kube-apiserver one LIST per this period.
+const RESYNC: Duration = Duration::from_secs(30 * 60);
 
 /// How soon a pass runs again after one that found grants in flight.
 const IN_FLIGHT_RECHECK: Duration = Duration::from_secs(1);
@@ -65,7 +67,7 @@ impl LedgerReconciler {
     pub async fn run(self: Arc<Self>, mut leader: watch::Receiver<bool>) {
         let mut changes = self.cache.changes.subscribe();
         let api: Api<ResourceQuota> = Api::all(self.client.clone());
-        let mut quotas = watcher(api, watcher::Config::default().labels(HRQ_LABEL)).default_backoff().boxed();
+        let mut quotas = watcher(api, crate::watching::config().labels(HRQ_LABEL)).default_backoff().boxed();
         let mut in_flight = BTreeSet::new();
         loop {
             if *leader.borrow() && self.cache.is_synced() {
@@ -75,9 +77,9 @@ impl LedgerReconciler {
                 }
             }
             // Wait for a namespace change (propagated objects say nothing about quotas), a
-            // change of one of hns's ResourceQuotas, leadership, or the period.
+            // change of one of hns's ResourceQuotas, leadership, or the resync.
             // Grants found in flight are looked at again soon: abandoned, they are taken back then.
-            let deadline = tokio::time::sleep(if in_flight.is_empty() { PERIOD } else { IN_FLIGHT_RECHECK });
+            let deadline = tokio::time::sleep(if in_flight.is_empty() { RESYNC } else { IN_FLIGHT_RECHECK });
             tokio::pin!(deadline);
             loop {
                 tokio::select! {

@@ -154,9 +154,14 @@ fn insert_if_newer(objects: &mut Objects, obj: DynamicObject) -> bool {
     true
 }
 
-async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadcast::Sender<Change>) {
+async fn watch(
+    client: Client,
+    syncer: Arc<Syncer>,
+    changes: tokio::sync::broadcast::Sender<Change>,
+    relook: Arc<tokio::sync::Notify>,
+) {
     let api: Api<DynamicObject> = Api::all_with(client, &syncer.resource);
-    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, crate::watching::config()).default_backoff().boxed();
     let mut relist: Vec<DynamicObject> = Vec::new();
     loop {
         match stream.try_next().await {
@@ -167,14 +172,17 @@ async fn watch(client: Client, syncer: Arc<Syncer>, changes: tokio::sync::broadc
             }
             Ok(None) => return,
             Err(error) => {
+                // A kind whose CustomResourceDefinition went away fails here first.
+                relook.notify_one();
                 tracing::warn!(%error, kind = %syncer.resource.kind, "object watch failed; retrying")
             }
         }
     }
 }
 
-/// How often the configured kinds are looked up again: a CRD can be deleted, or come back, with
-/// no change to the configuration.
+/// How often configured kinds the cluster does not serve are looked up again: a CRD can come
+/// back with no change to the configuration. (One that goes away makes its watch fail, which
+/// prompts a look at once: [`Propagation::relook`].)
 pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A configured kind hns cannot propagate: one of HNC's `BadConfiguration` conditions.
@@ -192,12 +200,25 @@ pub struct Propagation {
     /// Configured kinds the cluster does not serve as namespaced kinds.
     problems: RwLock<BTreeMap<Kind, Problem>>,
     changes: tokio::sync::broadcast::Sender<Change>,
+    /// Told when a kind's watch fails: the kinds are to be looked up again.
+    relook: Arc<tokio::sync::Notify>,
 }
 
 impl Propagation {
     /// No kinds yet; [`Propagation::configure`] starts them.
     pub fn new(client: Client, changes: tokio::sync::broadcast::Sender<Change>) -> Self {
-        Propagation { client, syncers: RwLock::default(), problems: RwLock::default(), changes }
+        let relook = Arc::default();
+        Propagation { client, syncers: RwLock::default(), problems: RwLock::default(), changes, relook }
+    }
+
+    /// Waits until the kinds need looking up again: a kind's watch failed or, while a configured
+    /// kind is not served, [`REFRESH`] has passed. Nothing to wait for otherwise.
+    pub async fn relook(&self) {
+        let problems = !self.problems.read().unwrap_or_else(|e| e.into_inner()).is_empty();
+        tokio::select! {
+            _ = self.relook.notified() => {}
+            _ = tokio::time::sleep(REFRESH), if problems => {}
+        }
     }
 
     /// The syncers, in kind order.
@@ -304,7 +325,12 @@ impl Propagation {
 
     fn start(&self, kind: Kind, resource: ApiResource, mode: Mode) {
         let syncer = Arc::new(Syncer::new(resource, mode));
-        let task = tokio::spawn(watch(self.client.clone(), syncer.clone(), self.changes.clone()));
+        let task = tokio::spawn(watch(
+            self.client.clone(),
+            syncer.clone(),
+            self.changes.clone(),
+            self.relook.clone(),
+        ));
         *syncer.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
         tracing::info!(kind = %syncer.resource.kind, mode = mode.as_str(), "propagating");
         self.syncers.write().unwrap_or_else(|e| e.into_inner()).insert(kind, syncer);

@@ -267,7 +267,7 @@ impl Cache {
 /// replaces the forest whole, so nothing missed during an outage lingers.
 pub async fn run(client: Client, cache: Arc<Cache>) {
     let api: Api<Namespace> = Api::all(client);
-    let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, crate::watching::config()).default_backoff().boxed();
     let mut relist = None;
     loop {
         match stream.try_next().await {

@@ -180,7 +180,7 @@ pub async fn run(
     hub: Arc<crate::store::cache::Cache>,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP}"));
+    let cfg = crate::watching::config().fields(&format!("metadata.name={CONFIGMAP}"));
     let mut stream = watcher(api.clone(), cfg).default_backoff().boxed();
     let (mut listed, mut init_done) = (false, false);
     loop {

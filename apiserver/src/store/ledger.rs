@@ -186,7 +186,7 @@ impl LedgerStore {
 
     /// Follows the ledger ConfigMaps into the cache until shutdown.
     pub async fn run(self: Arc<Self>) {
-        let cfg = watcher::Config::default().labels(ledger::CONFIGMAP_LABEL);
+        let cfg = crate::watching::config().labels(ledger::CONFIGMAP_LABEL);
         let mut stream = watcher(self.api.clone(), cfg).default_backoff().boxed();
         let mut seen = Vec::new();
         loop {

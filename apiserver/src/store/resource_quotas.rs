@@ -53,7 +53,7 @@ fn namespace_of(rq: &ResourceQuota) -> String {
 /// Watches hns's ResourceQuotas into `cache` until shutdown; errors are retried with backoff.
 pub async fn run(client: Client, cache: Arc<Cache>) {
     let api: Api<ResourceQuota> = Api::all(client);
-    let config = watcher::Config::default()
+    let config = crate::watching::config()
         .labels(&format!("{}=true", hns_api::keys::HRQ_LABEL))
         .fields(&format!("metadata.name={}", hns_api::quota::RESOURCE_QUOTA_NAME));
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
