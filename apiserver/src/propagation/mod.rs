@@ -180,6 +180,10 @@ async fn watch(
     }
 }
 
+/// The largest moving subtree whose objects a move's check lists afresh
+/// ([`Propagation::overwrites_of_move`]); a larger one is judged from the watches alone.
+const FRESH_NAMESPACES: usize = 32;
+
 /// How often configured kinds the cluster does not serve are looked up again: a CRD can come
 /// back with no change to the configuration. (One that goes away makes its watch fail, which
 /// prompts a look at once: [`Propagation::relook`].)
@@ -349,13 +353,21 @@ impl Propagation {
     /// that propagates, with the kind as HNC names it; `before` is the forest now and `after` the
     /// forest after the move. Refused as not synced while a kind that may propagate has not been
     /// listed yet: nothing would be found in it.
-    pub fn overwrites_of_move(
+    ///
+    /// The objects of the moving subtree are listed afresh when it is small
+    /// ([`FRESH_NAMESPACES`]): an object created there a moment ago must be in the way, even if
+    /// another replica took its create and this one's watch has not brought it yet. (Were one
+    /// missed, the move would go through and the copy would not overwrite it: the controller
+    /// reports the conflict instead.)
+    pub async fn overwrites_of_move(
         &self,
         before: &Forest,
         after: &Forest,
         policy: &Policy,
         ns: &str,
     ) -> Result<Vec<(String, overwrites::Overwrite)>, Refusal> {
+        let subtree: Vec<String> =
+            std::iter::once(ns.to_string()).chain(before.descendant_names(ns)).collect();
         let mut found = Vec::new();
         for syncer in self.syncers() {
             let mode = syncer.mode();
@@ -369,13 +381,34 @@ impl Propagation {
                 )));
             }
             let kind = format!("{}, Kind={}", syncer.resource.api_version, syncer.resource.kind);
-            let objects = syncer.objects();
+            let mut objects = syncer.objects().clone();
+            if subtree.len() <= FRESH_NAMESPACES {
+                self.list_afresh(&syncer, &subtree, &mut objects).await;
+            }
             for o in overwrites::after_move(before, after, policy, &objects, &syncer.resource.kind, mode, ns)
             {
                 found.push((kind.clone(), o));
             }
         }
         Ok(found)
+    }
+
+    /// Replaces `objects`' view of `namespaces` by what kube-apiserver lists there now; a
+    /// namespace whose list fails keeps the watch's view.
+    async fn list_afresh(&self, syncer: &Syncer, namespaces: &[String], objects: &mut Objects) {
+        for ns in namespaces {
+            match syncer.api(&self.client, ns).list(&kube::api::ListParams::default()).await {
+                Ok(list) => {
+                    objects.retain(|(n, _), _| n != ns);
+                    for obj in list.items {
+                        objects.insert(key(&obj), Arc::new(rules::held(obj)));
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(%error, namespace = %ns, kind = %syncer.resource.kind, "cannot list afresh; judging from the watch")
+                }
+            }
+        }
     }
 
     /// Records a problem with `kind`, keeping the time it first appeared.

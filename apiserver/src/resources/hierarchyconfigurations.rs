@@ -259,13 +259,13 @@ async fn authorize_and_validate(
     }
     // Named only to callers allowed to make the move: the objects' names are in the subtree
     // and the new ancestry.
-    check_overwrites(call, current, desired).map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))
+    check_overwrites(call, current, desired).await.map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))
 }
 
 /// HNC's rule: a move may not put a namespace's own object (not a copy) in the way of a source
 /// of the same name in a new ancestor, which would silently win over the ancestor's policy.
 /// Becoming a root adds no ancestor, and a new subnamespace has no objects yet.
-fn check_overwrites(
+async fn check_overwrites(
     call: &Call<'_>,
     current: &HierarchyState,
     desired: &HierarchyState,
@@ -275,9 +275,9 @@ fn check_overwrites(
     };
     let ns = call.req.namespace.as_str();
     let (state, policy) = (call.state, &call.state.policy);
-    let before = state.cache.read();
+    let before = state.cache.snapshot();
     let after = plan::moved(&before, policy, ns, Some(parent));
-    let found = state.propagation.overwrites_of_move(&before, &after, policy, ns)?;
+    let found = state.propagation.overwrites_of_move(&before, &after, policy, ns).await?;
     overwrites::move_refusal(&found).map_or(Ok(()), Err)
 }
 
