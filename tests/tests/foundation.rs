@@ -352,10 +352,9 @@ async fn discovery_negotiates_like_kube_apiserver_expects() {
     assert_eq!((code, body["kind"].as_str()), (404, Some("Status")));
 }
 
-#[tokio::test]
-async fn self_managed_certificates_are_injected_as_ca_bundles() {
-    let env = Env::get();
-    let ca = ok(env.kubectl(&[
+/// hns's CA (base64), from the Secret it keeps its certificates in.
+fn hns_ca(env: &Env) -> String {
+    ok(env.kubectl(&[
         "get",
         "secret",
         "-n",
@@ -363,7 +362,13 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
         "hns-serving-cert",
         "-o",
         "jsonpath={.data.ca\\.crt}",
-    ]));
+    ]))
+}
+
+#[tokio::test]
+async fn self_managed_certificates_are_injected_as_ca_bundles() {
+    let env = Env::get();
+    let ca = hns_ca(&env);
     assert!(!ca.trim().is_empty(), "hns wrote its CA into the Secret");
     let apiservice =
         ok(env.kubectl(&["get", "apiservice", "v1alpha2.hnc.x-k8s.io", "-o", "jsonpath={.spec.caBundle}"]));
@@ -394,15 +399,7 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
 #[tokio::test]
 async fn a_wiped_ca_bundle_is_put_back() {
     let env = Env::get();
-    let ca = ok(env.kubectl(&[
-        "get",
-        "secret",
-        "-n",
-        "hns-system",
-        "hns-serving-cert",
-        "-o",
-        "jsonpath={.data.ca\\.crt}",
-    ]));
+    let ca = hns_ca(&env);
     // The quota-usage webhook of the mutating configuration fails open: nothing else depends on
     // it for the moment it is wrong.
     let bundle = "jsonpath={.webhooks[1].clientConfig.caBundle}";

@@ -69,7 +69,7 @@ pub enum Gone {
     Released,
     /// This replica was started at the holder's address: the holder's process is no more.
     Replaced,
-    /// Nothing answered at the holder's address for [`HOLDER_LOST`].
+    /// The holder's address refused connections, or answered nothing for [`HOLDER_LOST`].
     Unreachable,
     /// The Lease was not renewed for its duration.
     Expired,
@@ -110,7 +110,7 @@ impl Seen {
 }
 
 /// Whether another replica's Lease is gone, and why; `None` while its holder is there.
-/// `unreachable` says whether the holder's address has not answered for [`HOLDER_LOST`].
+/// `unreachable` says whether the holder's address is gone ([`Reached::gone`]).
 fn gone(seen: &Seen, me: &Candidate, unreachable: bool, now: Instant) -> Option<Gone> {
     if seen.lease.is_none() {
         return Some(Gone::NoLease);
@@ -176,7 +176,7 @@ async fn compete(api: Api<Lease>, name: String, me: Candidate, tx: watch::Sender
             reached = Reached::default();
         } else if let Some(address) = seen.holder_address().filter(|a| Some(*a) != me.address) {
             reached.retain(|a| *a == address);
-            reached.record(&address, probe::connects(address).await, now);
+            reached.record(&address, probe::knock(address).await, now);
         }
         let now = Instant::now();
         let due = now >= next_write

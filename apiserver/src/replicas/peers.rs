@@ -5,8 +5,9 @@
 //! kube-controller-manager's node-monitor grace period (50 s by default): the replica's pod stays
 //! Ready, its endpoint stays in the EndpointSlices, and the requests sent there fail. So every
 //! replica connects to its peers every [`PROBE_EVERY`] ([`super::probe`]), at the pod addresses
-//! its watch of their pods gives. A peer that nothing could connect to for [`STALE_AFTER`] while
-//! its pod still shows Ready is evicted: a pod being deleted leaves the Service's ready
+//! its watch of their pods gives. A peer that refuses connections (twice in a row: its process
+//! is gone) or that nothing could connect to for [`STALE_AFTER`] while its pod still shows Ready
+//! is evicted: a pod being deleted leaves the Service's ready
 //! endpoints at once, the ReplicaSet makes a replacement at once, and kube-apiserver sends
 //! nothing more to it.
 //!
@@ -73,7 +74,8 @@ pub struct Peer {
     pub serving: bool,
 }
 
-/// The peers to take out of service: Ready, and not reached for [`STALE_AFTER`].
+/// The peers to take out of service: Ready, and refusing connections or not reached for
+/// [`STALE_AFTER`].
 pub fn lost<'p>(me: &str, peers: &'p [Peer], reached: &Reached<String>, now: Instant) -> Vec<&'p Peer> {
     peers.iter().filter(|p| p.pod != me && p.serving && reached.gone(&p.uid, STALE_AFTER, now)).collect()
 }
@@ -101,8 +103,8 @@ pub async fn run(client: Client, me: Me, selector: String, port: u16) {
         // A peer without an address yet cannot be judged: it counts as answering.
         let answers = futures::future::join_all(probed.iter().map(|p| async {
             match p.address {
-                Some(address) => probe::connects(address).await,
-                None => true,
+                Some(address) => probe::knock(address).await,
+                None => probe::Answer::Accepted,
             }
         }))
         .await;
@@ -164,6 +166,8 @@ async fn take_out(pods: &Api<Pod>, lost: &Peer) {
 mod tests {
     use super::*;
 
+    use crate::replicas::probe;
+
     fn peer(pod: &str, serving: bool) -> Peer {
         Peer { pod: pod.into(), uid: format!("uid-{pod}"), address: None, serving }
     }
@@ -174,13 +178,13 @@ mod tests {
         let peers = [peer("me", true), peer("b", true), peer("c", false)];
         let t0 = Instant::now();
         for p in &peers {
-            reached.record(&p.uid, false, t0);
+            reached.record(&p.uid, probe::Answer::Silent, t0);
         }
         assert!(lost("me", &peers, &reached, t0 + STALE_AFTER / 2).is_empty(), "not yet");
         let later = t0 + STALE_AFTER;
         let judged: Vec<&str> = lost("me", &peers, &reached, later).iter().map(|p| p.pod.as_str()).collect();
         assert_eq!(judged, ["b"], "c is not Ready (its container restarts): left alone; me never");
-        reached.record(&"uid-b".to_string(), true, later);
+        reached.record(&"uid-b".to_string(), probe::Answer::Accepted, later);
         assert!(lost("me", &peers, &reached, later).is_empty(), "b answered");
         assert!(
             lost("me", &[peer("d", true)], &reached, later + STALE_AFTER * 2).is_empty(),
