@@ -85,6 +85,9 @@ async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo, bo
         .authenticate(req.conn_data::<PeerCertificates>(), req.headers())
         .ok_or_else(ApiError::unauthorized)?;
     let info = RequestInfo::parse(req.method().as_str(), req.path(), req.query_string());
+    if is_discovery(&info) {
+        return Ok((identity, info, false));
+    }
     // Lists and watches of hns's namespaced resources are authorized object by object, by
     // the user's view: kube-apiserver lets every authenticated user make them
     // (config/base/rbac.yaml), so a review of the list itself would say yes to anyone.
@@ -96,6 +99,25 @@ async fn authenticate(req: &ServiceRequest) -> Result<(Identity, RequestInfo, bo
         return Err(e);
     }
     Ok((identity, info, false))
+}
+
+/// Whether a request reads discovery or OpenAPI, which need no review of their own: only
+/// kube-apiserver can present the front-proxy identity, and it authorized this very request
+/// before passing it on (RBAC's `system:discovery`); what they say, kube-apiserver's aggregated
+/// discovery and OpenAPI already tell the same user. Reviewing them again cost hns a
+/// SubjectAccessReview a minute for each controller polling discovery, at idle.
+fn is_discovery(info: &RequestInfo) -> bool {
+    let RequestInfo::NonResource { verb, path } = info else { return false };
+    let served = [
+        "/apis".to_string(),
+        format!("/apis/{GROUP}"),
+        format!("/apis/{GROUP}/{VERSION}"),
+        "/version".to_string(),
+        "/openapi/v2".to_string(),
+        "/openapi/v3".to_string(),
+        format!("/openapi/v3/apis/{GROUP}/{VERSION}"),
+    ];
+    verb == "get" && served.contains(path)
 }
 
 /// Whether a request is answered with its user's view: a list or watch of one of hns's
@@ -275,4 +297,25 @@ pub fn app(
         .wrap(from_fn(guard))
         .wrap(from_fn(close_strangers_connections))
         .configure(routes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reads_of_discovery_and_openapi_go_unreviewed() {
+        let info = |method: &str, path: &str| RequestInfo::parse(method, path, "");
+        for path in ["/apis", "/apis/hnc.x-k8s.io", "/apis/hnc.x-k8s.io/v1alpha2", "/openapi/v2", "/version"]
+        {
+            assert!(is_discovery(&info("GET", path)), "{path}");
+        }
+        assert!(!is_discovery(&info("POST", "/apis")), "not a read");
+        assert!(
+            !is_discovery(&info("GET", "/metrics")),
+            "metrics are reviewed, as on Kubernetes' components"
+        );
+        let resource = info("GET", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/subnamespaces");
+        assert!(!is_discovery(&resource), "resources are reviewed");
+    }
 }
