@@ -37,6 +37,14 @@ if [ "$cmd" = uninstall ]; then
   KUBECONFIG="$DIR/kubeconfig" kubectl delete --ignore-not-found apiservice/v1alpha2.hnc.x-k8s.io \
     validatingwebhookconfiguration/hns mutatingwebhookconfiguration/hns >/dev/null \
     || die "removing hns's APIService and webhooks failed"
+  # The garbage collector would remove hns's admission policy (Kubernetes 1.36 and later) after
+  # its owner, the MutatingWebhookConfiguration; the benchmark must not measure that moment.
+  if KUBECONFIG="$DIR/kubeconfig" kubectl api-resources --api-group=admissionregistration.k8s.io -o name \
+      | grep -q '^mutatingadmissionpolicies\.'; then
+    KUBECONFIG="$DIR/kubeconfig" kubectl delete --ignore-not-found \
+      mutatingadmissionpolicy/hns-namespace-labels mutatingadmissionpolicybinding/hns-namespace-labels >/dev/null \
+      || die "removing hns's admission policy failed"
+  fi
   exit 0
 fi
 [ "$cmd" = up ] || die "usage: $0 up|down|uninstall DIR"

@@ -12,7 +12,8 @@
 //! same checks; only what happens when hns is down differs.
 //!
 //! A third, `/mutate-namespaces`, checks the same on creation and gives a new namespace the
-//! labels of a lone namespace in the creating request.
+//! labels of a lone namespace in the creating request. Where kube-apiserver can give them itself
+//! ([`namespace_labels`], Kubernetes 1.36 and later), a plain new namespace is not sent here.
 //!
 //! Two more cover other namespaced objects: `/validate-objects` keeps propagated copies hns's
 //! own, and `/validate-exceptions` refuses exception annotations
@@ -36,6 +37,7 @@ use crate::propagation::rules::INHERITED_FROM;
 use crate::propagation::ENFORCED;
 use crate::state::AppState;
 
+pub mod namespace_labels;
 pub mod quotas;
 
 /// A refusal as kube-apiserver reports it: HTTP code, reason and message.
@@ -173,6 +175,11 @@ fn with_lone_labels(
     // hns's own creations (subnamespaces) skip this webhook (matchConditions) and carry these
     // labels already; only what is missing is added in any case.
     let Some(object) = request.object.as_ref() else { return Ok(allowed) };
+    // A namespace created with generateName has no name yet (kube-apiserver makes it up after
+    // admission), so no tree label can be named: hns's controller labels it once it exists.
+    if request.name.is_empty() {
+        return Ok(allowed);
+    }
     let has = object.metadata.labels.as_ref();
     let missing: serde_json::Map<String, serde_json::Value> = plan::lone_labels(&state.policy, &request.name)
         .into_iter()

@@ -8,6 +8,7 @@ use actix_web::{web, HttpServer};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
+use crate::admission::namespace_labels::LabelPolicy;
 use crate::auth::authn::{self, AuthnState};
 use crate::auth::authz::Authorizer;
 use crate::auth::certs::{self, SelfManaged, ServingCert, Source};
@@ -168,7 +169,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(ledgers.clone().run());
     let reconciler =
         Arc::new(LedgerReconciler { cache: cache.clone(), store: ledgers.clone(), client: client.clone() });
-    tokio::spawn(reconciler.run(leading));
+    tokio::spawn(reconciler.run(leading.clone()));
+    let label_policy =
+        LabelPolicy { client: client.clone(), policy: policy.clone(), webhook: args.webhook_name.clone() };
+    tokio::spawn(label_policy.run(leading));
     let (release_client, release_identity) = (client.clone(), identity.clone());
     let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));
     let authz = Authorizer::new(client.clone());

@@ -12,7 +12,10 @@
 
 use std::time::Duration;
 
-use kube::runtime::watcher;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
 
 /// How long each watch lasts before kube-apiserver ends it (and hns opens the next).
 pub const TIMEOUT_SECONDS: u32 = 60 * 60;
@@ -24,6 +27,16 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(3 * 60);
 /// A watcher configuration with hns's long timeout; add selectors to it.
 pub fn config() -> watcher::Config {
     watcher::Config::default().timeout(TIMEOUT_SECONDS)
+}
+
+/// Something happened to the object `name` of `api` (or its watch began again): for the tasks
+/// that keep one named object as hns wants it and act only when it changes.
+pub fn by_name<K>(api: Api<K>, name: &str) -> BoxStream<'static, ()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let config = config().fields(&format!("metadata.name={name}"));
+    watcher::watcher(api, config).default_backoff().map(|_| ()).boxed()
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use openssl::rsa::Rsa;
 use openssl::x509::extension::ExtendedKeyUsage;
 use openssl::x509::{X509NameBuilder, X509};
 
+pub mod apiserver_metrics;
 pub mod availability;
 pub mod bench;
 pub mod deletion;

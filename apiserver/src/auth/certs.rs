@@ -21,7 +21,6 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
-use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 use openssl::asn1::Asn1Time;
 use openssl::pkey::PKey;
@@ -195,27 +194,21 @@ fn changes(client: &Client, cfg: &SelfManaged) -> BoxStream<'static, ()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
     let (group, hooks) = ("admissionregistration.k8s.io", &cfg.webhook);
     futures::stream::select_all([
-        by_name(secrets, &cfg.secret),
-        by_name(dynamic_api(client, "apiregistration.k8s.io", "APIService", "apiservices"), &cfg.apiservice),
-        by_name(
+        crate::watching::by_name(secrets, &cfg.secret),
+        crate::watching::by_name(
+            dynamic_api(client, "apiregistration.k8s.io", "APIService", "apiservices"),
+            &cfg.apiservice,
+        ),
+        crate::watching::by_name(
             dynamic_api(client, group, "ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
             hooks,
         ),
-        by_name(
+        crate::watching::by_name(
             dynamic_api(client, group, "MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
             hooks,
         ),
     ])
     .boxed()
-}
-
-/// [`changes`]'s watch of one object.
-fn by_name<K>(api: Api<K>, name: &str) -> BoxStream<'static, ()>
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
-{
-    let config = crate::watching::config().fields(&format!("metadata.name={name}"));
-    watcher::watcher(api, config).default_backoff().map(|_| ()).boxed()
 }
 
 /// How long until the Secret's certificates need renewing (at least [`CHECK_EVERY`], at most a

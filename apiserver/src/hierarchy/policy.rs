@@ -41,6 +41,11 @@ impl Policy {
         self.excluded.contains(ns)
     }
 
+    /// The namespaces kept out of hierarchies.
+    pub fn excluded(&self) -> impl Iterator<Item = &str> {
+        self.excluded.iter().map(String::as_str)
+    }
+
     /// Whether `key` may be set through `spec.labels`.
     pub fn is_managed_label(&self, key: &str) -> bool {
         self.managed_labels.iter().any(|r| r.is_match(key))

@@ -1,0 +1,261 @@
+//! A new namespace's labels, given inside kube-apiserver: the MutatingAdmissionPolicy
+//! `hns-namespace-labels` and its binding, which hns keeps as it wants them.
+//!
+//! Every namespace hns manages carries its own tree label at depth 0 and
+//! `hnc.x-k8s.io/included-namespace` ([`plan::lone_labels`]). hns's mutating webhook
+//! (`namespace-labels.hns.hnc.x-k8s.io`) can give them in the creating request, but that is a
+//! round trip from kube-apiserver to hns for every namespace anyone creates: measured, a third
+//! fewer namespaces created per second and a third more kube-apiserver CPU for each
+//! (`hns-bench tax`). A MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes
+//! 1.36 and later) gives the same labels in kube-apiserver's own process, for about what a
+//! label costs.
+//!
+//! The policy covers only the common case, so that its few lines of CEL need no judgement: a
+//! namespace with a name (not `generateName`), not excluded, created by anyone but hns, with
+//! no label or annotation of hns's at all. Everything else still goes to the webhook, which
+//! checks it and labels it: the webhook's matchConditions skip exactly the namespaces that carry
+//! what the policy gives and nothing else of hns's (`config/base/mutating-webhook.yaml`).
+//!
+//! Why hns writes the policy rather than the manifests: one manifest installs hns on every
+//! supported Kubernetes version (kubectl refuses the whole kind where it is not served, and
+//! before 1.36 it is not), and the policy's list of excluded namespaces and hns's user name come
+//! from hns's flags, so they cannot drift from them. The leader applies both objects when it
+//! starts leading and again whenever one of them, or the MutatingWebhookConfiguration hns, changes;
+//! at rest this costs nothing (three watches by name). Both are owned by the
+//! MutatingWebhookConfiguration, so the garbage collector removes them when hns is uninstalled;
+//! without that configuration hns writes no policy. Where the kind is not served, or hns may not
+//! write it, the webhook alone labels new namespaces, as before.
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::hierarchy::policy::Policy;
+
+/// The name of the policy and of its binding.
+pub const NAME: &str = "hns-namespace-labels";
+/// Group and version of the policy's kind.
+const GROUP: &str = "admissionregistration.k8s.io";
+const VERSION: &str = "v1";
+/// Kinds (and plurals) of the three objects involved.
+const WEBHOOKS: (&str, &str) = ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations");
+const POLICIES: (&str, &str) = ("MutatingAdmissionPolicy", "mutatingadmissionpolicies");
+const BINDINGS: (&str, &str) = ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings");
+/// Field manager of hns's applies.
+const MANAGER: &str = "hns";
+/// After a failed apply, the next try.
+const RETRY: Duration = Duration::from_secs(30);
+/// Events of one change (the three watches, our own apply) are taken together.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Keeps the policy and its binding while this replica leads.
+pub struct LabelPolicy {
+    pub client: Client,
+    pub policy: Policy,
+    /// Name of hns's MutatingWebhookConfiguration, which owns both objects.
+    pub webhook: String,
+}
+
+impl LabelPolicy {
+    /// Runs until shutdown; does nothing where kube-apiserver does not serve the kind.
+    pub async fn run(self, mut leading: watch::Receiver<bool>) {
+        loop {
+            if !wait_to_lead(&mut leading).await {
+                return;
+            }
+            match self.served().await {
+                Ok(true) => self.keep_while_leading(&mut leading).await,
+                Ok(false) => {
+                    tracing::info!("kube-apiserver serves no MutatingAdmissionPolicy {VERSION} (Kubernetes before 1.36): hns's webhook labels new namespaces");
+                    return;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read kube-apiserver's discovery; retrying");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+    }
+
+    /// Whether kube-apiserver serves MutatingAdmissionPolicies in [`VERSION`].
+    async fn served(&self) -> kube::Result<bool> {
+        let resources = self.client.list_api_group_resources(&format!("{GROUP}/{VERSION}")).await?;
+        Ok(resources.resources.iter().any(|r| r.name == POLICIES.1))
+    }
+
+    async fn keep_while_leading(&self, leading: &mut watch::Receiver<bool>) {
+        let mut changes = self.changes();
+        loop {
+            // After a failure, the next try comes after RETRY whatever the watches say (they
+            // fail too, for example where hns may not read the policy).
+            let wake = async {
+                match self.apply().await {
+                    Ok(()) => drop(changes.next().await),
+                    Err(error) => {
+                        tracing::warn!(%error, policy = NAME, "cannot apply the namespace-labels admission policy; hns's webhook labels new namespaces meanwhile; retrying in {}s", RETRY.as_secs());
+                        tokio::time::sleep(RETRY).await
+                    }
+                }
+            };
+            tokio::select! {
+                () = wake => {}
+                changed = leading.changed() => if changed.is_err() || !*leading.borrow() { return },
+            }
+            tokio::time::sleep(SETTLE).await;
+            while changes.next().now_or_never().flatten().is_some() {}
+        }
+    }
+
+    /// The policy, its binding and their owner changed (or their watches began): merged.
+    fn changes(&self) -> BoxStream<'static, ()> {
+        futures::stream::select_all([
+            crate::watching::by_name(api(&self.client, WEBHOOKS), &self.webhook),
+            crate::watching::by_name(api(&self.client, POLICIES), NAME),
+            crate::watching::by_name(api(&self.client, BINDINGS), NAME),
+        ])
+        .boxed()
+    }
+
+    /// Applies both objects as hns wants them (no write when they already are), owned by the
+    /// webhook configuration; none while it does not exist.
+    async fn apply(&self) -> kube::Result<()> {
+        let Some(owner) = api(&self.client, WEBHOOKS).get_opt(&self.webhook).await? else {
+            return Ok(());
+        };
+        let owner = owner_reference(&self.webhook, owner.metadata.uid.as_deref().unwrap_or_default());
+        let params = PatchParams::apply(MANAGER).force();
+        api(&self.client, POLICIES)
+            .patch(NAME, &params, &Patch::Apply(policy_object(&self.policy, &owner)))
+            .await?;
+        api(&self.client, BINDINGS).patch(NAME, &params, &Patch::Apply(binding_object(&owner))).await?;
+        Ok(())
+    }
+}
+
+/// Waits until `leading` says so; false once its sender is gone (shutdown).
+async fn wait_to_lead(leading: &mut watch::Receiver<bool>) -> bool {
+    while !*leading.borrow_and_update() {
+        if leading.changed().await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+/// The cluster-scoped objects of `kind` in admissionregistration.k8s.io/v1.
+fn api(client: &Client, (kind, plural): (&str, &str)) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(GROUP, VERSION, kind);
+    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
+}
+
+fn owner_reference(webhook: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": WEBHOOKS.0,
+        "name": webhook,
+        "uid": uid,
+    })
+}
+
+/// `s` as a CEL string literal (CEL's double-quoted strings take JSON's escapes).
+fn cel_string(s: &str) -> String {
+    Value::from(s).to_string()
+}
+
+/// The policy: the labels of [`crate::hierarchy::plan::lone_labels`], in CEL.
+fn policy_object(policy: &Policy, owner: &Value) -> Value {
+    let excluded: Vec<String> = policy.excluded().map(cel_string).collect();
+    let tree_label = format!("object.metadata.name + {}", cel_string(hns_api::keys::TREE_LABEL_SUFFIX));
+    let included = cel_string(hns_api::keys::INCLUDED_NAMESPACE);
+    json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": POLICIES.0,
+        "metadata": {"name": NAME, "ownerReferences": [owner]},
+        "spec": {
+            // A namespace the policy cannot label is labelled by the webhook, or the controller.
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["namespaces"],
+            }]},
+            "matchConditions": [
+                {"name": "not-hns-itself", "expression": format!("request.userInfo.username != {}", cel_string(&policy.hns_user))},
+                {"name": "named", "expression": "object.metadata.name != ''"},
+                {"name": "managed", "expression": format!("!(object.metadata.name in [{}])", excluded.join(", "))},
+                {"name": "no-hns-keys", "expression": concat!(
+                    "!(has(object.metadata.labels) && object.metadata.labels.exists(k, k.contains('hnc.x-k8s.io'))) && ",
+                    "!(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('hnc.x-k8s.io')))",
+                )},
+            ],
+            "mutations": [{
+                "patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": format!(
+                    "Object{{metadata: Object.metadata{{labels: {{{tree_label}: '0', {included}: 'true'}}}}}}"
+                )},
+            }],
+        },
+    })
+}
+
+/// The binding: the policy, everywhere.
+fn binding_object(owner: &Value) -> Value {
+    json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": BINDINGS.0,
+        "metadata": {"name": NAME, "ownerReferences": [owner]},
+        "spec": {"policyName": NAME},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hierarchy::policy::testing::policy;
+
+    fn conditions(p: &Value) -> Vec<(String, String)> {
+        p["spec"]["matchConditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["name"].as_str().unwrap().to_string(), c["expression"].as_str().unwrap().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_policy_speaks_for_hns_flags() {
+        let p = policy_object(&policy(), &owner_reference("hns", "u-1"));
+        let c = conditions(&p);
+        let managed = &c.iter().find(|(n, _)| n == "managed").unwrap().1;
+        for ns in crate::hierarchy::policy::DEFAULT_EXCLUDED {
+            assert!(managed.contains(&format!("\"{ns}\"")), "{ns} is excluded: {managed}");
+        }
+        let hns = &c.iter().find(|(n, _)| n == "not-hns-itself").unwrap().1;
+        assert!(hns.ends_with(&format!("\"{}\"", policy().hns_user)), "{hns}");
+        assert_eq!(p["metadata"]["ownerReferences"][0]["uid"], "u-1");
+    }
+
+    #[test]
+    fn the_policy_sets_exactly_a_lone_namespaces_labels() {
+        let p = policy_object(&policy(), &owner_reference("hns", "u-1"));
+        let expression = p["spec"]["mutations"][0]["applyConfiguration"]["expression"].as_str().unwrap();
+        assert_eq!(
+            expression,
+            "Object{metadata: Object.metadata{labels: {object.metadata.name + \".tree.hnc.x-k8s.io/depth\": '0', \"hnc.x-k8s.io/included-namespace\": 'true'}}}"
+        );
+        // The same two labels the webhook and the controller give (plan::lone_labels).
+        let lone = crate::hierarchy::plan::lone_labels(&policy(), "team-a");
+        assert_eq!(lone.len(), 2);
+        assert_eq!(lone[&hns_api::keys::tree_label("team-a")], "0");
+        assert_eq!(lone[hns_api::keys::INCLUDED_NAMESPACE], "true");
+    }
+
+    #[test]
+    fn cel_strings_are_quoted_and_escaped() {
+        assert_eq!(cel_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
+    }
+}
