@@ -18,7 +18,7 @@ use crate::auth::view::Views;
 use crate::controller::events::Events;
 use crate::controller::quota_ledger::LedgerReconciler;
 use crate::controller::Controller;
-use crate::hierarchy::policy::{Policy, DEFAULT_EXCLUDED};
+use crate::hierarchy::policy::{KeyList, Policy, DEFAULT_EXCLUDED};
 use crate::metrics::{self, Metrics, Sources};
 use crate::options::Args;
 use crate::propagation::Propagation;
@@ -97,8 +97,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } else {
         args.excluded_namespaces.clone()
     };
+    let unpropagated =
+        |flag: &str, keys: &[String]| KeyList::new(keys).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));
     let policy = Policy::new(&excluded, &args.managed_labels, &args.managed_annotations, &args.hns_identity)
-        .map_err(|e| anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}"))?
+        .with_unpropagated(
+            unpropagated("unpropagated-label", &args.unpropagated_labels)?,
+            unpropagated("unpropagated-annotation", &args.unpropagated_annotations)?,
+        );
     // The key comes before the forest: no replica judges hierarchy state without it.
     // Waits for the key as long as it takes, so a stop asked for meanwhile ends the wait.
     let sealer = tokio::select! {

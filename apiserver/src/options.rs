@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::hierarchy::policy::{DEFAULT_UNPROPAGATED_ANNOTATIONS, DEFAULT_UNPROPAGATED_LABELS};
+
 /// hns-apiserver serves the hierarchical-namespace API (group hnc.x-k8s.io) behind
 /// kube-apiserver's aggregation layer.
 #[derive(Parser, Debug)]
@@ -78,6 +80,19 @@ pub struct Args {
     #[arg(long = "managed-namespace-annotation", value_name = "REGEX")]
     pub managed_annotations: Vec<String>,
 
+    /// A label key propagated copies leave out (repeatable; an entry ending in `*` is a
+    /// prefix). HNC's flag of that name. Replaces the default list, the labels by which GitOps
+    /// tools claim objects: app.kubernetes.io/instance (Argo CD), kustomize.toolkit.fluxcd.io/*
+    /// and helm.toolkit.fluxcd.io/* (Flux); `--unpropagated-label=` alone copies every label.
+    #[arg(long = "unpropagated-label", value_name = "KEY", default_values = DEFAULT_UNPROPAGATED_LABELS)]
+    pub unpropagated_labels: Vec<String>,
+
+    /// An annotation key propagated copies leave out (repeatable; `*` at the end for a prefix).
+    /// HNC's flag of that name. Replaces the default list: argocd.argoproj.io/tracking-id (Argo
+    /// CD). kubectl's last-applied-configuration is never copied.
+    #[arg(long = "unpropagated-annotation", value_name = "KEY", default_values = DEFAULT_UNPROPAGATED_ANNOTATIONS)]
+    pub unpropagated_annotations: Vec<String>,
+
     /// The user hns-apiserver authenticates as; only it may write hns's labels and annotations
     /// on namespaces.
     #[arg(long, default_value = "system:serviceaccount:hns-system:hns-apiserver")]
@@ -109,8 +124,9 @@ pub struct Args {
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub shutdown_delay_duration: std::time::Duration,
 
-    /// The labels of hns's pods (in its namespace): replicas that run in pods renew a Lease each
-    /// and take a peer whose node was lost out of service (see peers.rs). Empty: off.
+    /// The labels of hns's pods (in its namespace): replicas that run in pods connect to each
+    /// other and take a peer whose node was lost out of service (see replicas/peers.rs). Empty:
+    /// off.
     #[arg(long, default_value = "app.kubernetes.io/name=hns-apiserver")]
     pub peer_selector: String,
 }

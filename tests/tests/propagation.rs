@@ -107,6 +107,44 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
 
 /// An object labelled as a copy is refused at creation, as HNC refuses it, rather than accepted
 /// and then deleted by the controller for want of a source.
+/// Copies leave out the keys by which Argo CD and Flux claim objects (hns's default
+/// `--unpropagated-label` and `--unpropagated-annotation`): a copy carrying them would be taken
+/// for the tool's own object, and pruned or adopted. Other labels and annotations are copied.
+#[tokio::test]
+async fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let org = create_namespace(&client, &unique("gitops-org"), &[]).await;
+    let team = format!("{org}-team");
+    create_subns(&client, &org, &team).await.unwrap();
+    let gitops_labels = [
+        ("app.kubernetes.io/instance", "org-rbac"),
+        ("kustomize.toolkit.fluxcd.io/name", "org-rbac"),
+        ("kustomize.toolkit.fluxcd.io/namespace", "flux-system"),
+        ("helm.toolkit.fluxcd.io/name", "org-rbac"),
+        ("helm.toolkit.fluxcd.io/namespace", "flux-system"),
+    ];
+    let tracking =
+        ("argocd.argoproj.io/tracking-id", "org-rbac:rbac.authorization.k8s.io/RoleBinding:x/readers");
+    let mut rb = role_binding("readers", "view", Subject::Group("readers"));
+    let own = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    rb.metadata.labels = Some(own(&[gitops_labels.as_slice(), &[("team", "platform")]].concat()));
+    rb.metadata.annotations = Some(own(&[tracking, ("note", "kept")]));
+    Api::<RoleBinding>::namespaced(client.clone(), &org).create(&PostParams::default(), &rb).await.unwrap();
+
+    wait_copy::<RoleBinding>(&client, &team, "readers", Some(&org)).await;
+    let copy = Api::<RoleBinding>::namespaced(client.clone(), &team).get("readers").await.unwrap();
+    let labels = copy.metadata.labels.unwrap_or_default();
+    for (key, _) in gitops_labels {
+        assert!(!labels.contains_key(key), "{key} left out: {labels:?}");
+    }
+    assert_eq!(labels.get("team").map(String::as_str), Some("platform"), "{labels:?}");
+    let annotations = copy.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key(tracking.0), "{annotations:?}");
+    assert_eq!(annotations.get("note").map(String::as_str), Some("kept"), "{annotations:?}");
+    delete_tree(&client, &org).await;
+}
+
 #[tokio::test]
 async fn objects_labelled_as_copies_cannot_be_created() {
     let env = Env::get();

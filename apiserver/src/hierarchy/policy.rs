@@ -9,6 +9,18 @@ use regex::Regex;
 /// with hns's own namespace).
 pub const DEFAULT_EXCLUDED: &[&str] = &["kube-system", "kube-public", "kube-node-lease", "hns-system"];
 
+/// Labels never copied to descendants unless configured otherwise: those by which GitOps tools
+/// claim objects. A copy carrying them would be taken for the tool's own object, and pruned or
+/// adopted by it (HNC issues #75 and #330): Argo CD's label-based tracking, and Flux's
+/// kustomize and helm controllers.
+pub const DEFAULT_UNPROPAGATED_LABELS: &[&str] =
+    &["app.kubernetes.io/instance", "kustomize.toolkit.fluxcd.io/*", "helm.toolkit.fluxcd.io/*"];
+
+/// Annotations never copied to descendants unless configured otherwise: Argo CD's
+/// annotation-based tracking (its default since Argo CD 3.0). kubectl's last-applied record is
+/// never copied, whatever is configured.
+pub const DEFAULT_UNPROPAGATED_ANNOTATIONS: &[&str] = &["argocd.argoproj.io/tracking-id"];
+
 /// The administrator's settings.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -17,6 +29,43 @@ pub struct Policy {
     managed_annotations: Vec<Regex>,
     /// The user hns-apiserver authenticates as; its namespace writes pass the webhook.
     pub hns_user: String,
+    /// Label keys a propagated copy leaves out.
+    pub unpropagated_labels: KeyList,
+    /// Annotation keys a propagated copy leaves out.
+    pub unpropagated_annotations: KeyList,
+}
+
+/// Label or annotation keys, each whole (`app.kubernetes.io/instance`) or, ending in `*`, a
+/// prefix (`kustomize.toolkit.fluxcd.io/*`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyList(Vec<String>);
+
+impl KeyList {
+    /// The list of `entries`; empty entries are skipped (`--unpropagated-label=` clears the
+    /// list), and `*` may only end one.
+    pub fn new(entries: &[String]) -> Result<KeyList, String> {
+        let entries: Vec<String> = entries.iter().filter(|e| !e.is_empty()).cloned().collect();
+        if let Some(bad) = entries.iter().find(|e| e.trim_end_matches('*').contains('*') || e.ends_with("**"))
+        {
+            return Err(format!(
+                "{bad:?}: a key may only end in one `*` (a prefix), as in kustomize.toolkit.fluxcd.io/*"
+            ));
+        }
+        Ok(KeyList(entries))
+    }
+
+    /// The default list `keys`.
+    pub fn of(keys: &[&str]) -> KeyList {
+        KeyList(keys.iter().map(|k| k.to_string()).collect())
+    }
+
+    /// Whether `key` is in the list.
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.iter().any(|entry| match entry.strip_suffix('*') {
+            Some(prefix) => key.starts_with(prefix),
+            None => key == entry,
+        })
+    }
 }
 
 impl Policy {
@@ -33,7 +82,14 @@ impl Policy {
             managed_labels: managed_labels.iter().map(anchored).collect::<Result<_, _>>()?,
             managed_annotations: managed_annotations.iter().map(anchored).collect::<Result<_, _>>()?,
             hns_user: hns_user.to_string(),
+            unpropagated_labels: KeyList::of(DEFAULT_UNPROPAGATED_LABELS),
+            unpropagated_annotations: KeyList::of(DEFAULT_UNPROPAGATED_ANNOTATIONS),
         })
+    }
+
+    /// This policy with the label and annotation keys copies leave out.
+    pub fn with_unpropagated(self, labels: KeyList, annotations: KeyList) -> Policy {
+        Policy { unpropagated_labels: labels, unpropagated_annotations: annotations, ..self }
     }
 
     /// Whether `ns` is kept out of hierarchies.
@@ -77,6 +133,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::testing::policy;
+    use super::KeyList;
 
     #[test]
     fn patterns_match_whole_keys() {
@@ -87,5 +144,32 @@ mod tests {
         assert!(!p.is_managed_annotation("notes"));
         assert!(p.is_excluded("kube-system"));
         assert!(!p.is_excluded("default"));
+    }
+
+    #[test]
+    fn key_lists_take_whole_keys_and_prefixes() {
+        let keys = KeyList::new(&["a.io/x".into(), "flux.io/*".into(), String::new()]).unwrap();
+        assert!(keys.contains("a.io/x"));
+        assert!(!keys.contains("a.io/xy"), "a whole key");
+        assert!(keys.contains("flux.io/name") && keys.contains("flux.io/"));
+        assert!(!keys.contains("other.flux.io/name"));
+        assert_eq!(KeyList::new(&[String::new()]).unwrap(), KeyList::default(), "an empty entry clears");
+        for bad in ["a*b", "a/**", "*x*"] {
+            assert!(KeyList::new(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn gitops_tracking_keys_are_left_out_by_default() {
+        let p = policy();
+        for label in [
+            "app.kubernetes.io/instance",
+            "kustomize.toolkit.fluxcd.io/name",
+            "helm.toolkit.fluxcd.io/namespace",
+        ] {
+            assert!(p.unpropagated_labels.contains(label), "{label}");
+        }
+        assert!(p.unpropagated_annotations.contains("argocd.argoproj.io/tracking-id"));
+        assert!(!p.unpropagated_labels.contains("app.kubernetes.io/name"));
     }
 }

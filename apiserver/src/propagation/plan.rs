@@ -112,7 +112,7 @@ pub fn actions(
                 {
                     continue;
                 }
-                wanted.insert(name, (ancestor.clone(), rules::copy_of(source, ancestor, ns)));
+                wanted.insert(name, (ancestor.clone(), rules::copy_of(policy, source, ancestor, ns)));
             }
         }
     }

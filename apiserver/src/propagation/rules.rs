@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use kube::api::DynamicObject;
 use serde_json::{Map, Value};
 
+use crate::hierarchy::policy::Policy;
+
 /// Label on every copy: the namespace of its source (HNC's key).
 pub const INHERITED_FROM: &str = "hnc.x-k8s.io/inherited-from";
 /// Whether `obj` is a copy made by hns.
@@ -70,11 +72,14 @@ pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str>
 }
 
 /// The copy of `source` (in namespace `from`) for namespace `to`: the source's content, its
-/// labels plus `inherited-from`, its annotations without kubectl's last-applied record.
-pub fn copy_of(source: &DynamicObject, from: &str, to: &str) -> DynamicObject {
+/// labels plus `inherited-from`, its annotations without kubectl's last-applied record; neither
+/// with the keys `policy` leaves out (by default those by which GitOps tools claim objects).
+pub fn copy_of(policy: &Policy, source: &DynamicObject, from: &str, to: &str) -> DynamicObject {
     let mut labels = source.metadata.labels.clone().unwrap_or_default();
+    labels.retain(|k, _| !policy.unpropagated_labels.contains(k));
     labels.insert(INHERITED_FROM.to_string(), from.to_string());
     let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
+    annotations.retain(|k, _| !policy.unpropagated_annotations.contains(k));
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     let mut data = content_of(source).into_owned();
     if let Some(m) = data.as_object_mut() {
@@ -204,6 +209,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::obj;
     use super::*;
+    use crate::hierarchy::policy::testing::policy;
     use serde_json::json;
 
     #[test]
@@ -234,7 +240,7 @@ mod tests {
         );
         src.metadata.uid = Some("u1".into());
         src.metadata.resource_version = Some("5".into());
-        let c = copy_of(&src, "org", "team-a");
+        let c = copy_of(&policy(), &src, "org", "team-a");
         assert_eq!(c.metadata.namespace.as_deref(), Some("team-a"));
         assert_eq!(c.metadata.labels.as_ref().unwrap()[INHERITED_FROM], "org");
         assert!(c.metadata.uid.is_none() && c.metadata.resource_version.is_none());
@@ -256,6 +262,29 @@ mod tests {
     }
 
     #[test]
+    fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
+        let src = obj(
+            "org",
+            "readers",
+            &[
+                ("app.kubernetes.io/instance", "org-app"),
+                ("kustomize.toolkit.fluxcd.io/name", "org"),
+                ("team", "a"),
+            ],
+            &[("argocd.argoproj.io/tracking-id", "org-app:rbac/RoleBinding:org/readers"), ("note", "n")],
+            json!({}),
+        );
+        let c = copy_of(&policy(), &src, "org", "team-a");
+        let labels = c.metadata.labels.clone().unwrap();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), ["hnc.x-k8s.io/inherited-from", "team"]);
+        assert_eq!(c.metadata.annotations.clone().unwrap().keys().collect::<Vec<_>>(), ["note"]);
+        let none = policy().with_unpropagated(Default::default(), Default::default());
+        let all = copy_of(&none, &src, "org", "team-a");
+        assert_eq!(all.metadata.labels.as_ref().unwrap().len(), 4, "an empty list copies every key");
+        assert!(!same_copy(&all, &c), "a changed list changes the wanted copy, so it is rewritten");
+    }
+
+    #[test]
     fn a_held_source_copies_and_compares_as_read() {
         let src = obj(
             "org",
@@ -269,7 +298,8 @@ mod tests {
         assert!(!is_copy(&held_src));
         assert_eq!(never_propagates(&held_src, "Secret"), never_propagates(&src, "Secret"));
         assert!(never_propagates(&held_src, "Secret").is_some());
-        let (from_held, from_read) = (copy_of(&held_src, "org", "a"), copy_of(&src, "org", "a"));
+        let (from_held, from_read) =
+            (copy_of(&policy(), &held_src, "org", "a"), copy_of(&policy(), &src, "org", "a"));
         assert_eq!(from_held.data, from_read.data, "the content comes back whole");
         assert!(same_copy(&held(from_read.clone()), &from_held));
     }
