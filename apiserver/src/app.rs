@@ -18,7 +18,7 @@ use crate::auth::view::Views;
 use crate::controller::events::Events;
 use crate::controller::quota_ledger::LedgerReconciler;
 use crate::controller::Controller;
-use crate::hierarchy::policy::{KeyList, Policy, DEFAULT_EXCLUDED};
+use crate::hierarchy::policy::{label_pair, KeyList, Policy, DEFAULT_EXCLUDED};
 use crate::metrics::{self, Metrics, Sources};
 use crate::options::Args;
 use crate::propagation::Propagation;
@@ -104,6 +104,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_unpropagated(
             unpropagated("unpropagated-label", &args.unpropagated_labels)?,
             unpropagated("unpropagated-annotation", &args.unpropagated_annotations)?,
+        )
+        .with_no_propagation_labels(
+            args.no_propagation_labels
+                .iter()
+                .filter(|l| !l.is_empty())
+                .map(|l| label_pair(l))
+                .collect::<Result<_, _>>()
+                .map_err(|e| anyhow::anyhow!("--nopropagation-label: {e}"))?,
         );
     // The key comes before the forest: no replica judges hierarchy state without it.
     // Waits for the key as long as it takes, so a stop asked for meanwhile ends the wait.

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::hierarchy::policy::{DEFAULT_UNPROPAGATED_ANNOTATIONS, DEFAULT_UNPROPAGATED_LABELS};
+use crate::hierarchy::policy::{
+    DEFAULT_NO_PROPAGATION_LABELS, DEFAULT_UNPROPAGATED_ANNOTATIONS, DEFAULT_UNPROPAGATED_LABELS,
+};
 
 /// hns-apiserver serves the hierarchical-namespace API (group hnc.x-k8s.io) behind
 /// kube-apiserver's aggregation layer.
@@ -92,6 +94,12 @@ pub struct Args {
     /// CD). kubectl's last-applied-configuration is never copied.
     #[arg(long = "unpropagated-annotation", value_name = "KEY", default_values = DEFAULT_UNPROPAGATED_ANNOTATIONS)]
     pub unpropagated_annotations: Vec<String>,
+
+    /// A label (`key=value`) whose objects never propagate (repeatable). HNC's flag of that
+    /// name. Replaces the default, HNC's: cattle.io/creator=norman (Rancher's own objects);
+    /// `--nopropagation-label=` alone leaves none.
+    #[arg(long = "nopropagation-label", value_name = "KEY=VALUE", default_values = DEFAULT_NO_PROPAGATION_LABELS)]
+    pub no_propagation_labels: Vec<String>,
 
     /// The user hns-apiserver authenticates as; only it may write hns's labels and annotations
     /// on namespaces.

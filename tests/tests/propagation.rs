@@ -110,6 +110,7 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
 /// Copies leave out the keys by which Argo CD and Flux claim objects (hns's default
 /// `--unpropagated-label` and `--unpropagated-annotation`): a copy carrying them would be taken
 /// for the tool's own object, and pruned or adopted. Other labels and annotations are copied.
+/// Objects with a `--nopropagation-label` label (Rancher's, by default) are not copied at all.
 #[tokio::test]
 async fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
     let env = Env::get();
@@ -126,8 +127,15 @@ async fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
     ];
     let tracking =
         ("argocd.argoproj.io/tracking-id", "org-rbac:rbac.authorization.k8s.io/RoleBinding:x/readers");
-    let mut rb = role_binding("readers", "view", Subject::Group("readers"));
     let own = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    // Rancher's own objects never propagate (HNC's default --nopropagation-label).
+    let mut rancher = role_binding("rancher-owned", "view", Subject::Group("rancher"));
+    rancher.metadata.labels = Some(own(&[("cattle.io/creator", "norman")]));
+    Api::<RoleBinding>::namespaced(client.clone(), &org)
+        .create(&PostParams::default(), &rancher)
+        .await
+        .unwrap();
+    let mut rb = role_binding("readers", "view", Subject::Group("readers"));
     rb.metadata.labels = Some(own(&[gitops_labels.as_slice(), &[("team", "platform")]].concat()));
     rb.metadata.annotations = Some(own(&[tracking, ("note", "kept")]));
     Api::<RoleBinding>::namespaced(client.clone(), &org).create(&PostParams::default(), &rb).await.unwrap();
@@ -142,6 +150,9 @@ async fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
     let annotations = copy.metadata.annotations.unwrap_or_default();
     assert!(!annotations.contains_key(tracking.0), "{annotations:?}");
     assert_eq!(annotations.get("note").map(String::as_str), Some("kept"), "{annotations:?}");
+    let rancher_copy =
+        Api::<RoleBinding>::namespaced(client.clone(), &team).get_opt("rancher-owned").await.unwrap();
+    assert!(rancher_copy.is_none(), "planned with readers, and not copied: {rancher_copy:?}");
     delete_tree(&client, &org).await;
 }
 

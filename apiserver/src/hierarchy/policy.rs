@@ -21,6 +21,10 @@ pub const DEFAULT_UNPROPAGATED_LABELS: &[&str] =
 /// never copied, whatever is configured.
 pub const DEFAULT_UNPROPAGATED_ANNOTATIONS: &[&str] = &["argocd.argoproj.io/tracking-id"];
 
+/// Labels (`key=value`) whose objects never propagate unless configured otherwise: HNC's
+/// default, Rancher's own objects.
+pub const DEFAULT_NO_PROPAGATION_LABELS: &[&str] = &["cattle.io/creator=norman"];
+
 /// The administrator's settings.
 #[derive(Debug, Clone)]
 pub struct Policy {
@@ -33,6 +37,16 @@ pub struct Policy {
     pub unpropagated_labels: KeyList,
     /// Annotation keys a propagated copy leaves out.
     pub unpropagated_annotations: KeyList,
+    /// Labels (key, value) whose objects never propagate.
+    pub no_propagation_labels: Vec<(String, String)>,
+}
+
+/// `key=value` as a pair, as `--nopropagation-label` takes it.
+pub fn label_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{text:?} is not a label as key=value, such as cattle.io/creator=norman")),
+    }
 }
 
 /// Label or annotation keys, each whole (`app.kubernetes.io/instance`) or, ending in `*`, a
@@ -84,7 +98,16 @@ impl Policy {
             hns_user: hns_user.to_string(),
             unpropagated_labels: KeyList::of(DEFAULT_UNPROPAGATED_LABELS),
             unpropagated_annotations: KeyList::of(DEFAULT_UNPROPAGATED_ANNOTATIONS),
+            no_propagation_labels: DEFAULT_NO_PROPAGATION_LABELS
+                .iter()
+                .filter_map(|l| label_pair(l).ok())
+                .collect(),
         })
+    }
+
+    /// This policy with the labels whose objects never propagate.
+    pub fn with_no_propagation_labels(self, labels: Vec<(String, String)>) -> Policy {
+        Policy { no_propagation_labels: labels, ..self }
     }
 
     /// This policy with the label and annotation keys copies leave out.
@@ -157,6 +180,15 @@ mod tests {
         for bad in ["a*b", "a/**", "*x*"] {
             assert!(KeyList::new(&[bad.into()]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn labels_are_key_equals_value() {
+        assert_eq!(super::label_pair("a.io/b=c"), Ok(("a.io/b".into(), "c".into())));
+        assert_eq!(super::label_pair("a=").map(|p| p.1), Ok(String::new()), "an empty value");
+        assert!(super::label_pair("novalue").is_err());
+        assert!(super::label_pair("=x").is_err());
+        assert_eq!(policy().no_propagation_labels, [("cattle.io/creator".to_string(), "norman".to_string())]);
     }
 
     #[test]

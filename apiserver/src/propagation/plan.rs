@@ -107,7 +107,7 @@ pub fn actions(
             for source in in_namespace(objects, ancestor).filter(|o| !rules::is_copy(o)) {
                 let name = source.metadata.name.clone().unwrap_or_default();
                 if wanted.contains_key(&name)
-                    || rules::never_propagates(source, kind).is_some()
+                    || rules::never_propagates(policy, source, kind).is_some()
                     || !goes_to(source, mode, ns, &labels)
                 {
                     continue;

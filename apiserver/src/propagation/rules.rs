@@ -33,8 +33,9 @@ fn annotation<'a>(obj: &'a DynamicObject, key: &str) -> Option<&'a str> {
     obj.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
 }
 
-/// Why a source never propagates, whatever the target (HNC's list), if it does not.
-pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str> {
+/// Why a source never propagates, whatever the target (HNC's list and `policy`'s
+/// `--nopropagation-label`s), if it does not.
+pub fn never_propagates(policy: &Policy, obj: &DynamicObject, kind: &str) -> Option<&'static str> {
     if obj.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty()) {
         return Some("Objects with finalizers cannot be propagated");
     }
@@ -63,10 +64,9 @@ pub fn never_propagates(obj: &DynamicObject, kind: &str) -> Option<&'static str>
     if annotation(obj, "openshift.io/description").is_some() {
         return Some("OpenShift-managed objects are never propagated");
     }
-    if obj.metadata.labels.as_ref().and_then(|l| l.get("cattle.io/creator")).map(String::as_str)
-        == Some("norman")
-    {
-        return Some("Rancher-managed objects are never propagated");
+    let labels = obj.metadata.labels.as_ref();
+    if policy.no_propagation_labels.iter().any(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v)) {
+        return Some("objects with a --nopropagation-label label (by default Rancher's cattle.io/creator=norman) are never propagated");
     }
     None
 }
@@ -215,18 +215,42 @@ mod tests {
     #[test]
     fn never_propagated() {
         let token = obj("a", "t", &[], &[], json!({"type": "kubernetes.io/service-account-token"}));
-        assert!(never_propagates(&token, "Secret").is_some());
-        assert!(never_propagates(&obj("a", "kube-root-ca.crt", &[], &[], json!({})), "ConfigMap").is_some());
+        assert!(never_propagates(&policy(), &token, "Secret").is_some());
+        assert!(never_propagates(&policy(), &obj("a", "kube-root-ca.crt", &[], &[], json!({})), "ConfigMap")
+            .is_some());
         let mut f = obj("a", "x", &[], &[], json!({}));
         f.metadata.finalizers = Some(vec!["example.com/f".into()]);
-        assert_eq!(never_propagates(&f, "Role"), Some("Objects with finalizers cannot be propagated"));
-        assert!(never_propagates(&obj("a", "x", &[("cattle.io/creator", "norman")], &[], json!({})), "Role")
-            .is_some());
-        assert!(never_propagates(&obj("a", "ok", &[], &[], json!({"type": "Opaque"})), "Secret").is_none());
-        assert!(
-            never_propagates(&obj("a", "hrq.hnc.x-k8s.io", &[], &[], json!({})), "ResourceQuota").is_some()
+        assert_eq!(
+            never_propagates(&policy(), &f, "Role"),
+            Some("Objects with finalizers cannot be propagated")
         );
-        assert!(never_propagates(&obj("a", "compute", &[], &[], json!({})), "ResourceQuota").is_none());
+        let rancher = obj("a", "x", &[("cattle.io/creator", "norman")], &[], json!({}));
+        assert!(
+            never_propagates(&policy(), &rancher, "Role").is_some(),
+            "HNC's default --nopropagation-label"
+        );
+        let mine = policy().with_no_propagation_labels(vec![("team.io/local".into(), "true".into())]);
+        assert!(never_propagates(&mine, &rancher, "Role").is_none(), "the list replaces the default");
+        let local = obj("a", "x", &[("team.io/local", "true")], &[], json!({}));
+        assert!(never_propagates(&mine, &local, "Role").is_some());
+        assert!(never_propagates(&policy(), &local, "Role").is_none());
+        assert!(never_propagates(
+            &policy(),
+            &obj("a", "x", &[("cattle.io/creator", "norman")], &[], json!({})),
+            "Role"
+        )
+        .is_some());
+        assert!(never_propagates(&policy(), &obj("a", "ok", &[], &[], json!({"type": "Opaque"})), "Secret")
+            .is_none());
+        assert!(never_propagates(
+            &policy(),
+            &obj("a", "hrq.hnc.x-k8s.io", &[], &[], json!({})),
+            "ResourceQuota"
+        )
+        .is_some());
+        assert!(
+            never_propagates(&policy(), &obj("a", "compute", &[], &[], json!({})), "ResourceQuota").is_none()
+        );
     }
 
     #[test]
@@ -296,8 +320,11 @@ mod tests {
         let held_src = held(src.clone());
         assert!(held_src.data.is_string(), "kept as text");
         assert!(!is_copy(&held_src));
-        assert_eq!(never_propagates(&held_src, "Secret"), never_propagates(&src, "Secret"));
-        assert!(never_propagates(&held_src, "Secret").is_some());
+        assert_eq!(
+            never_propagates(&policy(), &held_src, "Secret"),
+            never_propagates(&policy(), &src, "Secret")
+        );
+        assert!(never_propagates(&policy(), &held_src, "Secret").is_some());
         let (from_held, from_read) =
             (copy_of(&policy(), &held_src, "org", "a"), copy_of(&policy(), &src, "org", "a"));
         assert_eq!(from_held.data, from_read.data, "the content comes back whole");
