@@ -8,6 +8,7 @@
 #   hack/hns-up.sh uninstall DIR  stop it and remove its APIService and webhooks, keeping every
 #                             namespace and its labels: the cluster as without hns (the tax benchmark)
 #
+# HNS_APISERVER_ARGS adds flags to hns-apiserver's (split on spaces).
 # HNS_APISERVER_BIN overrides the binary (default: the debug build, in $CARGO_TARGET_DIR or
 # target/). The label `env` may be managed through the hierarchy (spec.labels), as in HNC's own
 # examples and in the e2e tests.
@@ -99,7 +100,7 @@ for ((i = 0; i < REPLICAS; i++)); do
     --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 --cert-dns-name "$HOST" \
     --managed-namespace-label env \
     --metrics-bind-address "127.0.0.1:${METRICS[$i]}" \
-    --shutdown-delay-duration 0s
+    --shutdown-delay-duration 0s ${HNS_APISERVER_ARGS:-}
 done
 for ((i = 0; i < REPLICAS; i++)); do
   name="$(replica_name "$i")"

@@ -101,6 +101,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         |flag: &str, keys: &[String]| KeyList::new(keys).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));
     let policy = Policy::new(&excluded, &args.managed_labels, &args.managed_annotations, &args.hns_identity)
         .map_err(|e| anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}"))?
+        .with_included(&args.included_namespace_regex)
+        .map_err(|e| anyhow::anyhow!("--included-namespace-regex: {e}"))?
         .with_unpropagated(
             unpropagated("unpropagated-label", &args.unpropagated_labels)?,
             unpropagated("unpropagated-annotation", &args.unpropagated_annotations)?,

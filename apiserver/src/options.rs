@@ -73,6 +73,12 @@ pub struct Args {
     #[arg(long = "excluded-namespace", value_name = "NS")]
     pub excluded_namespaces: Vec<String>,
 
+    /// Only namespaces whose whole name matches this regular expression take part in
+    /// hierarchies (HNC's flag of that name); the others are treated as excluded. Every
+    /// namespace by default.
+    #[arg(long, value_name = "REGEX", default_value = ".*")]
+    pub included_namespace_regex: String,
+
     /// Regular expression (matching a whole key) of labels that may be managed through the
     /// hierarchy with spec.labels (repeatable). None by default, as in HNC.
     #[arg(long = "managed-namespace-label", value_name = "REGEX")]

@@ -169,7 +169,6 @@ fn cel_string(s: &str) -> String {
 
 /// The policy: the labels of [`crate::hierarchy::plan::lone_labels`], in CEL.
 fn policy_object(policy: &Policy, owner: &Value) -> Value {
-    let excluded: Vec<String> = policy.excluded().map(cel_string).collect();
     let tree_label = format!("object.metadata.name + {}", cel_string(hns_api::keys::TREE_LABEL_SUFFIX));
     let included = cel_string(hns_api::keys::INCLUDED_NAMESPACE);
     json!({
@@ -186,7 +185,7 @@ fn policy_object(policy: &Policy, owner: &Value) -> Value {
             "matchConditions": [
                 {"name": "not-hns-itself", "expression": format!("request.userInfo.username != {}", cel_string(&policy.hns_user))},
                 {"name": "named", "expression": "object.metadata.name != ''"},
-                {"name": "managed", "expression": format!("!(object.metadata.name in [{}])", excluded.join(", "))},
+                {"name": "managed", "expression": managed_expression(policy)},
                 {"name": "no-hns-keys", "expression": concat!(
                     "!(has(object.metadata.labels) && object.metadata.labels.exists(k, k.contains('hnc.x-k8s.io'))) && ",
                     "!(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.contains('hnc.x-k8s.io')))",
@@ -200,6 +199,18 @@ fn policy_object(policy: &Policy, owner: &Value) -> Value {
             }],
         },
     })
+}
+
+/// CEL for "hns manages the namespace": not listed as excluded and, with
+/// `--included-namespace-regex`, matching it (CEL's `matches` is RE2, the syntax of Rust's regex
+/// crate but for look-around and backreferences, which neither has).
+fn managed_expression(policy: &Policy) -> String {
+    let excluded: Vec<String> = policy.excluded().map(cel_string).collect();
+    let listed = format!("!(object.metadata.name in [{}])", excluded.join(", "));
+    match policy.included_pattern() {
+        Some(pattern) => format!("{listed} && object.metadata.name.matches({})", cel_string(pattern)),
+        None => listed,
+    }
 }
 
 /// The binding: the policy, everywhere.
@@ -252,6 +263,13 @@ mod tests {
         assert_eq!(lone.len(), 2);
         assert_eq!(lone[&hns_api::keys::tree_label("team-a")], "0");
         assert_eq!(lone[hns_api::keys::INCLUDED_NAMESPACE], "true");
+    }
+
+    #[test]
+    fn an_included_pattern_is_part_of_the_policy() {
+        let p = policy().with_included("team-.*").unwrap();
+        assert!(managed_expression(&p).ends_with(" && object.metadata.name.matches(\"^(?:team-.*)$\")"));
+        assert!(!managed_expression(&policy()).contains("matches"));
     }
 
     #[test]

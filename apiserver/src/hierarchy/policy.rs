@@ -29,6 +29,9 @@ pub const DEFAULT_NO_PROPAGATION_LABELS: &[&str] = &["cattle.io/creator=norman"]
 #[derive(Debug, Clone)]
 pub struct Policy {
     excluded: BTreeSet<String>,
+    /// Only namespaces whose whole name this matches take part in hierarchies (HNC's
+    /// `--included-namespace-regex`); all when `None`.
+    included: Option<Regex>,
     managed_labels: Vec<Regex>,
     managed_annotations: Vec<Regex>,
     /// The user hns-apiserver authenticates as; its namespace writes pass the webhook.
@@ -93,6 +96,7 @@ impl Policy {
         let anchored = |p: &String| Regex::new(&format!("^(?:{p})$"));
         Ok(Policy {
             excluded: excluded.iter().cloned().collect(),
+            included: None,
             managed_labels: managed_labels.iter().map(anchored).collect::<Result<_, _>>()?,
             managed_annotations: managed_annotations.iter().map(anchored).collect::<Result<_, _>>()?,
             hns_user: hns_user.to_string(),
@@ -115,14 +119,27 @@ impl Policy {
         Policy { unpropagated_labels: labels, unpropagated_annotations: annotations, ..self }
     }
 
-    /// Whether `ns` is kept out of hierarchies.
-    pub fn is_excluded(&self, ns: &str) -> bool {
-        self.excluded.contains(ns)
+    /// This policy with only namespaces whose whole name matches `pattern` taking part in
+    /// hierarchies (`.*`, all, is as none).
+    pub fn with_included(self, pattern: &str) -> Result<Policy, regex::Error> {
+        let included = (pattern != ".*").then(|| Regex::new(&format!("^(?:{pattern})$"))).transpose()?;
+        Ok(Policy { included, ..self })
     }
 
-    /// The namespaces kept out of hierarchies.
+    /// Whether `ns` is kept out of hierarchies: listed as excluded, or not matching the included
+    /// pattern.
+    pub fn is_excluded(&self, ns: &str) -> bool {
+        self.excluded.contains(ns) || self.included.as_ref().is_some_and(|r| !r.is_match(ns))
+    }
+
+    /// The namespaces listed as kept out of hierarchies.
     pub fn excluded(&self) -> impl Iterator<Item = &str> {
         self.excluded.iter().map(String::as_str)
+    }
+
+    /// The anchored pattern namespaces must match to take part in hierarchies, if any.
+    pub fn included_pattern(&self) -> Option<&str> {
+        self.included.as_ref().map(Regex::as_str)
     }
 
     /// Whether `key` may be set through `spec.labels`.
@@ -180,6 +197,20 @@ mod tests {
         for bad in ["a*b", "a/**", "*x*"] {
             assert!(KeyList::new(&[bad.into()]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_included_pattern_excludes_every_other_namespace() {
+        let p = policy().with_included("team-.*|shared").unwrap();
+        assert!(!p.is_excluded("team-a") && !p.is_excluded("shared"));
+        assert!(
+            p.is_excluded("default") && p.is_excluded("xteam-a") && p.is_excluded("shared2"),
+            "whole names"
+        );
+        let q = policy().with_included("kube-.*").unwrap();
+        assert!(q.is_excluded("kube-system"), "the excluded list still applies");
+        assert_eq!(policy().with_included(".*").unwrap().included_pattern(), None);
+        assert!(policy().with_included("(").is_err());
     }
 
     #[test]
