@@ -156,6 +156,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         policy: policy.clone(),
         propagation: propagation.clone(),
         metrics: metrics.clone(),
+        serving: serving.clone(),
     });
     if !args.metrics_bind_address.is_empty() {
         let addr: SocketAddr = args

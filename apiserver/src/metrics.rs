@@ -14,6 +14,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::auth::certs::ServingCert;
 use crate::hierarchy::conditions;
 use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
@@ -55,6 +56,8 @@ pub struct Metrics {
     pub namespace_writes: Counter,
     /// Writes of propagated objects.
     pub object_writes: Family<WriteLabels, Counter>,
+    /// Writes of propagated objects that failed (and are retried), but for write races.
+    pub object_write_errors: Family<WriteLabels, Counter>,
     /// 1 while this replica holds the controller Lease.
     pub leader: Gauge,
 }
@@ -69,6 +72,8 @@ pub struct Sources {
     pub propagation: Arc<Propagation>,
     /// The counters.
     pub metrics: Arc<Metrics>,
+    /// The serving certificate.
+    pub serving: Arc<ServingCert>,
 }
 
 impl Sources {
@@ -89,11 +94,23 @@ impl Sources {
         );
         registry.register("object_writes", "Writes of propagated objects", m.object_writes.clone());
         registry.register(
+            "object_write_errors",
+            "Writes of propagated objects that failed and are retried (quota, webhook, permission; not write races)",
+            m.object_write_errors.clone(),
+        );
+        registry.register(
             "watch_lag_seconds",
             "Wait for the namespace watch to bring a namespace version hns already knew of (e.g. its own write)",
             self.cache.watch_lag.clone(),
         );
         registry.register("leader", "1 while this replica leads", m.leader.clone());
+        let expiry: Gauge = Gauge::default();
+        expiry.set(self.serving.not_after());
+        registry.register(
+            "serving_certificate_expiry_timestamp_seconds",
+            "When the serving certificate expires, in seconds since the Unix epoch (0: none served yet)",
+            expiry,
+        );
 
         let namespaces = Gauge::<i64>::default();
         let by_condition: Family<ConditionLabels, Gauge> = Family::default();

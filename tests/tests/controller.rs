@@ -191,4 +191,13 @@ async fn metrics_describe_the_hierarchy_and_the_work() {
     ] {
         assert!(text.contains(series), "{series} missing from:\n{text}");
     }
+    // The serving certificate's expiry, for the alert on a near one: in the future.
+    let expiry: i64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("hns_serving_certificate_expiry_timestamp_seconds "))
+        .unwrap_or_else(|| panic!("no certificate expiry in:\n{text}"))
+        .parse()
+        .unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!(expiry > now + 86_400, "expires {expiry}, now {now}");
 }

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -41,12 +42,15 @@ const SETTLE: Duration = Duration::from_millis(500);
 /// The certificate served now; replaced in place on renewal.
 pub struct ServingCert {
     current: RwLock<Option<SslContext>>,
+    /// When the served certificate (the leaf) expires, in seconds since the Unix epoch; 0 before
+    /// one is served. For the metric an alert on a near expiry reads.
+    not_after: AtomicI64,
 }
 
 impl ServingCert {
     /// No certificate yet; handshakes fail until one is set.
     pub fn empty() -> Arc<Self> {
-        Arc::new(ServingCert { current: RwLock::new(None) })
+        Arc::new(ServingCert { current: RwLock::new(None), not_after: AtomicI64::new(0) })
     }
 
     /// Serves `chain_pem` (leaf first) with `key_pem` from the next handshake on.
@@ -64,7 +68,13 @@ impl ServingCert {
         b.set_private_key(&key)?;
         b.check_private_key().map_err(|e| anyhow::anyhow!("the key does not match the certificate: {e}"))?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(b.build().into_context());
+        self.not_after.store(unix_seconds(leaf.not_after())?, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// When the served certificate expires (seconds since the Unix epoch); 0 before one is served.
+    pub fn not_after(&self) -> i64 {
+        self.not_after.load(Ordering::Relaxed)
     }
 
     /// The current certificate's context, if any.
@@ -76,6 +86,12 @@ impl ServingCert {
     pub fn is_loaded(&self) -> bool {
         self.context().is_some()
     }
+}
+
+/// `time` in seconds since the Unix epoch.
+fn unix_seconds(time: &openssl::asn1::Asn1TimeRef) -> anyhow::Result<i64> {
+    let diff = Asn1Time::from_unix(0)?.diff(time)?;
+    Ok(i64::from(diff.days) * 86_400 + i64::from(diff.secs))
 }
 
 /// Where the serving certificate comes from.
@@ -374,6 +390,18 @@ mod tests {
 
     fn names() -> Vec<String> {
         vec!["hns-apiserver.hns-system.svc".into(), "localhost".into(), "127.0.0.1".into()]
+    }
+
+    #[test]
+    fn the_served_certificates_expiry_is_known() {
+        let serving = ServingCert::empty();
+        assert_eq!(serving.not_after(), 0, "none served yet");
+        let ca = pki::ca("test-ca", 3650).unwrap();
+        let leaf = pki::signed_serving("hns-apiserver", &["localhost"], &ca, 365).unwrap();
+        serving.set(&leaf.cert.to_pem().unwrap(), &leaf.key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let in_365_days = now + 365 * 86_400;
+        assert!((serving.not_after() - in_365_days).abs() < 3_600, "{} vs {in_365_days}", serving.not_after());
     }
 
     #[test]

@@ -440,6 +440,12 @@ impl Controller {
         };
         // A conflict only means our copy of the object was stale, and the watch brings the new
         // one; anything else (a quota, a webhook, a missing permission) people must see.
+        let race = matches!(&source, kube::Error::Api(s) if s.code == 409);
+        if !race {
+            let labels =
+                crate::metrics::WriteLabels { kind: copy.kind.to_string(), action: action_name.into() };
+            self.metrics.object_write_errors.get_or_create(&labels).inc();
+        }
         if let kube::Error::Api(s) = &source {
             if s.code != 409 {
                 self.events.write_failed(&copy, act, &s.message).await;
