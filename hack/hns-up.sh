@@ -8,7 +8,8 @@
 #   hack/hns-up.sh uninstall DIR  stop it and remove its APIService and webhooks, keeping every
 #                             namespace and its labels: the cluster as without hns (the tax benchmark)
 #
-# HNS_APISERVER_ARGS adds flags to hns-apiserver's (split on spaces).
+# HNS_APISERVER_ARGS adds flags to hns-apiserver's (split on spaces). HNS_LONE_NAMESPACE_LABELS=false installs
+# hns with lone namespaces unlabelled (config/components/unlabelled-lone-namespaces).
 # HNS_APISERVER_BIN overrides the binary (default: the debug build, in $CARGO_TARGET_DIR or
 # target/). The label `env` may be managed through the hierarchy (spec.labels), as in HNC's own
 # examples and in the e2e tests.
@@ -67,11 +68,19 @@ for ((i = 0; i < REPLICAS; i++)); do
   else PORTS+=("$(free_port)"); METRICS+=("$(free_port)"); fi
 done
 
+# HNS_LONE_NAMESPACE_LABELS=false: lone namespaces unlabelled (config/dev-unlabelled and
+# --label-lone-namespaces=false; config/components/unlabelled-lone-namespaces).
+DEV_CONFIG=dev; LONE_FLAG=()
+if [ "${HNS_LONE_NAMESPACE_LABELS:-true}" = false ]; then
+  [ "$REPLICAS" = 1 ] || die "HNS_LONE_NAMESPACE_LABELS=false works with one replica only"
+  DEV_CONFIG=dev-unlabelled; LONE_FLAG=(--label-lone-namespaces=false)
+fi
+
 if [ "$REPLICAS" = 1 ]; then
   HOST=127.0.0.1
-  log "applying config/dev (APIService and webhooks → localhost:${PORTS[0]})"
-  kubectl kustomize "$ROOT/config/dev" | sed -e "s|HNS_PORT|${PORTS[0]}|" \
-    | kubectl apply -f - >/dev/null || die "applying config/dev failed"
+  log "applying config/$DEV_CONFIG (APIService and webhooks → localhost:${PORTS[0]})"
+  kubectl kustomize "$ROOT/config/$DEV_CONFIG" | sed -e "s|HNS_PORT|${PORTS[0]}|" \
+    | kubectl apply -f - >/dev/null || die "applying config/$DEV_CONFIG failed"
 else
   HOST="$(ip -4 -o addr show scope global | awk '{sub("/.*", "", $4); print $4; exit}')"
   [ -n "$HOST" ] || die "HNS_REPLICAS=$REPLICAS needs a non-loopback IPv4 address for the EndpointSlices; this machine has none"
@@ -100,7 +109,7 @@ for ((i = 0; i < REPLICAS; i++)); do
     --self-managed-certs --cert-dns-name localhost --cert-dns-name 127.0.0.1 --cert-dns-name "$HOST" \
     --managed-namespace-label env \
     --metrics-bind-address "127.0.0.1:${METRICS[$i]}" \
-    --shutdown-delay-duration 0s ${HNS_APISERVER_ARGS:-}
+    --shutdown-delay-duration 0s "${LONE_FLAG[@]}" ${HNS_APISERVER_ARGS:-}
 done
 for ((i = 0; i < REPLICAS; i++)); do
   name="$(replica_name "$i")"

@@ -103,6 +103,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("--managed-namespace-label/--managed-namespace-annotation: {e}"))?
         .with_included(&args.included_namespace_regex)
         .map_err(|e| anyhow::anyhow!("--included-namespace-regex: {e}"))?
+        .with_lone_namespace_labels(args.label_lone_namespaces)
         .with_unpropagated(
             unpropagated("unpropagated-label", &args.unpropagated_labels)?,
             unpropagated("unpropagated-annotation", &args.unpropagated_annotations)?,

@@ -79,6 +79,17 @@ pub struct Args {
     #[arg(long, value_name = "REGEX", default_value = ".*")]
     pub included_namespace_regex: String,
 
+    /// Whether a namespace outside every hierarchy carries its own tree label
+    /// (`<ns>.tree.hnc.x-k8s.io/depth: "0"`) and `hnc.x-k8s.io/included-namespace`, as under
+    /// HNC. Setting them costs kube-apiserver about 0.5 ms of CPU per namespace created;
+    /// `--label-lone-namespaces=false` leaves lone namespaces untouched (namespaces labelled
+    /// before lose the labels once), for clusters that create many namespaces and select none
+    /// of the lone ones by these labels. Install with the component
+    /// config/components/unlabelled-lone-namespaces, which also keeps kube-apiserver from
+    /// calling hns for them.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub label_lone_namespaces: bool,
+
     /// Regular expression (matching a whole key) of labels that may be managed through the
     /// hierarchy with spec.labels (repeatable). None by default, as in HNC.
     #[arg(long = "managed-namespace-label", value_name = "REGEX")]

@@ -11,6 +11,9 @@
 //! aggregated discovery as kubectl asks for it; kube-apiserver's CPU per namespace created and
 //! its memory. The figure of each side is its median over its rounds; the ratio is with ÷ without.
 //!
+//! `HNS_LONE_NAMESPACE_LABELS=false` measures hns installed with lone namespaces unlabelled
+//! (config/components/unlabelled-lone-namespaces).
+//!
 //! Then, once: hns's own requests to kube-apiserver over `$HNS_BENCH_TAX_IDLE_SECONDS` (300:
 //! two or three of the leader's renewals) after `$HNS_BENCH_TAX_QUIET_SECONDS` (300) quiet seconds (kube-apiserver counts them apart under a
 //! FlowSchema of the benchmark's), the watches it holds open (kube-apiserver's, with hns and
@@ -187,6 +190,16 @@ pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
         sizes.rounds,
         crate::bench::namespace_count(client).await?,
         sizes.per_round
+    );
+    // hack/hns-up.sh reads it when the rounds install hns.
+    let unlabelled = std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false");
+    println!(
+        "  hns as installed: {}",
+        if unlabelled {
+            "lone namespaces unlabelled (HNS_LONE_NAMESPACE_LABELS=false: config/components/unlabelled-lone-namespaces)"
+        } else {
+            "the default (every managed namespace labelled, as under HNC)"
+        }
     );
 
     let (mut with, mut without) = (Vec::new(), Vec::new());

@@ -60,10 +60,19 @@ fn labelled(ns: &Namespace) -> bool {
     lone_labels_of(ns) == (Some("0".into()), Some("true".into()))
 }
 
+/// Whether hns runs with `--label-lone-namespaces=false`, installed with
+/// config/components/unlabelled-lone-namespaces (hack/e2e.sh runs this test once that way).
+fn lone_namespaces_unlabelled() -> bool {
+    std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false")
+}
+
 #[tokio::test]
 async fn new_namespaces_are_labelled_in_the_creating_request() {
     let env = Env::get();
     let client = env.admin().await;
+    if lone_namespaces_unlabelled() {
+        return lone_namespaces_cost_nothing(&client).await;
+    }
     let created = std::cell::RefCell::new(Vec::new());
     if policy_served(&client).await {
         // hns applies the policy once it leads; kube-apiserver compiles it a moment later. Until
@@ -127,4 +136,37 @@ async fn new_namespaces_are_labelled_in_the_creating_request() {
     let created = created.into_inner();
     let names: Vec<&str> = created.iter().map(String::as_str).collect();
     delete_namespaces(&client, &names).await;
+}
+
+/// With lone namespaces unlabelled, kube-apiserver neither calls hns nor runs its policy for a
+/// plain new namespace, which carries nothing of hns's; one that joins a hierarchy is labelled.
+async fn lone_namespaces_cost_nothing(client: &Client) {
+    eventually("hns to delete its admission policy", WAIT, || async {
+        policies(client).get_opt(POLICY).await.unwrap().is_none().then_some(())
+    })
+    .await;
+    let before = webhook_calls(client).await;
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        let ns = create(client, &unique("unlabelled"), &[]).await;
+        let labels = ns.metadata.labels.clone().unwrap_or_default();
+        assert!(!labels.keys().any(|k| k.contains("hnc.x-k8s.io")), "{labels:?}");
+        created.push(ns.metadata.name.clone().unwrap());
+    }
+    assert_eq!(webhook_calls(client).await, before, "hns was not called for plain namespaces");
+    // A namespace created with a key of hns's is still checked.
+    let forged = create(client, &unique("checked"), &[(keys::INCLUDED_NAMESPACE, "true")]).await;
+    created.push(forged.metadata.name.clone().unwrap());
+    assert!(webhook_calls(client).await > before, "hns checked the namespace with hns's label");
+    // Joining a hierarchy brings the labels.
+    let parent = created[0].clone();
+    let child = format!("{parent}-child");
+    create_subns(client, &parent, &child).await.unwrap();
+    eventually("the new parent labelled", WAIT, || async {
+        labelled(&Api::<Namespace>::all(client.clone()).get(&parent).await.unwrap()).then_some(())
+    })
+    .await;
+    allow_cascading_deletion(client, &parent).await.unwrap();
+    let names: Vec<&str> = created.iter().map(String::as_str).collect();
+    delete_namespaces(client, &names).await;
 }

@@ -24,7 +24,8 @@
 //! at rest this costs nothing (three watches by name). Both are owned by the
 //! MutatingWebhookConfiguration, so the garbage collector removes them when hns is uninstalled;
 //! without that configuration hns writes no policy. Where the kind is not served, or hns may not
-//! write it, the webhook alone labels new namespaces, as before.
+//! write it, the webhook alone labels new namespaces, as before. With
+//! `--label-lone-namespaces=false` lone namespaces get no labels, and the leader deletes both.
 
 use std::time::Duration;
 
@@ -122,8 +123,23 @@ impl LabelPolicy {
     }
 
     /// Applies both objects as hns wants them (no write when they already are), owned by the
-    /// webhook configuration; none while it does not exist.
+    /// webhook configuration; none while it does not exist. With `--label-lone-namespaces=false`
+    /// there is nothing to give, and both are deleted.
     async fn apply(&self) -> kube::Result<()> {
+        if !self.policy.label_lone_namespaces {
+            for kinds in [BINDINGS, POLICIES] {
+                match api(&self.client, kinds).delete(NAME, &Default::default()).await {
+                    Ok(_) => tracing::info!(
+                        kind = kinds.0,
+                        name = NAME,
+                        "deleted: lone namespaces are not labelled"
+                    ),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(());
+        }
         let Some(owner) = api(&self.client, WEBHOOKS).get_opt(&self.webhook).await? else {
             return Ok(());
         };

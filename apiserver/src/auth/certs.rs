@@ -399,9 +399,14 @@ mod tests {
         let ca = pki::ca("test-ca", 3650).unwrap();
         let leaf = pki::signed_serving("hns-apiserver", &["localhost"], &ca, 365).unwrap();
         serving.set(&leaf.cert.to_pem().unwrap(), &leaf.key.private_key_to_pem_pkcs8().unwrap()).unwrap();
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
         let in_365_days = now + 365 * 86_400;
-        assert!((serving.not_after() - in_365_days).abs() < 3_600, "{} vs {in_365_days}", serving.not_after());
+        assert!(
+            (serving.not_after() - in_365_days).abs() < 3_600,
+            "{} vs {in_365_days}",
+            serving.not_after()
+        );
     }
 
     #[test]

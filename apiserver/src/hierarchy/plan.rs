@@ -108,20 +108,13 @@ pub fn revert_forgery(forest: &Forest, node: &Node) -> Map<String, Value> {
     sealed_changes(forest, node, &sealed_annotations(&HierarchyState::of(node), node.is_subnamespace))
 }
 
-/// The labels of hns that namespace `ns` should carry under `parent`, the one rule for API
-/// writes and the controller alike. Every namespace hns manages (every one not excluded) carries
-/// its own depth-0 tree label and `included-namespace`, as under HNC: policies written for HNC
-/// select a namespace by them whether or not it has children. Only a member of a hierarchy (it
-/// has a parent or children) carries its ancestors' tree labels and the membership label, which
-/// selects the fail-closed webhook: an hns outage must never block namespaces outside
-/// hierarchies. In or below a cycle the ancestry has no root: only its own tree label is
-/// certain, and tree labels must never express a cycle.
 /// The labels of a lone namespace (no parent, no children): its own tree label at depth 0 and
-/// `included-namespace`, as HNC gives every namespace it manages; none on an excluded one. hns's
+/// `included-namespace`, as HNC gives every namespace it manages; none on an excluded one, nor
+/// with `--label-lone-namespaces=false`. kube-apiserver (hns's admission policy) or hns's
 /// mutating webhook sets them in the request that creates a namespace, so that hns need not
 /// write the namespace again afterwards.
 pub fn lone_labels(policy: &Policy, ns: &str) -> BTreeMap<String, String> {
-    if policy.is_excluded(ns) {
+    if policy.is_excluded(ns) || !policy.label_lone_namespaces {
         return BTreeMap::new();
     }
     BTreeMap::from([
@@ -130,24 +123,34 @@ pub fn lone_labels(policy: &Policy, ns: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// The labels of hns that namespace `ns` should carry under `parent`, the one rule for API
+/// writes and the controller alike. Every namespace hns manages (every one not excluded) carries
+/// its own depth-0 tree label and `included-namespace`, as under HNC: policies written for HNC
+/// select a namespace by them whether or not it has children; with
+/// `--label-lone-namespaces=false`, only namespaces in a hierarchy do. Only a member of a
+/// hierarchy (it has a parent or children) carries its ancestors' tree labels and the
+/// membership label, which selects the fail-closed webhook: an hns outage must never block
+/// namespaces outside hierarchies. In or below a cycle the ancestry has no root: only its own
+/// tree label is certain, and tree labels must never express a cycle.
 pub fn hierarchy_labels(
     forest: &Forest,
     policy: &Policy,
     ns: &str,
     parent: Option<&str>,
 ) -> BTreeMap<String, String> {
+    let member = parent.is_some() || forest.children(ns).next().is_some();
+    if !member {
+        return lone_labels(policy, ns);
+    }
     if policy.is_excluded(ns) {
         return BTreeMap::new();
     }
-    let member = parent.is_some() || forest.children(ns).next().is_some();
     let tangled = parent.is_some_and(|p| {
         !forest.reaches_root(p) && forest.ancestry_names(p).iter().any(|a| forest.cycle_names(a).is_some())
     });
     let mut labels = tree_labels(forest, ns, if tangled { None } else { parent });
     labels.insert(keys::INCLUDED_NAMESPACE.to_string(), "true".to_string());
-    if member {
-        labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
-    }
+    labels.insert(keys::HIERARCHY_MEMBER.to_string(), "true".to_string());
     labels
 }
 
@@ -412,6 +415,20 @@ mod tests {
         assert_eq!(root[keys::HIERARCHY_MEMBER], "true", "a parent is a member");
         assert_eq!(root[keys::INCLUDED_NAMESPACE], "true");
         assert!(hierarchy_labels(&f, &p, "kube-system", None).is_empty(), "excluded: none at all");
+    }
+
+    #[test]
+    fn without_lone_namespace_labels_only_members_are_labelled() {
+        let f = forest("alone acme team-a:acme");
+        let p = policy().with_lone_namespace_labels(false);
+        assert!(hierarchy_labels(&f, &p, "alone", None).is_empty());
+        assert!(lone_labels(&p, "alone").is_empty());
+        let root = hierarchy_labels(&f, &p, "acme", None);
+        assert_eq!(root["acme.tree.hnc.x-k8s.io/depth"], "0", "a parent is labelled: {root:?}");
+        assert_eq!(root[keys::INCLUDED_NAMESPACE], "true");
+        let child = hierarchy_labels(&f, &p, "team-a", Some("acme"));
+        assert_eq!(child["acme.tree.hnc.x-k8s.io/depth"], "1", "{child:?}");
+        assert_eq!(child[keys::HIERARCHY_MEMBER], "true");
     }
 
     #[test]

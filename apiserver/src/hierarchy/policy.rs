@@ -42,6 +42,9 @@ pub struct Policy {
     pub unpropagated_annotations: KeyList,
     /// Labels (key, value) whose objects never propagate.
     pub no_propagation_labels: Vec<(String, String)>,
+    /// Whether a namespace outside every hierarchy carries its own tree label and
+    /// `included-namespace`, as under HNC (`--label-lone-namespaces`).
+    pub label_lone_namespaces: bool,
 }
 
 /// `key=value` as a pair, as `--nopropagation-label` takes it.
@@ -106,7 +109,13 @@ impl Policy {
                 .iter()
                 .filter_map(|l| label_pair(l).ok())
                 .collect(),
+            label_lone_namespaces: true,
         })
+    }
+
+    /// This policy with lone namespaces labelled, or not.
+    pub fn with_lone_namespace_labels(self, label_lone_namespaces: bool) -> Policy {
+        Policy { label_lone_namespaces, ..self }
     }
 
     /// This policy with the labels whose objects never propagate.
