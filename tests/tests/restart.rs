@@ -116,16 +116,30 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     namespaces.patch(&lone, &PatchParams::default(), &label("during-outage")).await.unwrap();
     let blocked = namespaces.patch(&root, &PatchParams::default(), &label("during-outage")).await;
     assert!(blocked.is_err(), "a member's edit waits for hns");
-    // A namespace created meanwhile: hns's mutating webhook fails open, so it is made without the
-    // labels the webhook would have set, and hns's controller adds them once it is back.
+    // A namespace created meanwhile: on Kubernetes 1.36 and later kube-apiserver labels it
+    // itself (hns's admission policy); before, hns's mutating webhook fails open, so it is made
+    // without the labels, and hns's controller adds them once it is back.
     let newcomer = unique("crash-new");
     let mut made = k8s_openapi::api::core::v1::Namespace::default();
     made.metadata.name = Some(newcomer.clone());
     let made = namespaces.create(&PostParams::default(), &made).await.unwrap();
-    assert!(
-        made.metadata.labels.unwrap_or_default().keys().all(|k| !hns_api::keys::is_hns_label(k)),
-        "made without hns"
-    );
+    let labels = made.metadata.labels.unwrap_or_default();
+    let policy_served = client
+        .list_api_group_resources("admissionregistration.k8s.io/v1")
+        .await
+        .unwrap()
+        .resources
+        .iter()
+        .any(|r| r.name == "mutatingadmissionpolicies");
+    if policy_served {
+        assert_eq!(
+            labels.get(&hns_api::keys::tree_label(&newcomer)).map(String::as_str),
+            Some("0"),
+            "{labels:?}"
+        );
+    } else {
+        assert!(labels.keys().all(|k| !hns_api::keys::is_hns_label(k)), "made without hns: {labels:?}");
+    }
 
     hns.start().await;
     let started = std::time::Instant::now();
