@@ -98,7 +98,7 @@ impl LabelPolicy {
                 match self.apply().await {
                     Ok(()) => drop(changes.next().await),
                     Err(error) => {
-                        tracing::warn!(%error, policy = NAME, "cannot apply the namespace-labels admission policy; hns's webhook labels new namespaces meanwhile; retrying in {}s", RETRY.as_secs());
+                        tracing::warn!(%error, policy = NAME, "cannot keep the namespace-labels admission policy as hns wants it (hns's webhook checks and labels new namespaces meanwhile); retrying in {}s", RETRY.as_secs());
                         tokio::time::sleep(RETRY).await
                     }
                 }
