@@ -458,6 +458,19 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Whether hns was installed with lone namespaces unlabelled (`HNS_LONE_NAMESPACE_LABELS=false`,
+/// which hack/hns-up.sh reads: config/components/unlabelled-lone-namespaces).
+pub fn lone_namespaces_unlabelled() -> bool {
+    std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false")
+}
+
+/// Whether kube-apiserver serves MutatingAdmissionPolicies (Kubernetes 1.36 and later), with which
+/// hns has kube-apiserver label new namespaces itself.
+pub async fn admission_policies_served(client: &Client) -> bool {
+    let resources = client.list_api_group_resources("admissionregistration.k8s.io/v1").await.unwrap();
+    resources.resources.iter().any(|r| r.name == "mutatingadmissionpolicies")
+}
+
 /// Creates a namespace with `labels`, waits until hns has labelled it as a namespace it
 /// manages (its own tree label and `included-namespace`), and returns its name: a test reading
 /// the namespace later sees no change hns makes on its own. Where hns leaves lone namespaces
@@ -469,7 +482,7 @@ pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str
     ns.metadata.name = Some(name.to_string());
     ns.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     api.create(&PostParams::default(), &ns).await.unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-    if std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false") {
+    if lone_namespaces_unlabelled() {
         let hierarchy: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), name);
         eventually(&format!("hns to know namespace {name}"), Duration::from_secs(30), || async {
             hierarchy.get("hierarchy").await.ok().map(|_| ())

@@ -192,7 +192,7 @@ pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
         sizes.per_round
     );
     // hack/hns-up.sh reads it when the rounds install hns.
-    let unlabelled = std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false");
+    let unlabelled = crate::lone_namespaces_unlabelled();
     println!(
         "  hns as installed: {}",
         if unlabelled {

@@ -32,11 +32,6 @@ fn policies(client: &Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "mutatingadmissionpolicies"))
 }
 
-async fn policy_served(client: &Client) -> bool {
-    let resources = client.list_api_group_resources("admissionregistration.k8s.io/v1").await.unwrap();
-    resources.resources.iter().any(|r| r.name == "mutatingadmissionpolicies")
-}
-
 /// Creates a namespace named `name` (or, when it ends with `-`, generated from it) with
 /// `labels`; returns what the create returned.
 async fn create(client: &Client, name: &str, labels: &[(&str, &str)]) -> Namespace {
@@ -60,12 +55,6 @@ fn labelled(ns: &Namespace) -> bool {
     lone_labels_of(ns) == (Some("0".into()), Some("true".into()))
 }
 
-/// Whether hns runs with `--label-lone-namespaces=false`, installed with
-/// config/components/unlabelled-lone-namespaces (hack/e2e.sh runs this test once that way).
-fn lone_namespaces_unlabelled() -> bool {
-    std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false")
-}
-
 #[tokio::test]
 async fn new_namespaces_are_labelled_in_the_creating_request() {
     let env = Env::get();
@@ -74,7 +63,7 @@ async fn new_namespaces_are_labelled_in_the_creating_request() {
         return lone_namespaces_cost_nothing(&client).await;
     }
     let created = std::cell::RefCell::new(Vec::new());
-    if policy_served(&client).await {
+    if admission_policies_served(&client).await {
         // hns applies the policy once it leads; kube-apiserver compiles it a moment later. Until
         // then the webhook labels new namespaces: wait until a plain one is created without it.
         eventually("plain namespaces created without calling hns", WAIT, || async {

@@ -124,13 +124,7 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     made.metadata.name = Some(newcomer.clone());
     let made = namespaces.create(&PostParams::default(), &made).await.unwrap();
     let labels = made.metadata.labels.unwrap_or_default();
-    let policy_served = client
-        .list_api_group_resources("admissionregistration.k8s.io/v1")
-        .await
-        .unwrap()
-        .resources
-        .iter()
-        .any(|r| r.name == "mutatingadmissionpolicies");
+    let policy_served = admission_policies_served(&client).await;
     if policy_served {
         assert_eq!(
             labels.get(&hns_api::keys::tree_label(&newcomer)).map(String::as_str),
