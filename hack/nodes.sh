@@ -61,12 +61,32 @@ LOOPBACK_RULE=(OUTPUT -d 127.0.0.1/32 -p tcp --dport "$NODE_APISERVER_PORT"
 
 bridge_owner() { cat "/sys/class/net/$NODE_BRIDGE/ifalias" 2>/dev/null || true; }
 
+# cluster_running DIR: whether any process the cluster in DIR started still runs. A pid counts
+# only if its command line names DIR (every process of a cluster has a path under DIR in its
+# arguments), so a pid reused since a reboot or a kill does not.
+cluster_running() {
+  local f pid
+  for f in "$1"/pids/*.pid; do
+    [ -f "$f" ] || continue
+    pid="$(cat "$f")"
+    [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$1/" && return 0
+  done
+  return 1
+}
+
 bridge_up() {
   apt_install iproute2 iptables
   mkdir -p "$NODES_DIR"
+  local owner; owner="$(bridge_owner)"
+  if [ -e "/sys/class/net/$NODE_BRIDGE" ] && [ -n "$owner" ] && [ "$owner" != "$DIR" ] && ! cluster_running "$owner"; then
+    # Left by a run that was killed before it could clean up (a CI job timed out, a session
+    # ended): nothing of it runs, so take down what remains rather than refuse every later run.
+    log "bridge $NODE_BRIDGE was left by the node-mode cluster in $owner, which no longer runs; removing what remains of it"
+    "$0" down "$owner" || die "could not remove what the stopped cluster in $owner left; try: hack/nodes.sh down $owner"
+  fi
   if [ -e "/sys/class/net/$NODE_BRIDGE" ]; then
     [ "$(bridge_owner)" = "$DIR" ] \
-      || die "bridge $NODE_BRIDGE belongs to the node-mode cluster in $(bridge_owner); stop it first: hack/nodes.sh down $(bridge_owner)"
+      || die "bridge $NODE_BRIDGE belongs to the node-mode cluster in $(bridge_owner), which is running; stop it first: hack/nodes.sh down $(bridge_owner)"
   else
     log "creating bridge $NODE_BRIDGE ($NODE_BRIDGE_IP/24)"
     ip link add "$NODE_BRIDGE" type bridge
@@ -364,11 +384,16 @@ case "$cmd" in
     bridge_up
     ;;
   down)
-    if [ -d "$NODES_DIR" ]; then
-      for nd in "$NODES_DIR"/*/; do
-        [ -d "$nd" ] && node_down "$(basename "$nd")"
+    nodes=()
+    for nd in "$NODES_DIR"/*/; do [ -d "$nd" ] && nodes+=("$(basename "$nd")"); done
+    # Node namespaces whose directory is gone (DIR was deleted after a killed run): theirs too
+    # when the bridge is this cluster's, the one cluster those fixed names can belong to.
+    if [ "$(bridge_owner)" = "$DIR" ]; then
+      for ns in /run/netns/hns-node-*; do
+        [ -e "$ns" ] && [[ " ${nodes[*]} " != *" $(basename "$ns") "* ]] && nodes+=("$(basename "$ns")")
       done
     fi
+    for name in "${nodes[@]}"; do node_down "$name"; done
     bridge_down
     log "stopped the nodes in $DIR"
     ;;
