@@ -3,7 +3,8 @@
 #   make dev-up-nodes  the same control plane with 2 real nodes (kubelet, containerd, kube-proxy), hns installed from deploy/hns.yaml (root)
 #   make dev-down   stop it (either)
 #   make test       unit tests, end-to-end tests, the HNC migration test, the short reliability suites against a real control plane, and availability-short (root)
-#   make lint       cargo fmt --check and clippy -D warnings
+#   make lint       cargo fmt --check and clippy -D warnings, manifests up to date, the alerts checked and tested by promtool
+#   make rules      promtool check rules and test rules on config/prometheus (part of make lint)
 #   make audit      cargo deny: licences, bans, sources, advisories (deny.toml); part of make lint
 #   make reliability        bad input, auth matrix, load, faults, outage safety: a table of figures
 #   make reliability-short  the same, minutes long (CI runs it)
@@ -14,7 +15,7 @@
 #   make availability       hns from deploy/hns.yaml on 2 real nodes: e2e in-cluster, a lost node diagnosed, rollouts, drains, kills and node loss under load (root)
 #   make availability-short the same, CI-sized
 
-.PHONY: reliability reliability-short availability availability-short bench bench-scale build dev-up dev-up-nodes dev-down dev-clean test test-unit e2e migration-test lint audit fmt manifests verify-manifests release image
+.PHONY: reliability reliability-short availability availability-short bench bench-scale build dev-up dev-up-nodes dev-down dev-clean test test-unit e2e migration-test lint rules audit fmt manifests verify-manifests release image
 
 build:
 	cargo build --workspace
@@ -101,7 +102,7 @@ release:
 image:
 	hack/build-image.sh
 
-lint: verify-manifests audit
+lint: verify-manifests audit rules
 	hack/check-layers.sh
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
@@ -115,12 +116,19 @@ audit:
 manifests:
 	kubectl kustomize config/default > deploy/hns.yaml
 	kubectl kustomize config/cert-manager > deploy/hns-cert-manager.yaml
+	hack/prometheusrule.sh > deploy/hns-prometheusrule.yaml
 
 verify-manifests:
 	@kubectl kustomize config/default | diff -u deploy/hns.yaml - \
 	  || { echo "deploy/hns.yaml is stale: run make manifests"; exit 1; }
 	@kubectl kustomize config/cert-manager | diff -u deploy/hns-cert-manager.yaml - \
 	  || { echo "deploy/hns-cert-manager.yaml is stale: run make manifests"; exit 1; }
+	@hack/prometheusrule.sh | diff -u deploy/hns-prometheusrule.yaml - \
+	  || { echo "deploy/hns-prometheusrule.yaml is stale: run make manifests"; exit 1; }
+
+# hns's alerts (config/prometheus), checked and unit-tested by promtool, built from the Go proxy.
+rules:
+	hack/check-rules.sh
 
 fmt:
 	cargo fmt --all

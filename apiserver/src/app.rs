@@ -152,12 +152,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let propagation = Arc::new(Propagation::new(client.clone(), cache.changes.clone()));
     let metrics = Arc::new(Metrics::default());
+    let ledgers = Arc::new(LedgerStore::new(client.clone(), &args.namespace));
+    tokio::spawn(ledgers.clone().run());
     let sources = Arc::new(Sources {
         cache: cache.clone(),
         policy: policy.clone(),
         propagation: propagation.clone(),
         metrics: metrics.clone(),
         serving: serving.clone(),
+        ledgers: ledgers.clone(),
     });
     if !args.metrics_bind_address.is_empty() {
         let addr: SocketAddr = args
@@ -183,8 +186,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         events: Events::new(client.clone(), identity.clone()),
     });
     tokio::spawn(controller.run(leading.clone()));
-    let ledgers = Arc::new(LedgerStore::new(client.clone(), &args.namespace));
-    tokio::spawn(ledgers.clone().run());
     let reconciler =
         Arc::new(LedgerReconciler { cache: cache.clone(), store: ledgers.clone(), client: client.clone() });
     tokio::spawn(reconciler.run(leading.clone()));

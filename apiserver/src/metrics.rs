@@ -19,6 +19,7 @@ use crate::hierarchy::conditions;
 use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
 use crate::store::cache::Cache;
+use crate::store::ledger::LedgerStore;
 
 /// Labels of per-kind series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,6 +36,9 @@ pub struct WriteLabels {
     /// `create`, `update` or `delete`.
     pub action: String,
 }
+
+/// The `action`s of propagation's writes that can fail.
+pub const WRITE_ACTIONS: [&str; 3] = ["create", "update", "delete"];
 
 /// Labels of the condition gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -74,6 +78,8 @@ pub struct Sources {
     pub metrics: Arc<Metrics>,
     /// The serving certificate.
     pub serving: Arc<ServingCert>,
+    /// The hierarchical quotas' ledgers.
+    pub ledgers: Arc<LedgerStore>,
 }
 
 impl Sources {
@@ -145,12 +151,27 @@ impl Sources {
         let copies: Family<KindLabels, Gauge> = Family::default();
         for s in self.propagation.syncers() {
             let (n_sources, n_copies) = s.counts();
+            // Zeros for every propagated kind and action, so `rate()` in an alert or a
+            // dashboard has a series before the first failure.
+            for action in WRITE_ACTIONS {
+                let _ = m
+                    .object_write_errors
+                    .get_or_create(&WriteLabels { kind: s.resource.kind.clone(), action: action.into() });
+            }
             let kind = KindLabels { kind: s.resource.kind.clone() };
             sources.get_or_create(&kind).set(n_sources as i64);
             copies.get_or_create(&kind).set(n_copies as i64);
         }
         registry.register("source_objects", "Objects of propagated kinds that are sources", sources);
         registry.register("propagated_objects", "Copies made by propagation", copies);
+
+        let unknown_usage: Gauge = Gauge::default();
+        unknown_usage.set(self.ledgers.unknown_usage() as i64);
+        registry.register(
+            "quota_namespaces_unknown_usage",
+            "Namespaces under a hierarchical quota whose usage the quota ledger does not know yet (usage increases there are refused until it does)",
+            unknown_usage,
+        );
 
         let mut out = String::new();
         // Writing to a String cannot fail.

@@ -188,8 +188,18 @@ async fn metrics_describe_the_hierarchy_and_the_work() {
         "hns_source_objects{kind=\"Role\"}",
         "hns_reconciles_total ",
         "hns_watch_lag_seconds_count ",
+        "hns_quota_namespaces_unknown_usage 0",
     ] {
         assert!(text.contains(series), "{series} missing from:\n{text}");
+    }
+    // Every hns metric an alert reads is one hns serves (a renamed metric would silence it).
+    for metric in metrics_the_alerts_read() {
+        let family =
+            ["_total", "_bucket"].iter().fold(metric.as_str(), |m, s| m.strip_suffix(s).unwrap_or(m));
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "an alert reads {metric}, which hns does not serve:\n{text}"
+        );
     }
     // The serving certificate's expiry, for the alert on a near one: in the future.
     let expiry: i64 = text
@@ -200,4 +210,20 @@ async fn metrics_describe_the_hierarchy_and_the_work() {
         .unwrap();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     assert!(expiry > now + 86_400, "expires {expiry}, now {now}");
+}
+
+/// The `hns_…` metric names in the expressions of config/prometheus/hns-rules.yaml.
+fn metrics_the_alerts_read() -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/prometheus/hns-rules.yaml");
+    let rules = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut names: Vec<String> = rules
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("expr:"))
+        .flat_map(|expr| expr.match_indices("hns_").map(move |(at, _)| &expr[at..]))
+        .map(|from| from.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect())
+        .collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 7, "found only {names:?} in {}", path.display());
+    names
 }

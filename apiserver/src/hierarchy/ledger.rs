@@ -93,6 +93,15 @@ pub struct Entry {
     pub approvals: u64,
 }
 
+impl Ledger {
+    /// How many covered namespaces have no known usage yet (no `granted`): increases of usage
+    /// under their quotas are refused with "try again" until the reconciler fills them in, so
+    /// a count that stays above zero means the ledger lags behind the forest.
+    pub fn unknown_usage(&self) -> usize {
+        self.namespaces.values().filter(|e| e.granted.is_none()).count()
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

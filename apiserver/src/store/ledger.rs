@@ -69,6 +69,13 @@ impl LedgerStore {
         self.cached.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
     }
 
+    /// Covered namespaces whose usage no cached ledger knows yet, over every tree
+    /// ([`Ledger::unknown_usage`]).
+    pub fn unknown_usage(&self) -> usize {
+        let cached = self.cached.read().unwrap_or_else(|e| e.into_inner());
+        cached.values().map(|cm| read_ledger(Some(cm)).unknown_usage()).sum()
+    }
+
     /// The cached ledger of the tree rooted at `root` (empty when there is none).
     pub fn get(&self, root: &str) -> Ledger {
         read_ledger(self.cached(root).as_ref())

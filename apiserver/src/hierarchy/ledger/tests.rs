@@ -412,3 +412,11 @@ fn the_ledger_reads_back_as_written() {
     assert_eq!(serde_json::from_str::<Ledger>(&json).unwrap(), l);
     assert_eq!(configmap_name("acme"), "hrq-ledger-acme");
 }
+
+#[test]
+fn namespaces_without_a_grant_are_counted_as_unknown_usage() {
+    let mut l = ledger();
+    assert_eq!(l.unknown_usage(), 0);
+    l.namespaces.insert("c".into(), entry(&["acme/budget"], None));
+    assert_eq!(l.unknown_usage(), 1);
+}
