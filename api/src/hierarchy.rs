@@ -62,9 +62,22 @@ pub struct HierarchyConfigurationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
 
-    /// Problems with this namespace's place in the hierarchy.
+    /// Problems with this namespace's place in the hierarchy (HNC's `ActivitiesHalted` and
+    /// `BadConfiguration`), and `Stalled` while there are any (see [`crate::kstatus`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+
+    /// The generation this status describes: always the object's own (hns computes the status
+    /// when the object is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl HierarchyConfigurationStatus {
+    /// HNC's conditions, the problems themselves, without the [`crate::kstatus`] summary of them.
+    pub fn problems(&self) -> impl Iterator<Item = &Condition> {
+        self.conditions.iter().filter(|c| !crate::kstatus::is_kstatus(&c.type_))
+    }
 }
 
 /// The kind of a list of hierarchy configurations asked for as each namespace's place in the
@@ -138,7 +151,8 @@ mod tests {
                 ..Default::default()
             },
         );
-        hc.status = Some(HierarchyConfigurationStatus { children: vec!["svc-1".into()], conditions: vec![] });
+        hc.status =
+            Some(HierarchyConfigurationStatus { children: vec!["svc-1".into()], ..Default::default() });
         let v = serde_json::to_value(&hc).unwrap();
         assert_eq!(v["apiVersion"], "hnc.x-k8s.io/v1alpha2");
         assert_eq!(v["kind"], "HierarchyConfiguration");

@@ -11,6 +11,7 @@ pub mod config;
 pub mod duration;
 pub mod hierarchy;
 pub mod keys;
+pub mod kstatus;
 pub mod quota;
 pub mod subnamespace;
 

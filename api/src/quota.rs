@@ -56,10 +56,14 @@ pub struct HierarchicalResourceQuotaStatus {
     /// The total usage of the subtree, for each resource in `hard`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub used: BTreeMap<String, Quantity>,
-    /// `Exceeded` while the subtree uses more than a limit.
+    /// `Exceeded` while the subtree uses more than a limit, and `Ready` (see [`crate::kstatus`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The generation this status describes: always the object's own (hns computes the status
+    /// when the object is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 /// The REQUEST and LIMIT cells of a quota, as HNC's plugin prints them: `name: used/hard` for

@@ -5,6 +5,7 @@
 //! `SubnamespaceAnchor` (`subnamespaceanchors`), so HNC manifests and tools keep working. Both
 //! are views of the same fact: the child namespace's `hnc.x-k8s.io/subnamespace-of` annotation.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -61,13 +62,23 @@ pub struct SubnamespaceAnchorSpec {
 }
 
 /// Observed state of a subnamespace.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 #[schemars(rename = "io.x-k8s.hnc.v1alpha2.SubnamespaceStatus")]
 pub struct SubnamespaceStatus {
     /// The state: Ok, Missing, Conflict, Forbidden or Terminating.
     /// The JSON key really is `status`, as in HNC.
     #[serde(rename = "status", default, skip_serializing_if = "Option::is_none")]
     pub state: Option<SubnamespaceState>,
+    /// The generation this status describes: always the object's own (hns computes the status
+    /// when the object is read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, and `Stalled` (the parent may not have subnamespaces) or `Reconciling` (the
+    /// namespace is being deleted): what GitOps tools judge health by (see [`crate::kstatus`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
 }
 
 /// States of a subnamespace (HNC's anchor states): `Ok`, the namespace exists and is this
@@ -109,9 +120,9 @@ mod tests {
 
     #[test]
     fn state_key_is_status() {
-        let s = SubnamespaceStatus { state: Some(SubnamespaceState::Forbidden) };
+        let s = SubnamespaceStatus { state: Some(SubnamespaceState::Forbidden), ..Default::default() };
         assert_eq!(serde_json::to_value(s).unwrap(), json!({"status": "Forbidden"}));
-        let s = SubnamespaceStatus { state: Some(SubnamespaceState::Terminating) };
+        let s = SubnamespaceStatus { state: Some(SubnamespaceState::Terminating), ..Default::default() };
         assert_eq!(serde_json::to_value(s).unwrap(), json!({"status": "Terminating"}));
     }
 }

@@ -75,13 +75,14 @@ impl Forest {
             .filter_map(|hc| {
                 let name = hc.metadata.namespace?;
                 let status = hc.status.unwrap_or_default();
+                let conditions = status.problems().cloned().collect();
                 listed.push(status.children);
                 Some(Node {
                     subnamespace: subnamespaces.contains(&name),
                     name,
                     parent: hc.spec.parent.filter(|p| !p.is_empty()),
                     allow_cascading_deletion: hc.spec.allow_cascading_deletion,
-                    conditions: status.conditions,
+                    conditions,
                     terminating: hc.metadata.deletion_timestamp.is_some(),
                     parent_at: None,
                     children: Vec::new(),
@@ -403,6 +404,7 @@ pub(crate) mod tests {
                     observed_generation: None,
                 })
                 .collect(),
+            observed_generation: None,
         });
         hc
     }

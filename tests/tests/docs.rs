@@ -111,9 +111,10 @@ for ns in $(kubectl get ns -o name | sed -n 's|^namespace/||; /^acme-/p'); do
   done
 done
 roots=$(kubectl get ns -o name | sed -n 's|^namespace/||; /^acme-/p' | while read -r ns; do
-  [ -z "$(kubectl get ns "$ns" -o jsonpath='{.metadata.annotations.hnc\.x-k8s\.io/subnamespace-of}')" ] && echo "$ns"
+  if [ -z "$(kubectl get ns "$ns" -o jsonpath='{.metadata.annotations.hnc\.x-k8s\.io/subnamespace-of}')" ]; then echo "$ns"; fi
 done)
-[ -z "$roots" ] || kubectl delete ns $roots --wait=true --timeout=120s
+# --ignore-not-found: one may have gone since it was listed.
+[ -z "$roots" ] || kubectl delete ns $roots --ignore-not-found --wait=true --timeout=120s
 # Subnamespaces go after their root: wait for every one, or the guide's first block finds them.
 for _ in $(seq 120); do
   kubectl get ns -o name | grep -q '^namespace/acme-' || exit 0

@@ -6,6 +6,7 @@ pub mod children;
 pub mod conditions;
 pub mod forest;
 pub mod identity;
+pub mod kstatus;
 pub mod ledger;
 pub mod namespace_meta;
 pub mod objects;

@@ -7,11 +7,12 @@ use hns_api::{
     HierarchyConfiguration, HierarchyConfigurationSpec, HierarchyConfigurationStatus, Subnamespace,
     SubnamespaceSpec, SubnamespaceState, SubnamespaceStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde_json::Value;
 
 use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::identity::{self, Derived};
+use crate::hierarchy::kstatus;
 use crate::hierarchy::policy::Policy;
 
 // resourceVersions: both objects keep the namespace's numbers (the configuration also moves with
@@ -39,7 +40,7 @@ pub fn hierarchy_configuration(forest: &Forest, node: &Node) -> HierarchyConfigu
             resource_version: Some(node.hierarchy_resource_version().to_string()),
             creation_timestamp: ns.creation_timestamp().cloned(),
             deletion_timestamp: ns.deletion_timestamp().cloned(),
-            generation: Some(1),
+            generation: Some(kstatus::GENERATION),
             ..Default::default()
         },
         spec: HierarchyConfigurationSpec {
@@ -50,11 +51,19 @@ pub fn hierarchy_configuration(forest: &Forest, node: &Node) -> HierarchyConfigu
         },
         status: Some(HierarchyConfigurationStatus {
             children: forest.children(node.name()).map(str::to_string).collect(),
-            conditions: crate::hierarchy::conditions::recorded(ns.annotation(hns_api::keys::CONDITIONS)),
+            conditions: hierarchy_conditions(ns.annotation(hns_api::keys::CONDITIONS)),
+            observed_generation: Some(kstatus::GENERATION),
         }),
     };
     node.hierarchy_meta().fill(&mut hc.metadata);
     hc
+}
+
+/// HNC's conditions as recorded on the namespace, and `Stalled` when there are any.
+fn hierarchy_conditions(recorded: Option<&str>) -> Vec<Condition> {
+    let mut conditions = crate::hierarchy::conditions::recorded(recorded);
+    conditions.extend(kstatus::hierarchy_configuration(&conditions));
+    conditions
 }
 
 /// The JSON of namespace `ns`'s configuration, if the namespace exists.
@@ -76,6 +85,12 @@ pub fn subnamespace(policy: &Policy, node: &Node) -> Subnamespace {
     let ns = &node.meta;
     let parent = node.parent.clone().unwrap_or_default();
     let state = subnamespace_state(policy, node, &parent);
+    let parent_name = parent.clone();
+    let since = if state == SubnamespaceState::Terminating {
+        ns.deletion_timestamp()
+    } else {
+        ns.creation_timestamp()
+    };
     let mut obj = Subnamespace {
         metadata: ObjectMeta {
             name: Some(node.name().to_string()),
@@ -84,14 +99,18 @@ pub fn subnamespace(policy: &Policy, node: &Node) -> Subnamespace {
             resource_version: ns.resource_version().map(str::to_string),
             creation_timestamp: ns.creation_timestamp().cloned(),
             deletion_timestamp: ns.deletion_timestamp().cloned(),
-            generation: Some(1),
+            generation: Some(kstatus::GENERATION),
             ..Default::default()
         },
         spec: SubnamespaceSpec {
             labels: node.managed_labels().to_vec(),
             annotations: node.managed_annotations().to_vec(),
         },
-        status: Some(SubnamespaceStatus { state: Some(state) }),
+        status: Some(SubnamespaceStatus {
+            state: Some(state),
+            observed_generation: Some(kstatus::GENERATION),
+            conditions: kstatus::subnamespace(state, node.name(), &parent_name, since),
+        }),
     };
     node.subnamespace_meta().fill(&mut obj.metadata);
     obj

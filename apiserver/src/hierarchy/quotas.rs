@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use serde_json::Value;
 
 use crate::hierarchy::forest::{Forest, StoredQuota};
+use crate::hierarchy::kstatus;
 use crate::hierarchy::quantity::{self, Amount, Amounts};
 
 /// The reason of the `Exceeded` condition.
@@ -80,7 +81,7 @@ pub fn quota(forest: &Forest, ns: &str, name: &str) -> Option<HierarchicalResour
         resource_version: ns_meta.resource_version().map(str::to_string),
         creation_timestamp: created.clone(),
         deletion_timestamp: ns_meta.deletion_timestamp().cloned(),
-        generation: Some(1),
+        generation: Some(kstatus::GENERATION),
         ..Default::default()
     };
     stored.meta.fill(&mut meta);
@@ -90,7 +91,11 @@ pub fn quota(forest: &Forest, ns: &str, name: &str) -> Option<HierarchicalResour
         status: Some(HierarchicalResourceQuotaStatus {
             hard: stored.hard.clone(),
             used: quantity::to_list(&used, &hard),
-            conditions: exceeded_condition(&used, &hard, created).into_iter().collect(),
+            conditions: exceeded_condition(&used, &hard, created.clone())
+                .into_iter()
+                .chain([kstatus::quota(name, ns, created.as_ref())])
+                .collect(),
+            observed_generation: Some(kstatus::GENERATION),
         }),
     })
 }
@@ -218,7 +223,14 @@ mod tests {
         let q = quota_value(&f, "acme", "budget").unwrap();
         assert_eq!(q["status"]["used"], json!({"pods": "2", "requests.cpu": "1500m"}));
         assert_eq!(q["status"]["hard"], json!({"pods": "3", "requests.cpu": "2"}));
-        assert!(q["status"].get("conditions").is_none(), "under the limits: {q}");
+        let types: Vec<&str> = q["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["Ready"], "under the limits, nothing Exceeded: {q}");
+        assert_eq!(q["status"]["observedGeneration"], q["metadata"]["generation"]);
         assert_eq!(summary(&q), ("pods: 2/3, requests.cpu: 1500m/2".into(), String::new()));
     }
 

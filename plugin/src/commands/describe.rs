@@ -171,7 +171,7 @@ pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
         children,
         allow_cascading_deletion: hc.spec.allow_cascading_deletion,
         cascading_deletion_allowed_by: allowed_by,
-        conditions: status.conditions.iter().map(ConditionView::from).collect(),
+        conditions: status.problems().map(ConditionView::from).collect(),
         events,
         events_error,
     })

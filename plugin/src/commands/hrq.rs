@@ -148,8 +148,12 @@ mod tests {
         let mut q = HierarchicalResourceQuota::new(name, HierarchicalResourceQuotaSpec { hard: list(hard) });
         q.metadata.namespace = Some(ns.into());
         q.metadata.creation_timestamp = Some(Time(Timestamp::from_second(1_000).unwrap()));
-        q.status =
-            Some(HierarchicalResourceQuotaStatus { hard: list(hard), used: list(used), conditions: vec![] });
+        q.status = Some(HierarchicalResourceQuotaStatus {
+            hard: list(hard),
+            used: list(used),
+            conditions: vec![],
+            observed_generation: None,
+        });
         q
     }
 
