@@ -12,8 +12,9 @@ OUT="$HNS_CACHE/kstatus/$digest"
 if [ ! -x "$OUT/kstatus" ]; then
   log "building the kstatus checker (sigs.k8s.io/cli-utils from the Go module proxy)"
   mkdir -p "$OUT"
-  (cd "$SRC" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -o "$OUT/kstatus.tmp" .) >&2 \
+  (cd "$SRC" && GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -o "$OUT/kstatus.tmp.$$" .) >&2 \
     || die "building hack/kstatus failed"
-  mv "$OUT/kstatus.tmp" "$OUT/kstatus"
+  # Tests build it concurrently: each writes its own file and the rename is atomic.
+  mv "$OUT/kstatus.tmp.$$" "$OUT/kstatus"
 fi
 echo "$OUT/kstatus"

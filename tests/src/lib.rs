@@ -115,6 +115,14 @@ impl Env {
         client_for(&self.kubeconfig).await
     }
 
+    /// A client with the admin kubeconfig that sends each request once, for a test of a refusal
+    /// kube's client retries by default (429, 503 and 504, backing off for minutes).
+    pub async fn admin_without_retries(&self) -> Client {
+        let mut config = config_for(&self.kubeconfig).await;
+        config.default_retry = false;
+        Client::try_from(config).expect("client")
+    }
+
     /// Runs kubectl with the admin kubeconfig.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         kubectl_with(&self.kubeconfig, args)
@@ -156,9 +164,12 @@ fn read_env_file(path: &Path) -> HashMap<String, String> {
 
 /// A kube client for a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> Client {
+    Client::try_from(config_for(kubeconfig).await).expect("client")
+}
+
+async fn config_for(kubeconfig: &Path) -> kube::Config {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig");
-    Client::try_from(config).expect("client")
+    kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig")
 }
 
 /// Runs kubectl with `kubeconfig`.

@@ -500,7 +500,7 @@ async fn a_resource_quota_hns_cannot_write_is_reported_on_the_quota() {
         "pending while uncounted"
     );
     // Nothing may be created there meanwhile: 429 with a wait, which kubectl honours by itself.
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &team);
+    let config_maps: Api<ConfigMap> = Api::namespaced(env.admin_without_retries().await, &team);
     let settings: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "settings"}})).unwrap();
     let status = match config_maps.create(&PostParams::default(), &settings).await {
         Err(kube::Error::Api(status)) => status,
