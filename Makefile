@@ -10,7 +10,7 @@
 #   make reliability-short  the same, minutes long (CI runs it)
 #   make bench      benchmarks, each against a baseline measured in the same run
 #   make bench-scale  hns at 100,000 namespaces (most of an hour; not in CI)
-#   make release    kubectl-hns packed for krew for this machine's platform
+#   make release    the release folder target/dist/vVERSION: plugin archive (and its sha256 in the krew manifest), image, manifests pinned by digest, alerts, SBOMs, SHA256SUMS
 #   make image      the hns-apiserver image as an OCI archive in target/image/, reproducible, without docker
 #   make availability       hns from deploy/hns.yaml on 2 real nodes: e2e in-cluster, a lost node diagnosed, rollouts, drains, kills and node loss under load (root)
 #   make availability-short the same, CI-sized
@@ -77,24 +77,14 @@ bench:
 bench-scale:
 	hack/bench.sh scale
 
-# The krew archive for this machine's platform (linux/amd64 here): kubectl-hns and its README at
-# the top level, as deploy/krew/hns.yaml maps them; its sha256 is written into that platform's
-# entry of the manifest. The completer kubectl runs for `kubectl hns <TAB>`, kubectl_complete-hns,
+# A release's folder (hack/release.sh says what is in it). The krew archive is for this machine's
+# platform (linux/amd64 here): kubectl-hns and its README at the top level, as
+# deploy/krew/hns.yaml maps them; its sha256 is written into that platform's entry of the
+# manifest. The completer kubectl runs for `kubectl hns <TAB>`, kubectl_complete-hns,
 # is kubectl-hns itself under that name: krew refuses symbolic links in archives and links only
 # `bin`, so users make the link (the manifest's caveats and plugin/README.md say how).
-RELEASE_DIR = $(or $(CARGO_TARGET_DIR),target)/release
 release:
-	cargo build --release -p kubectl-hns
-	@set -e; \
-	os=$$(uname -s | tr '[:upper:]' '[:lower:]'); \
-	case "$$(uname -m)" in x86_64|amd64) arch=amd64;; aarch64|arm64) arch=arm64;; *) echo "unsupported machine $$(uname -m)"; exit 1;; esac; \
-	archive=kubectl-hns-$$os-$$arch.tar.gz; stage=$$(mktemp -d); \
-	cp $(RELEASE_DIR)/kubectl-hns $$stage/kubectl-hns; cp plugin/README.md $$stage/README.md; \
-	tar -C $$stage -czf $(RELEASE_DIR)/$$archive kubectl-hns README.md; rm -rf $$stage; \
-	sum=$$( (sha256sum $(RELEASE_DIR)/$$archive 2>/dev/null || shasum -a 256 $(RELEASE_DIR)/$$archive) | cut -d' ' -f1); \
-	sed -i.bak "\|/$$archive\$$|,/sha256:/ s/sha256: .*/sha256: $$sum/" deploy/krew/hns.yaml; rm -f deploy/krew/hns.yaml.bak; \
-	grep -q "sha256: $$sum" deploy/krew/hns.yaml || { echo "no $$os/$$arch entry in deploy/krew/hns.yaml"; exit 1; }; \
-	echo "$(RELEASE_DIR)/$$archive: sha256 $$sum, written to deploy/krew/hns.yaml"
+	hack/release.sh
 
 # The image deploy/hns.yaml runs (hns-apiserver:v0.1.0) from the release binary, without a daemon,
 # a registry or a base image: target/image/hns-apiserver.oci.tar, its digest and reference beside
