@@ -61,17 +61,21 @@ LOOPBACK_RULE=(OUTPUT -d 127.0.0.1/32 -p tcp --dport "$NODE_APISERVER_PORT"
 
 bridge_owner() { cat "/sys/class/net/$NODE_BRIDGE/ifalias" 2>/dev/null || true; }
 
-# cluster_running DIR: whether any process the cluster in DIR started still runs. A pid counts
-# only if its command line names DIR (every process of a cluster has a path under DIR in its
-# arguments), so a pid reused since a reboot or a kill does not.
+# cluster_running DIR: whether the cluster in DIR may still run: a process it started runs, or
+# it has started none yet (it makes the bridge first: a cluster starting up). A pid counts only if
+# its command line names DIR (every process of a cluster has a path under DIR in its arguments),
+# so a pid reused since a reboot or a kill does not.
 cluster_running() {
-  local f pid
+  local f pid cmdline started=0
   for f in "$1"/pids/*.pid; do
     [ -f "$f" ] || continue
+    started=1
     pid="$(cat "$f")"
-    [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$1/" && return 0
+    # Read whole, not piped into grep -q: under pipefail a reader that stops early fails the pipe.
+    cmdline="$( { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null)" || continue
+    [[ "$cmdline" == *"$1/"* ]] && return 0
   done
-  return 1
+  [ -d "$1" ] && [ "$started" = 0 ]
 }
 
 bridge_up() {

@@ -38,9 +38,9 @@ archive="kubectl-hns-$os-$arch.tar.gz"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cp "$TARGET_DIR/release/kubectl-hns" plugin/README.md "$stage/"
-# Reproducible: fixed owner, order and times, and gzip without a timestamp.
+# Reproducible: fixed owner, modes, order and times, and gzip without a timestamp.
 SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}"
-tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX --mtime="@$SOURCE_DATE_EPOCH" \
   -cf - kubectl-hns README.md | gzip -n >"$OUT/$archive"
 sum="$(sha256sum "$OUT/$archive" | cut -d' ' -f1)"
 sed -i "\|/$archive\$|,/sha256:/ s/sha256: .*/sha256: $sum/" deploy/krew/hns.yaml

@@ -1,5 +1,5 @@
 //! The condition types GitOps tools judge an object's health by (kstatus, the library of Flux,
-//! kpt and cli-utils; Argo CD's health checks read the same): `Ready` says the object is what
+//! kpt and cli-utils; Argo CD needs a health check reading them, docs/gitops.md): `Ready` says the object is what
 //! its spec asks, `Reconciling` that hns is still getting there, `Stalled` that it cannot get
 //! there without someone's help. Each object's `status.observedGeneration` is its generation:
 //! hns computes the status when the object is read, so it has always seen the current spec.

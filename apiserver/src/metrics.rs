@@ -64,6 +64,8 @@ pub struct Metrics {
     pub object_write_errors: Family<WriteLabels, Counter>,
     /// 1 while this replica holds the controller Lease.
     pub leader: Gauge,
+    /// Namespaces whose forged hierarchy state the controller wrote back.
+    pub forgeries_reverted: Counter,
 }
 
 /// What a scrape reads besides the counters.
@@ -90,7 +92,7 @@ impl Sources {
         registry.register("reconciles", "Namespace reconciles by the controller", m.reconciles.clone());
         registry.register(
             "reconcile_errors",
-            "Reconciles that failed and were retried",
+            "Reconciles that failed and were retried (not write races, not copies: see object_write_errors)",
             m.reconcile_errors.clone(),
         );
         registry.register(
@@ -110,6 +112,11 @@ impl Sources {
             self.cache.watch_lag.clone(),
         );
         registry.register("leader", "1 while this replica leads", m.leader.clone());
+        registry.register(
+            "forgeries_reverted",
+            "Namespaces whose hierarchy annotations, written past hns's webhooks, the controller reverted",
+            m.forgeries_reverted.clone(),
+        );
         let expiry: Gauge = Gauge::default();
         expiry.set(self.serving.not_after());
         registry.register(

@@ -1,5 +1,5 @@
-// kstatus prints what kstatus (sigs.k8s.io/cli-utils/pkg/kstatus), the library Flux, Argo CD's
-// health checks and kpt judge objects with, computes for each object read as JSON on stdin (one
+// kstatus prints what kstatus (sigs.k8s.io/cli-utils/pkg/kstatus), the library Flux and kpt
+// judge objects with, computes for each object read as JSON on stdin (one
 // object, or a List as `kubectl get -o json` prints it): one line per object,
 // `KIND NAMESPACE/NAME STATUS MESSAGE`. hns's e2e tests run it on hns's objects; built and cached
 // by hack/build-kstatus.sh.

@@ -69,6 +69,21 @@ async fn forgery_event(client: &Client, ns: &str) -> Option<String> {
         .and_then(|e| e.message)
 }
 
+/// `hns_forgeries_reverted_total` on the local hns-apiserver's metrics port.
+async fn forgeries_reverted(local: &Local) -> u64 {
+    let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", local.metrics_port))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("hns_forgeries_reverted_total "))
+        .unwrap_or_else(|| panic!("no hns_forgeries_reverted_total in:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
     let env = Env::get();
@@ -95,6 +110,7 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
     .await;
 
     // A namespace outside every hierarchy names the victim as its parent, with no seal.
+    let reverted_before = forgeries_reverted(local).await;
     let forger = create_namespace(&admin, &unique("forger"), &[]).await;
     annotate(&forger_client, &forger, json!({PARENT: victim})).await;
     assert_eq!(
@@ -110,6 +126,9 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
         eventually("an event names the forgery", WAIT, || async { forgery_event(&admin, &forger).await })
             .await;
     assert!(message.contains(&format!("{PARENT}=\"{victim}\"")), "{message}");
+    // The alert's count: the condition is gone already, the revert stays counted.
+    let reverted = forgeries_reverted(local).await;
+    assert!(reverted > reverted_before, "hns_forgeries_reverted_total {reverted_before} -> {reverted}");
     let hc = ok(env.kubectl(&[
         "get",
         "hierarchyconfiguration",

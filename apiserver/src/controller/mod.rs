@@ -228,8 +228,15 @@ impl Controller {
     async fn work_on(&self, ns: &Arc<str>) {
         self.metrics.reconciles.inc();
         if let Err(error) = self.reconcile(ns).await {
-            self.metrics.reconcile_errors.inc();
-            tracing::debug!(namespace = %ns, %error, "reconcile failed; retrying");
+            // A write race (409) settles itself once the watch brings the newer object, and a
+            // failed copy is counted and told where it happens (object_write_errors, Events):
+            // only the rest says that this namespace itself cannot be kept.
+            if error.is_conflict() || matches!(error, Error::Propagation { .. }) {
+                tracing::debug!(namespace = %ns, %error, "reconcile failed; retrying");
+            } else {
+                self.metrics.reconcile_errors.inc();
+                tracing::warn!(namespace = %ns, %error, "reconcile failed; retrying");
+            }
             let (queue, after, ns) = (self.queue.clone(), error.requeue_after(), ns.clone());
             tokio::spawn(async move {
                 tokio::time::sleep(after).await;
@@ -313,15 +320,20 @@ impl Controller {
                     .into_iter()
                     .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
                     .collect();
-                (patch, fresh, node.and_then(|n| n.meta.uid().map(str::to_string)))
+                let forged = node.is_some_and(|n| n.forgery().is_some());
+                (patch, fresh, node.and_then(|n| n.meta.uid().map(str::to_string)), forged)
             })
         };
-        if let Some((patch, new_conditions, uid)) = write {
+        if let Some((patch, new_conditions, uid, forged)) = write {
             self.metrics.namespace_writes.inc();
             match self.writer.patch(ns, &patch, false).await {
                 Ok(updated) => {
                     // The next look at this namespace must see this write, not the old labels.
                     self.cache.caught_up_with(&updated).await;
+                    if forged {
+                        // The condition lasts only until this revert is seen; the count stays.
+                        self.metrics.forgeries_reverted.inc();
+                    }
                     for c in &new_conditions {
                         self.events.condition(ns, uid.clone(), c).await;
                     }

@@ -1,5 +1,5 @@
-//! The kstatus conditions of the objects hns serves ([`hns_api::kstatus`]): what Flux, kpt and
-//! Argo CD's health checks read. Every object hns serves is derived from namespaces when read, so
+//! The kstatus conditions of the objects hns serves ([`hns_api::kstatus`]): what Flux and kpt
+//! read, and what Argo CD health checks can (docs/gitops.md has them). Every object hns serves is derived from namespaces when read, so
 //! its status always describes its current spec: generation and observedGeneration are both
 //! [`GENERATION`], and each condition dates from what it describes (the namespace's creation or
 //! deletion, the quota's creation, the oldest problem), never from the read.
@@ -33,7 +33,7 @@ pub fn subnamespace(
 ) -> Vec<Condition> {
     use SubnamespaceState::*;
     match state {
-        Ok | Missing | Conflict => {
+        Ok => {
             vec![condition(
                 READY,
                 true,
@@ -41,6 +41,22 @@ pub fn subnamespace(
                 format!("namespace {name} exists and is a subnamespace of {parent}"),
                 since,
             )]
+        }
+        // HNC's two other states, which hns does not reach today (its subnamespace is created
+        // with its namespace, and a taken name is refused), mapped as their meaning says.
+        Missing => {
+            let message = format!("namespace {name} does not exist yet");
+            vec![
+                condition(READY, false, "Missing", message.clone(), since),
+                condition(RECONCILING, true, "Missing", message, since),
+            ]
+        }
+        Conflict => {
+            let message = format!("namespace {name} exists and is not a subnamespace of {parent}");
+            vec![
+                condition(READY, false, "Conflict", message.clone(), since),
+                condition(STALLED, true, "Conflict", message, since),
+            ]
         }
         Forbidden => {
             let message = format!(
@@ -95,6 +111,8 @@ mod tests {
         };
         assert_eq!(types(SubnamespaceState::Ok), pairs(&[("Ready", "True")]));
         assert_eq!(types(SubnamespaceState::Forbidden), pairs(&[("Ready", "False"), ("Stalled", "True")]));
+        assert_eq!(types(SubnamespaceState::Conflict), pairs(&[("Ready", "False"), ("Stalled", "True")]));
+        assert_eq!(types(SubnamespaceState::Missing), pairs(&[("Ready", "False"), ("Reconciling", "True")]));
         assert_eq!(
             types(SubnamespaceState::Terminating),
             pairs(&[("Ready", "False"), ("Reconciling", "True")])
