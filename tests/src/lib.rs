@@ -293,6 +293,12 @@ impl Local {
         path
     }
 
+    /// hns-apiserver's metrics, from its plain-HTTP metrics port (Prometheus' text format).
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        reqwest::get(&url).await.unwrap_or_else(|e| panic!("{url}: {e}")).text().await.unwrap()
+    }
+
     /// The base URL of hns-apiserver, bypassing kube-apiserver.
     pub fn hns_url(&self) -> String {
         format!("https://{}:{}", self.hns_host, self.hns_port)

@@ -174,12 +174,7 @@ async fn a_missing_parent_is_reported() {
 async fn metrics_describe_the_hierarchy_and_the_work() {
     let env = Env::get();
     let Some(local) = env.local_or_skip("metrics") else { return };
-    let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", local.metrics_port))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = local.metrics().await;
     for series in [
         "hns_leader 1",
         "hns_namespaces ",

@@ -71,12 +71,7 @@ async fn forgery_event(client: &Client, ns: &str) -> Option<String> {
 
 /// `hns_forgeries_reverted_total` on the local hns-apiserver's metrics port.
 async fn forgeries_reverted(local: &Local) -> u64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{}/metrics", local.metrics_port))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = local.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix("hns_forgeries_reverted_total "))
         .unwrap_or_else(|| panic!("no hns_forgeries_reverted_total in:\n{text}"))
