@@ -15,12 +15,15 @@ use hns_e2e::{
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// hack/kstatus's binary, built (or found in the cache) by hack/build-kstatus.sh.
-fn kstatus_binary() -> PathBuf {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hack/build-kstatus.sh");
-    let out = Command::new("bash").arg(&script).stderr(Stdio::inherit()).output().expect("bash runs");
-    assert!(out.status.success(), "{} failed", script.display());
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+/// hack/kstatus's binary, built (or found in the cache) by hack/build-kstatus.sh, once per run.
+fn kstatus_binary() -> &'static PathBuf {
+    static BINARY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hack/build-kstatus.sh");
+        let out = Command::new("bash").arg(&script).stderr(Stdio::inherit()).output().expect("bash runs");
+        assert!(out.status.success(), "{} failed", script.display());
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
 }
 
 /// kstatus's verdict on `kubectl get ARGS -o json`: (status, message) per object.

@@ -32,48 +32,35 @@ pub fn subnamespace(
     since: Option<&Time>,
 ) -> Vec<Condition> {
     use SubnamespaceState::*;
+    // Not ready: `Ready=False` and, with the same reason and message, `Reconciling` (hns is on
+    // it) or `Stalled` (someone must act).
+    let not_ready = |reason: &str, message: String, why: &str| {
+        vec![
+            condition(READY, false, reason, message.clone(), since),
+            condition(why, true, reason, message, since),
+        ]
+    };
     match state {
         Ok => {
-            vec![condition(
-                READY,
-                true,
-                "Ok",
-                format!("namespace {name} exists and is a subnamespace of {parent}"),
-                since,
-            )]
+            let message = format!("namespace {name} exists and is a subnamespace of {parent}");
+            vec![condition(READY, true, "Ok", message, since)]
         }
         // HNC's two other states, which hns does not reach today (its subnamespace is created
         // with its namespace, and a taken name is refused), mapped as their meaning says.
-        Missing => {
-            let message = format!("namespace {name} does not exist yet");
-            vec![
-                condition(READY, false, "Missing", message.clone(), since),
-                condition(RECONCILING, true, "Missing", message, since),
-            ]
-        }
-        Conflict => {
-            let message = format!("namespace {name} exists and is not a subnamespace of {parent}");
-            vec![
-                condition(READY, false, "Conflict", message.clone(), since),
-                condition(STALLED, true, "Conflict", message, since),
-            ]
-        }
-        Forbidden => {
-            let message = format!(
+        Missing => not_ready("Missing", format!("namespace {name} does not exist yet"), RECONCILING),
+        Conflict => not_ready(
+            "Conflict",
+            format!("namespace {name} exists and is not a subnamespace of {parent}"),
+            STALLED,
+        ),
+        Forbidden => not_ready(
+            "Forbidden",
+            format!(
                 "namespace {parent} is excluded from hierarchies (hns-apiserver's --excluded-namespace), so it may not have subnamespaces: delete this subnamespace, or stop excluding {parent}"
-            );
-            vec![
-                condition(READY, false, "Forbidden", message.clone(), since),
-                condition(STALLED, true, "Forbidden", message, since),
-            ]
-        }
-        Terminating => {
-            let message = format!("namespace {name} is being deleted");
-            vec![
-                condition(READY, false, "Terminating", message.clone(), since),
-                condition(RECONCILING, true, "Terminating", message, since),
-            ]
-        }
+            ),
+            STALLED,
+        ),
+        Terminating => not_ready("Terminating", format!("namespace {name} is being deleted"), RECONCILING),
     }
 }
 
