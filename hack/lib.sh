@@ -75,6 +75,8 @@ teardown() {
   if [ $rc -ne 0 ] && [ -f "$DIR/report.txt" ]; then
     echo "----- the end of the run's report again (the table of figures and what preceded it)" >&2
     tail -n 60 "$DIR/report.txt" >&2
+    # A panic's message is followed by its backtrace; name it again where a CI log ends.
+    grep -h "panicked at" -A1 "$DIR/report.txt" >&2 || true
   fi
   for also in "${TEARDOWN_ALSO[@]}"; do eval "$also" >/dev/null 2>&1 || true; done
   "$hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true

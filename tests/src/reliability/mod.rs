@@ -109,6 +109,41 @@ pub fn table(figures: &[Figure]) -> String {
     out
 }
 
+/// Runs one suite; a suite that panics (a setup step kube-apiserver refused, say) becomes a
+/// missed figure that carries the panic's message, so the run still prints every other suite's
+/// figures and ends with what went wrong rather than with a backtrace.
+pub async fn guarded(
+    suite: &'static str,
+    run: impl std::future::Future<Output = Vec<Figure>>,
+) -> Vec<Figure> {
+    use futures::FutureExt as _;
+    match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        Ok(figures) => figures,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            vec![Figure::target(suite, "suite finished", format!("panicked: {message}"), "finished", false)]
+        }
+    }
+}
+
+/// The run's verdict, printed after its table: each missed figure again, on the last lines a CI
+/// log shows, and whether the run failed.
+pub fn verdict(figures: &[Figure]) -> std::process::ExitCode {
+    let missed: Vec<&Figure> = figures.iter().filter(|f| f.met == Some(false)).collect();
+    if missed.is_empty() {
+        return std::process::ExitCode::SUCCESS;
+    }
+    println!("\n{} figure(s) missed their target:", missed.len());
+    for f in missed {
+        println!("  {}: {}: {} (target {})", f.suite, f.name, f.value, f.target.as_deref().unwrap_or("-"));
+    }
+    std::process::ExitCode::FAILURE
+}
+
 /// What every suite works with: the cluster, its processes and how hard to push.
 pub struct Context {
     pub env: crate::Env,
