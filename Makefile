@@ -102,11 +102,13 @@ lint: verify-manifests audit rules
 audit:
 	hack/cargo-deny.sh
 
-# deploy/hns.yaml is rendered from config/default; CI checks it is current.
+# deploy/hns.yaml is rendered from config/default; CI checks it is current. The chart (charts/hns)
+# is written by hand; tests/tests/helm.rs checks that its default render is deploy/hns.yaml.
 manifests:
 	kubectl kustomize config/default > deploy/hns.yaml
 	kubectl kustomize config/cert-manager > deploy/hns-cert-manager.yaml
 	hack/prometheusrule.sh > deploy/hns-prometheusrule.yaml
+	cp config/prometheus/hns-rules.yaml charts/hns/files/hns-rules.yaml
 
 verify-manifests:
 	@kubectl kustomize config/default | diff -u deploy/hns.yaml - \
@@ -115,6 +117,8 @@ verify-manifests:
 	  || { echo "deploy/hns-cert-manager.yaml is stale: run make manifests"; exit 1; }
 	@hack/prometheusrule.sh | diff -u deploy/hns-prometheusrule.yaml - \
 	  || { echo "deploy/hns-prometheusrule.yaml is stale: run make manifests"; exit 1; }
+	@diff -u charts/hns/files/hns-rules.yaml config/prometheus/hns-rules.yaml \
+	  || { echo "charts/hns/files/hns-rules.yaml is stale: run make manifests"; exit 1; }
 
 # hns's alerts (config/prometheus), checked and unit-tested by promtool, built from the Go proxy.
 rules:
