@@ -8,6 +8,8 @@
 # nodes (hack/nodes.sh), imports the image into each node's containerd and installs hns with
 # `kubectl apply -f deploy/hns.yaml` exactly as rendered. Then:
 #
+# 0. the Helm chart (charts/hns) installed, upgraded from the previous chart and image, rolled
+#    back and uninstalled, before that (tests/tests/helm.rs);
 # 1. the end-to-end suites against that install (HNS_E2E_KUBECONFIG alone: the tests that need
 #    to stop a local hns process skip themselves) — a representative set with --short, all of
 #    them without;
@@ -85,6 +87,15 @@ done
 use_control_plane "$DIR"
 # Not target/debug on PATH: the plugin tests put kubectl-hns on PATH themselves.
 export KUBECONFIG="$DIR/kubeconfig"
+# 0. The Helm chart's life on these nodes before hns is installed the kubectl way
+#    (tests/tests/helm.rs, helm_lifecycle_on_nodes): install (the previous commit's chart, when it
+#    has one, with the previous image), upgrade, rollback, uninstall; every namespace and copy
+#    survives the uninstall.
+log "helm: install, upgrade, rollback and uninstall of charts/hns"
+unset HNS_E2E_DIR
+HNS_HELM_LIFECYCLE=1 HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_PREVIOUS_CHART="${WT:+$WT/charts/hns}" \
+  cargo test -p hns-e2e --test helm -- --exact helm_lifecycle_on_nodes --nocapture \
+  || die "the Helm chart's install, upgrade, rollback or uninstall failed"
 log "kubectl apply -f deploy/hns.yaml"
 kubectl apply -f deploy/hns.yaml >/dev/null || die "kubectl apply -f deploy/hns.yaml failed"
 kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=180s || die "hns did not roll out"
@@ -93,7 +104,6 @@ kubectl wait --for=condition=Available --timeout=120s apiservice/v1alpha2.hnc.x-
 
 # 1. The e2e suites against the in-cluster install.
 export HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_NODES_DIR="$DIR"
-unset HNS_E2E_DIR
 if [ -n "$only" ]; then
   log "--scenarios-only: no e2e suites"
 elif [ -n "$short" ]; then

@@ -8,6 +8,8 @@
 #                                deploy/'s manifests with the image pinned by that digest
 #                                (hns-apiserver:vVERSION@sha256:…)
 #   hns-prometheusrule.yaml      the alerts (docs/runbooks.md)
+#   hns-CHARTVERSION.tgz         the Helm chart (charts/hns), packaged by helm (hack/build-helm.sh)
+#                                with image.digest set to that digest
 #   hns-apiserver.cdx.json, kubectl-hns.cdx.json
 #                                a CycloneDX SBOM of each binary: every crate compiled into it, by
 #                                cargo-cyclonedx (built from crates.io once, cached in
@@ -57,6 +59,19 @@ for manifest in hns.yaml hns-cert-manager.yaml; do
   grep -q "image: hns-apiserver:v$VERSION@$digest" "$OUT/$manifest" || die "no image to pin in deploy/$manifest"
 done
 cp deploy/hns-prometheusrule.yaml "$OUT/"
+
+# --- the Helm chart, its image pinned by the same digest ----------------------------------------
+helm="$("$ROOT/hack/build-helm.sh")" || die "building helm failed"
+grep -q "^appVersion: v$VERSION\$" charts/hns/Chart.yaml || die "charts/hns/Chart.yaml's appVersion is not v$VERSION"
+cp -r charts/hns "$stage/hns"
+sed -i "s|^  digest: \"\"\$|  digest: \"$digest\"|" "$stage/hns/values.yaml"
+grep -q "^  digest: \"$digest\"\$" "$stage/hns/values.yaml" || die "no image digest to set in charts/hns/values.yaml"
+"$helm" lint --strict "$stage/hns" >/dev/null || die "helm lint of the release's chart failed"
+"$helm" package "$stage/hns" --destination "$OUT" >/dev/null || die "helm package failed"
+chart="$(ls "$OUT"/hns-*.tgz)"
+"$helm" template hns "$chart" --namespace hns-system | grep -q "image: hns-apiserver:v$VERSION@$digest" \
+  || die "the packaged chart does not install the image by its digest"
+log "$(basename "$chart"): the chart, installing hns-apiserver:v$VERSION@$digest"
 
 # --- SBOMs --------------------------------------------------------------------------------------
 CDX_ROOT="$HNS_CACHE/cargo-cyclonedx"
