@@ -15,10 +15,11 @@
 //! labels of a lone namespace in the creating request. Where kube-apiserver can give them itself
 //! ([`namespace_labels`], Kubernetes 1.36 and later), a plain new namespace is not sent here.
 //!
-//! Two more cover other namespaced objects: `/validate-objects` keeps propagated copies hns's
-//! own, and `/validate-exceptions` refuses exception annotations
+//! Three more cover other namespaced objects: `/validate-objects` keeps propagated copies hns's
+//! own, `/validate-exceptions` refuses exception annotations
 //! (`propagate.hnc.x-k8s.io/…`) that do not parse, as judged by
-//! [`crate::propagation::exceptions`].
+//! [`crate::propagation::exceptions`], and `/validate-sources` refuses a source that would
+//! overwrite descendants' own objects ([`sources`]).
 //!
 //! Three more enforce hierarchical quotas: see [`quotas`].
 
@@ -39,6 +40,7 @@ use crate::state::AppState;
 
 pub mod namespace_labels;
 pub mod quotas;
+pub mod sources;
 
 /// A refusal as kube-apiserver reports it: HTTP code, reason and message.
 struct Denial {

@@ -175,6 +175,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     tokio::spawn(follow_config(propagation.clone(), config.spec.subscribe()));
+    tokio::spawn(crate::admission::sources::keep_rules(
+        client.clone(),
+        args.webhook_name.clone(),
+        config.spec.subscribe(),
+    ));
     let controller = Arc::new(Controller {
         cache: cache.clone(),
         policy: policy.clone(),

@@ -34,6 +34,7 @@ fn always_allowed(path: &str) -> bool {
             | "/mutate-namespaces"
             | "/validate-objects"
             | "/validate-exceptions"
+            | "/validate-sources"
             | "/mutate-quota-status"
             | "/validate-quota-objects"
             | "/validate-quota-pending"
@@ -259,6 +260,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/validate-exceptions")
                 .route(web::post().to(crate::admission::validate_exceptions)),
+        )
+        .service(
+            web::resource("/validate-sources")
+                .route(web::post().to(crate::admission::sources::validate_sources)),
         )
         .service(
             web::resource("/mutate-quota-status")

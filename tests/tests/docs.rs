@@ -8,7 +8,8 @@
 //!   stderr together), which must match: whitespace runs count as one space; a line `...`
 //!   stands for any number of lines; within a line, `...` stands for any text and `<word>` (e.g.
 //!   `<age>`) for one run of non-space characters. A command must succeed, unless its shown
-//!   output starts with `Error:` (how kubectl reports a refusal): then it must fail.
+//!   output starts with `Error:` or `Error from server` (how kubectl and kubectl hns report a
+//!   refusal): then it must fail.
 //! - ```` ```sh migration PHASE [local=ACTION] ````: a step of the move between HNC and hns, run
 //!   by `hack/migration-test.sh` on its own control plane, not here.
 //! - ```` ```sh cluster ````: a command for a real cluster (installing hns): not run here, and
@@ -80,7 +81,10 @@ fn run_block(env: &Env, dir: &Path, block: &Block, where_: &str) -> Result<(), S
                 // stdout and stderr in the order they are written, as a terminal shows them.
                 let out = bash(env, dir, &format!("exec 2>&1\n{}", step.command));
                 let shown = text(&out);
-                let should_fail = step.expected.first().is_some_and(|l| l.starts_with("Error:"));
+                let should_fail = step
+                    .expected
+                    .first()
+                    .is_some_and(|l| l.starts_with("Error:") || l.starts_with("Error from server"));
                 if out.status.success() == should_fail {
                     let want = if should_fail { "fail" } else { "succeed" };
                     return Err(format!("{at}: `{}` should {want} ({}):\n{shown}", step.command, out.status));

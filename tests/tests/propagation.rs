@@ -264,6 +264,67 @@ async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
     delete_tree(&client, &org).await;
 }
 
+/// A source whose copies would overwrite a descendant's own object of the same name is refused
+/// with HNC's 409, naming the descendants, and is not written; an update that would start
+/// propagating it there is refused too. Another name is accepted, and the same name once the
+/// descendant's object is gone.
+#[tokio::test]
+async fn a_source_that_would_overwrite_a_descendants_own_object_is_refused() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let org = create_namespace(&client, &unique("src-org"), &[]).await;
+    let (team, other) = (format!("{org}-team"), format!("{org}-other"));
+    for ns in [&team, &other] {
+        create_subns(&client, &org, ns).await.unwrap();
+    }
+    let rbs = |ns: &str| Api::<RoleBinding>::namespaced(client.clone(), ns);
+    eventually("the subnamespaces", WAIT, || async { rbs(&other).list(&ListParams::default()).await.ok() })
+        .await;
+    rolebinding(&client, &team, "sres", "team-only").await;
+    // hns's watch of RoleBindings must have brought the team's own binding.
+    let source = role_binding("sres", "view", Subject::Group("org-sres"));
+    let refused = eventually("the source refused", WAIT, || async {
+        match rbs(&org).create(&PostParams::default(), &source).await {
+            Err(kube::Error::Api(s)) => Some(s),
+            Ok(_) => {
+                let _ = rbs(&org).delete("sres", &DeleteParams::default()).await;
+                None
+            }
+            Err(_) => None,
+        }
+    })
+    .await;
+    assert_eq!((refused.code, refused.reason.as_str()), (409, "Conflict"), "{}", refused.message);
+    assert!(
+        refused.message.contains(&format!(
+            "would overwrite objects in the following descendant namespace(s): {team}. To fix this, choose a different name for the object, or remove the conflicting objects from the listed namespaces"
+        )),
+        "{}",
+        refused.message
+    );
+    assert!(rbs(&org).get_opt("sres").await.unwrap().is_none(), "the source was not written");
+    assert_eq!(rbs(&team).get("sres").await.unwrap().subjects.unwrap()[0].name, "team-only");
+
+    // Held back by an exception it is no conflict; taking the exception off is refused.
+    let mut held = role_binding("sres", "view", Subject::Group("org-sres"));
+    held.metadata.annotations =
+        Some([("propagate.hnc.x-k8s.io/none".to_string(), "true".to_string())].into());
+    rbs(&org).create(&PostParams::default(), &held).await.unwrap();
+    let unhold = json!({"metadata": {"annotations": {"propagate.hnc.x-k8s.io/none": null}}});
+    let err = rbs(&org).patch("sres", &PatchParams::default(), &Patch::Merge(&unhold)).await.unwrap_err();
+    assert!(err.to_string().contains("would overwrite objects"), "{err}");
+
+    rolebinding(&client, &org, "viewers", "org-viewers").await;
+    wait_copy::<RoleBinding>(&client, &team, "viewers", Some(&org)).await;
+    rbs(&team).delete("sres", &DeleteParams::default()).await.unwrap();
+    eventually("the update accepted once the object is gone", Duration::from_secs(15), || async {
+        rbs(&org).patch("sres", &PatchParams::default(), &Patch::Merge(&unhold)).await.ok()
+    })
+    .await;
+    wait_copy::<RoleBinding>(&client, &team, "sres", Some(&org)).await;
+    delete_tree(&client, &org).await;
+}
+
 /// `call`'s result once hns answers it with anything but 503 (see the move test above).
 async fn answered<T, F, Fut>(mut call: F) -> Result<T, kube::core::Status>
 where

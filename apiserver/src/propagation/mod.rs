@@ -393,6 +393,56 @@ impl Propagation {
         Ok(found)
     }
 
+    /// The objects in descendants of `source`'s namespace that its copies would newly overwrite
+    /// once it is written, for the sources webhook. Only objects of its name can be in the way,
+    /// so only those are looked at (in its ancestry and subtree), from this replica's watch of
+    /// the kind: a kind not propagated, or not listed yet, finds nothing (the webhook fails open,
+    /// and the controller reports a conflict it finds later as an event).
+    pub fn overwrites_of_source(
+        &self,
+        forest: &Forest,
+        policy: &Policy,
+        group: &str,
+        resource: &str,
+        source: &DynamicObject,
+    ) -> Vec<overwrites::Overwrite> {
+        let (Some(ns), Some(name)) = (source.metadata.namespace.as_deref(), source.metadata.name.as_deref())
+        else {
+            return Vec::new();
+        };
+        let Some(syncer) = self.syncers().into_iter().find(|s| {
+            s.resource.group == group
+                && s.resource.plural == resource
+                && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
+                && s.is_synced()
+        }) else {
+            return Vec::new();
+        };
+        let related: Vec<String> =
+            forest.ancestry_names(ns).into_iter().chain(forest.descendant_names(ns)).collect();
+        let before: Objects = {
+            let objects = syncer.objects();
+            related
+                .iter()
+                .filter_map(|n| {
+                    let key = (n.clone(), name.to_string());
+                    objects.get(&key).map(|o| (key, o.clone()))
+                })
+                .collect()
+        };
+        let mut after = before.clone();
+        after.insert((ns.to_string(), name.to_string()), Arc::new(source.clone()));
+        overwrites::after_source_change(
+            forest,
+            policy,
+            &before,
+            &after,
+            &syncer.resource.kind,
+            syncer.mode(),
+            ns,
+        )
+    }
+
     /// Replaces `objects`' view of `namespaces` by what kube-apiserver lists there now; a
     /// namespace whose list fails keeps the watch's view.
     async fn list_afresh(&self, syncer: &Syncer, namespaces: &[String], objects: &mut Objects) {

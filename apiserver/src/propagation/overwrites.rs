@@ -66,6 +66,43 @@ pub fn after_move(
     find(after, policy, objects, kind, mode, names()).into_iter().filter(|o| !already.contains(o)).collect()
 }
 
+/// The objects in the descendants of `ns` that a source there would newly have overwritten once
+/// written: those in the way of a source from `ns` with the source as `after` holds it, and not
+/// already in its way as `before` holds it (an object already in the way of a source is no
+/// reason to refuse changing that source, say its data, just as for [`after_move`]).
+pub fn after_source_change(
+    forest: &Forest,
+    policy: &Policy,
+    before: &Objects,
+    after: &Objects,
+    kind: &str,
+    mode: Mode,
+    ns: &str,
+) -> Vec<Overwrite> {
+    let descendants = forest.descendant_names(ns);
+    let from_here = |objects: &Objects| {
+        find(forest, policy, objects, kind, mode, descendants.iter().map(String::as_str))
+            .into_iter()
+            .filter(|o| o.source_namespace == ns)
+            .collect::<Vec<_>>()
+    };
+    let already: BTreeSet<Overwrite> = from_here(before).into_iter().collect();
+    from_here(after).into_iter().filter(|o| !already.contains(o)).collect()
+}
+
+/// HNC's refusal of a source whose copies would overwrite the objects `found` in descendants: a
+/// conflict (409), resolved by another name or by removing those objects.
+pub fn source_refusal(found: &[Overwrite]) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let namespaces: Vec<String> = found.iter().map(|o| o.namespace.clone()).collect();
+    Some(format!(
+        "would overwrite objects in the following descendant namespace(s): {}. To fix this, choose a different name for the object, or remove the conflicting objects from the listed namespaces",
+        listed(&namespaces, ", ").trim_start_matches(", ")
+    ))
+}
+
 /// How many objects a refusal names before it counts the rest.
 pub const SHOWN: usize = 10;
 
@@ -130,6 +167,64 @@ mod tests {
 
     fn one(ns: &str, name: &str, from: &str) -> Vec<(String, String, String)> {
         vec![(ns.into(), name.into(), from.into())]
+    }
+
+    /// `(namespace, source)` of what writing `source` (replacing any object of its name in its
+    /// namespace) would newly overwrite.
+    fn writing(f: &Forest, objs: Vec<DynamicObject>, source: DynamicObject) -> Vec<(String, String)> {
+        let ns = source.metadata.namespace.clone().unwrap();
+        let before = objects(objs.clone());
+        let mut after = objects(objs);
+        after.insert((ns.clone(), source.metadata.name.clone().unwrap()), std::sync::Arc::new(source));
+        after_source_change(f, &policy(), &before, &after, "RoleBinding", Mode::Propagate, &ns)
+            .into_iter()
+            .map(|o| (o.namespace, o.source_namespace))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_source_over_descendants_own_objects_is_refused_naming_them() {
+        let f = forest("root a:root b:root b1:b other");
+        let own = vec![rb("a", "sres", &[]), rb("b1", "sres", &[]), rb("other", "sres", &[])];
+        let found = writing(&f, own.clone(), rb("root", "sres", &[]));
+        assert_eq!(found, [("a".into(), "root".into()), ("b1".into(), "root".into())]);
+        let overwrites: Vec<Overwrite> = found
+            .iter()
+            .map(|(ns, from)| Overwrite {
+                namespace: ns.clone(),
+                name: "sres".into(),
+                source_namespace: from.clone(),
+            })
+            .collect();
+        assert_eq!(
+            source_refusal(&overwrites).unwrap(),
+            "would overwrite objects in the following descendant namespace(s): a, b1. To fix this, choose a different name for the object, or remove the conflicting objects from the listed namespaces"
+        );
+        assert_eq!(writing(&f, own.clone(), rb("root", "viewers", &[])), [], "another name");
+        assert_eq!(writing(&f, own.clone(), rb("b1", "sres", &[])), [], "a leaf has no descendants");
+        let f = forest("root child:root grandchild:child");
+        // child's own object is nearer to grandchild than root's source: only child's is in the way.
+        let own = vec![rb("child", "sres", &[]), rb("grandchild", "sres", &[])];
+        assert_eq!(writing(&f, own, rb("root", "sres", &[])), [("child".into(), "root".into())]);
+    }
+
+    #[test]
+    fn a_source_that_would_not_reach_them_or_was_in_their_way_already_is_no_new_overwrite() {
+        let f = forest("root child:root");
+        let own = rb("child", "sres", &[]);
+        assert_eq!(
+            writing(&f, vec![own.clone()], rb("root", "sres", &[(NONE, "true")])),
+            [],
+            "propagates nowhere"
+        );
+        // A source already in the way may still change; one that starts propagating may not.
+        let was = rb("root", "sres", &[]);
+        assert_eq!(writing(&f, vec![own.clone(), was], rb("root", "sres", &[("x", "y")])), []);
+        let held_back = rb("root", "sres", &[(NONE, "true")]);
+        assert_eq!(
+            writing(&f, vec![own, held_back], rb("root", "sres", &[])),
+            [("child".into(), "root".into())]
+        );
     }
 
     #[test]

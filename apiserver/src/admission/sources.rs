@@ -1,0 +1,161 @@
+//! `/validate-sources`: a source whose copies would overwrite objects of descendants' own is
+//! refused, as HNC's object webhook refuses it ("would overwrite objects in the following
+//! descendant namespace(s): …", 409). Without this, the source would be written and the clash
+//! reported afterwards as an event (`CannotPropagateObject`), as it still is for objects that
+//! were there before hns, or written while hns could not answer (the entry fails open).
+//!
+//! kube-apiserver calls this entry (`sources.hns.hnc.x-k8s.io`, config/base/webhook.yaml) only
+//! for the kinds that propagate, in namespaces that take part in a hierarchy, and not for
+//! copies: the entry's `rules` are kept by [`keep_rules`] from the HNCConfiguration, as HNC
+//! rewrites its own webhook's rules, so that creating a Pod or a ConfigMap that does not
+//! propagate never waits on hns. The manifests ship the entry without rules (it matches
+//! nothing until hns fills them in), so that `kubectl apply` and Helm's server-side apply never
+//! fight hns over them.
+
+use std::time::Duration;
+
+use actix_web::{web, HttpResponse};
+use hns_api::config::Mode;
+use hns_api::HNCConfigurationSpec;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use serde_json::{json, Value};
+
+use super::{answer, source_of, Denial};
+use crate::propagation::{overwrites, ENFORCED};
+use crate::state::AppState;
+
+/// The webhook entry whose rules [`keep_rules`] keeps.
+pub const ENTRY: &str = "sources.hns.hnc.x-k8s.io";
+
+/// How often the rules are checked even without a configuration change: someone may have
+/// replaced the webhook configuration (with rules empty again).
+const RECHECK: Duration = Duration::from_secs(60);
+
+/// `POST /validate-sources`.
+pub async fn validate_sources(
+    state: web::Data<AppState>,
+    review: web::Json<AdmissionReview<DynamicObject>>,
+) -> HttpResponse {
+    answer(review.into_inner(), |request| decide(&state, request))
+}
+
+fn decide(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Result<(), Denial> {
+    let Some(new) = req.object.as_ref() else { return Ok(()) };
+    let hns = req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
+    let copy = source_of(Some(new)).is_some() || source_of(req.old_object.as_ref()).is_some();
+    let ns = req.namespace.as_deref().unwrap_or_default();
+    if hns || copy || state.policy.is_excluded(ns) {
+        return Ok(());
+    }
+    let mut source = new.clone();
+    source.metadata.namespace = Some(ns.to_string());
+    let forest = state.cache.read();
+    let found = state.propagation.overwrites_of_source(
+        &forest,
+        &state.policy,
+        &req.resource.group,
+        &req.resource.resource,
+        &source,
+    );
+    overwrites::source_refusal(&found)
+        .map_or(Ok(()), |message| Err(Denial { code: 409, reason: "Conflict", message }))
+}
+
+/// The entry's rules for `spec`: create and update of every kind in `Propagate` or
+/// `AllowPropagate` mode, Roles and RoleBindings always.
+pub fn rules(spec: &HNCConfigurationSpec) -> Vec<Value> {
+    let mut kinds: Vec<(String, String)> =
+        ENFORCED.iter().map(|(g, r)| (g.to_string(), r.to_string())).collect();
+    for r in &spec.resources {
+        let kind = (r.group.clone(), r.resource.clone());
+        if matches!(Mode::effective(r.mode.as_deref()), Mode::Propagate | Mode::AllowPropagate)
+            && !kinds.contains(&kind)
+        {
+            kinds.push(kind);
+        }
+    }
+    kinds.sort();
+    kinds
+        .into_iter()
+        .map(|(group, resource)| {
+            json!({"apiGroups": [group], "apiVersions": ["*"], "resources": [resource],
+                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"})
+        })
+        .collect()
+}
+
+/// Keeps the rules of [`ENTRY`] in the ValidatingWebhookConfiguration `webhook` equal to
+/// [`rules`] of the configuration, on every change of it and every [`RECHECK`]. Every replica
+/// does this; they compute the same rules from the same configuration, and a write that races
+/// another is tried again on the next round.
+pub async fn keep_rules(
+    client: kube::Client,
+    webhook: String,
+    mut spec: tokio::sync::watch::Receiver<HNCConfigurationSpec>,
+) {
+    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration");
+    let api: Api<DynamicObject> =
+        Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "validatingwebhookconfigurations"));
+    loop {
+        let wanted = rules(&spec.borrow_and_update());
+        if let Err(error) = set_rules(&api, &webhook, &wanted).await {
+            tracing::warn!(%error, %webhook, entry = ENTRY, "cannot set the sources webhook's rules; retrying");
+        }
+        tokio::select! {
+            changed = spec.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(RECHECK) => {}
+        }
+    }
+}
+
+/// Replaces the rules of [`ENTRY`] where they differ (the replace carries the resourceVersion
+/// read, so a concurrent edit is not lost). An install without the entry is left as it is.
+async fn set_rules(api: &Api<DynamicObject>, webhook: &str, wanted: &[Value]) -> kube::Result<()> {
+    let mut config = api.get(webhook).await?;
+    let Some(entry) = config.data["webhooks"]
+        .as_array_mut()
+        .and_then(|entries| entries.iter_mut().find(|w| w["name"] == ENTRY))
+    else {
+        return Ok(());
+    };
+    if entry["rules"].as_array().map(Vec::as_slice).unwrap_or_default() == wanted {
+        return Ok(());
+    }
+    entry["rules"] = Value::Array(wanted.to_vec());
+    api.replace(webhook, &PostParams::default(), &config).await?;
+    tracing::info!(%webhook, entry = ENTRY, kinds = wanted.len(), "sources webhook's rules updated");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_cover_the_kinds_that_propagate_and_roles_always() {
+        let spec: HNCConfigurationSpec = serde_json::from_value(json!({"resources": [
+            {"resource": "secrets", "mode": "Propagate"},
+            {"resource": "configmaps", "mode": "AllowPropagate"},
+            {"group": "networking.k8s.io", "resource": "networkpolicies", "mode": "Ignore"},
+            {"resource": "limitranges", "mode": "Remove"},
+        ]}))
+        .unwrap();
+        let kinds: Vec<String> = rules(&spec)
+            .iter()
+            .map(|r| {
+                format!("{}/{}", r["apiGroups"][0].as_str().unwrap(), r["resources"][0].as_str().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "/configmaps",
+                "/secrets",
+                "rbac.authorization.k8s.io/rolebindings",
+                "rbac.authorization.k8s.io/roles"
+            ]
+        );
+        assert_eq!(rules(&spec)[0]["operations"], json!(["CREATE", "UPDATE"]));
+    }
+}
