@@ -164,6 +164,57 @@ async fn a_forged_deletion_review_makes_hns_write_nothing() {
 /// Issue 40, B3: stepping oldObject's resourceVersion, a caller without a certificate got a
 /// different answer at the stored one, then the ancestor's quota, its limit and the subtree's
 /// usage. Without the ResourceQuota's uid every answer is now the same, the stored version too.
+/// The sources webhook's answer depends on what descendants hold: a stranger's review (no
+/// certificate of the cluster's) is allowed whatever it names, while kube-apiserver's call for
+/// the same source is refused.
+#[tokio::test]
+async fn the_sources_webhook_tells_strangers_nothing() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("the_sources_webhook_tells_strangers_nothing") else { return };
+    let admin = env.admin().await;
+    let parent = create_namespace(&admin, &unique("secs"), &[]).await;
+    let child = format!("{parent}-c");
+    create_subns(&admin, &parent, &child).await.unwrap();
+    let bindings = |ns: &str| Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), ns);
+    eventually("the subnamespace", WAIT, || async { bindings(&child).list(&Default::default()).await.ok() })
+        .await;
+    let own = role_binding("taken", "view", Subject::Group("child-only"));
+    bindings(&child).create(&Default::default(), &own).await.unwrap();
+    let source = role_binding("taken", "view", Subject::Group("parent"));
+    eventually("kube-apiserver's call refused", WAIT, || async {
+        match bindings(&parent).create(&Default::default(), &source).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => Some(()),
+            Ok(_) => {
+                let _ = bindings(&parent).delete("taken", &Default::default()).await;
+                None
+            }
+            Err(_) => None,
+        }
+    })
+    .await;
+    let mut answers = std::collections::BTreeSet::new();
+    for name in ["taken", "free"] {
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "00000000-0000-0000-0000-000000000001",
+                "kind": {"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "RoleBinding"},
+                "resource": {"group": "rbac.authorization.k8s.io", "version": "v1", "resource": "rolebindings"},
+                "name": name, "namespace": parent, "operation": "CREATE",
+                "userInfo": {"username": "someone"},
+                "object": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                    "metadata": {"name": name, "namespace": parent},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}},
+            }
+        });
+        answers.insert(forged::send(local, "/validate-sources", &review).await["response"].to_string());
+    }
+    assert_eq!(answers.len(), 1, "one answer whatever the review names: {answers:?}");
+    let answer: serde_json::Value = serde_json::from_str(answers.first().unwrap()).unwrap();
+    assert_eq!(answer["allowed"], true, "{answer}");
+    delete_tree(&admin, &parent).await;
+}
+
 #[tokio::test]
 async fn the_quota_webhook_tells_strangers_nothing() {
     let env = Env::get();
