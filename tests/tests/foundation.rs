@@ -386,8 +386,8 @@ async fn self_managed_certificates_are_injected_as_ca_bundles() {
     let validating = bundles("validatingwebhookconfiguration");
     assert_eq!(
         validating.len(),
-        7,
-        "namespaces (two entries, and their status), propagated objects, exception annotations and hierarchical quotas (two)"
+        8,
+        "namespaces (two entries, and their status), propagated objects, exception annotations, sources and hierarchical quotas (two)"
     );
     let mutating = bundles("mutatingwebhookconfiguration");
     assert_eq!(mutating.len(), 2, "the labels of new namespaces, and hierarchical quotas' usage updates");
