@@ -267,6 +267,15 @@ fn the_service_monitor_scrapes_every_replica_over_verified_tls() {
     assert_eq!(endpoint["tlsConfig"]["ca"]["secret"]["name"], "hns-serving-cert");
 }
 
+#[test]
+fn a_single_replica_gets_no_disruption_budget_that_would_block_drains() {
+    let budgets =
+        |sets: &[&str]| render(sets).into_iter().filter(|o| o["kind"] == "PodDisruptionBudget").count();
+    assert_eq!(budgets(&[]), 1);
+    assert_eq!(budgets(&["replicas=1"]), 0);
+    assert_eq!(budgets(&["podDisruptionBudget.enabled=false"]), 0);
+}
+
 // --- on a cluster -------------------------------------------------------------------------
 
 /// helm against the test cluster, in the release namespace hns-system.
