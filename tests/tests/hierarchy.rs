@@ -179,7 +179,17 @@ async fn moves_need_rights_on_the_trees_they_touch() {
     );
     assert_eq!(state_of(&client, &x).await.1[keys::PARENT], t1.as_str(), "nothing moved");
 
-    grant(&env, &carol, "admin", &org);
+    // Under another name: one of t1's and t2's would be overwritten by its copies, and a source
+    // that would overwrite descendants' objects is refused (propagation.rs).
+    ok(env.kubectl(&[
+        "create",
+        "rolebinding",
+        "org-admins",
+        "-n",
+        &org,
+        "--clusterrole=admin",
+        &format!("--user={carol}"),
+    ]));
     eventually("the move to be allowed", WAIT, || async { move_x(&t2).status.success().then_some(()) }).await;
     let moved = eventually("the move in the cache", WAIT, || async {
         let hc: HierarchyConfiguration = Api::namespaced(client.clone(), &t2).get("hierarchy").await.ok()?;
