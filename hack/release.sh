@@ -8,7 +8,7 @@
 #                                deploy/'s manifests with the image pinned by that digest
 #                                (hns-apiserver:vVERSION@sha256:…)
 #   hns-prometheusrule.yaml      the alerts (docs/runbooks.md)
-#   hns-CHARTVERSION.tgz         the Helm chart (charts/hns), packaged by helm (hack/build-helm.sh)
+#   hns-VERSION.tgz              the Helm chart (charts/hns), packaged by helm (hack/build-helm.sh)
 #                                with image.digest set to that digest
 #   hns-apiserver.cdx.json, kubectl-hns.cdx.json
 #                                a CycloneDX SBOM of each binary: every crate compiled into it, by
@@ -63,6 +63,8 @@ cp deploy/hns-prometheusrule.yaml "$OUT/"
 # --- the Helm chart, its image pinned by the same digest ----------------------------------------
 helm="$("$ROOT/hack/build-helm.sh")" || die "building helm failed"
 grep -q "^appVersion: v$VERSION\$" charts/hns/Chart.yaml || die "charts/hns/Chart.yaml's appVersion is not v$VERSION"
+# One version for the chart and hns: a release's chart is never another release's.
+grep -q "^version: $VERSION\$" charts/hns/Chart.yaml || die "charts/hns/Chart.yaml's version is not $VERSION"
 cp -r charts/hns "$stage/hns"
 sed -i "s|^  digest: \"\"\$|  digest: \"$digest\"|" "$stage/hns/values.yaml"
 grep -q "^  digest: \"$digest\"\$" "$stage/hns/values.yaml" || die "no image digest to set in charts/hns/values.yaml"

@@ -178,7 +178,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::spawn(crate::admission::sources::keep_rules(
         client.clone(),
         args.webhook_name.clone(),
-        config.spec.subscribe(),
+        config.clone(),
     ));
     let controller = Arc::new(Controller {
         cache: cache.clone(),

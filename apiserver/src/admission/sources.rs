@@ -13,6 +13,7 @@
 //! fight hns over them. Only kube-apiserver's calls with a certificate of the cluster's are
 //! judged ([`validate_sources`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -25,6 +26,7 @@ use serde_json::{json, Value};
 use super::{answer, cluster_peer, source_of, Denial};
 use crate::propagation::{overwrites, ENFORCED};
 use crate::state::AppState;
+use crate::store::config_store::ConfigStore;
 
 /// The webhook entry whose rules [`keep_rules`] keeps.
 pub const ENTRY: &str = "sources.hns.hnc.x-k8s.io";
@@ -56,15 +58,19 @@ fn decide(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Result<(),
     if hns || copy || state.policy.is_excluded(ns) {
         return Ok(());
     }
-    let mut source = new.clone();
-    source.metadata.namespace = Some(ns.to_string());
-    let forest = state.cache.read();
+    let in_namespace = |o: &DynamicObject| {
+        let mut o = o.clone();
+        o.metadata.namespace = Some(ns.to_string());
+        o
+    };
+    // A snapshot, not the cache's lock: the check copies objects, and writers must not wait.
+    let forest = state.cache.snapshot();
     let found = state.propagation.overwrites_of_source(
         &forest,
         &state.policy,
-        &req.resource.group,
-        &req.resource.resource,
-        &source,
+        (&req.resource.group, &req.resource.resource),
+        &in_namespace(new),
+        req.old_object.as_ref().map(in_namespace).as_ref(),
     );
     overwrites::source_refusal(&found)
         .map_or(Ok(()), |message| Err(Denial { code: 409, reason: "Conflict", message }))
@@ -94,21 +100,32 @@ pub fn rules(spec: &HNCConfigurationSpec) -> Vec<Value> {
 }
 
 /// Keeps the rules of [`ENTRY`] in the ValidatingWebhookConfiguration `webhook` equal to
-/// [`rules`] of the configuration, on every change of it and every [`RECHECK`]. Every replica
-/// does this; they compute the same rules from the same configuration, and a write that races
-/// another is tried again on the next round.
-pub async fn keep_rules(
-    client: kube::Client,
-    webhook: String,
-    mut spec: tokio::sync::watch::Receiver<HNCConfigurationSpec>,
-) {
+/// [`rules`] of the configuration, once it is loaded (not from the empty one a replica starts
+/// with, which would drop every configured kind for a moment), on every change of it and every
+/// [`RECHECK`]. Every replica does this; they compute the same rules from the same
+/// configuration, and a write that races another's is tried again at once.
+pub async fn keep_rules(client: kube::Client, webhook: String, config: Arc<ConfigStore>) {
     let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration");
     let api: Api<DynamicObject> =
         Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "validatingwebhookconfigurations"));
+    let mut spec = config.spec.subscribe();
+    while !config.is_synced() {
+        tokio::select! {
+            changed = spec.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
     loop {
         let wanted = rules(&spec.borrow_and_update());
-        if let Err(error) = set_rules(&api, &webhook, &wanted).await {
-            tracing::warn!(%error, %webhook, entry = ENTRY, "cannot set the sources webhook's rules; retrying");
+        match set_rules(&api, &webhook, &wanted).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(%error, %webhook, entry = ENTRY, "cannot set the sources webhook's rules; retrying")
+            }
+            Ok(()) => {}
         }
         tokio::select! {
             changed = spec.changed() => if changed.is_err() { return },

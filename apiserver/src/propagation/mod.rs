@@ -402,9 +402,9 @@ impl Propagation {
         &self,
         forest: &Forest,
         policy: &Policy,
-        group: &str,
-        resource: &str,
+        (group, resource): (&str, &str),
         source: &DynamicObject,
+        old: Option<&DynamicObject>,
     ) -> Vec<overwrites::Overwrite> {
         let (Some(ns), Some(name)) = (source.metadata.namespace.as_deref(), source.metadata.name.as_deref())
         else {
@@ -420,7 +420,7 @@ impl Propagation {
         };
         let related: Vec<String> =
             forest.ancestry_names(ns).into_iter().chain(forest.descendant_names(ns)).collect();
-        let before: Objects = {
+        let mut before: Objects = {
             let objects = syncer.objects();
             related
                 .iter()
@@ -430,8 +430,15 @@ impl Propagation {
                 })
                 .collect()
         };
+        let here = (ns.to_string(), name.to_string());
+        // What the update replaces is the request's old object, whatever this replica's watch
+        // has brought so far; a create replaces nothing.
+        match old {
+            Some(old) => before.insert(here.clone(), Arc::new(old.clone())),
+            None => before.remove(&here),
+        };
         let mut after = before.clone();
-        after.insert((ns.to_string(), name.to_string()), Arc::new(source.clone()));
+        after.insert(here, Arc::new(source.clone()));
         overwrites::after_source_change(
             forest,
             policy,

@@ -79,9 +79,15 @@ pub fn after_source_change(
     mode: Mode,
     ns: &str,
 ) -> Vec<Overwrite> {
-    let descendants = forest.descendant_names(ns);
+    // Only a descendant holding an object of its own of a source's name can be in its way; the
+    // others need no plan (which would build a copy for each).
+    let holders: Vec<String> = forest
+        .descendant_names(ns)
+        .into_iter()
+        .filter(|d| after.iter().any(|((n, _), o)| n == d && !super::rules::is_copy(o)))
+        .collect();
     let from_here = |objects: &Objects| {
-        find(forest, policy, objects, kind, mode, descendants.iter().map(String::as_str))
+        find(forest, policy, objects, kind, mode, holders.iter().map(String::as_str))
             .into_iter()
             .filter(|o| o.source_namespace == ns)
             .collect::<Vec<_>>()

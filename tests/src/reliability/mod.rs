@@ -109,6 +109,9 @@ pub fn table(figures: &[Figure]) -> String {
     out
 }
 
+/// The figure a suite that panicked leaves instead of its own.
+pub const SUITE_FINISHED: &str = "suite finished";
+
 /// Runs one suite; a suite that panics (a setup step kube-apiserver refused, say) becomes a
 /// missed figure that carries the panic's message, so the run still prints every other suite's
 /// figures and ends with what went wrong rather than with a backtrace.
@@ -125,7 +128,7 @@ pub async fn guarded(
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("(no message)");
-            vec![Figure::target(suite, "suite finished", format!("panicked: {message}"), "finished", false)]
+            vec![Figure::target(suite, SUITE_FINISHED, format!("panicked: {message}"), "finished", false)]
         }
     }
 }
