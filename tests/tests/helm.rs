@@ -330,6 +330,13 @@ async fn copied_role(env: &Env, root: &str, child: &str) {
     .await;
 }
 
+/// Once hns's Deployment has rolled out, its field at `path` (a JSONPath).
+fn rolled_out(env: &Env, path: &str) -> String {
+    ok(env.kubectl(&["-n", "hns-system", "rollout", "status", "deployment/hns-apiserver", "--timeout=180s"]));
+    let jsonpath = format!("jsonpath={path}");
+    ok(env.kubectl(&["-n", "hns-system", "get", "deployment/hns-apiserver", "-o", &jsonpath]))
+}
+
 /// The chart's whole life on hack/availability.sh's node cluster, before hns is installed there
 /// with kubectl: install (the previous chart with the previous image, one replica), upgrade
 /// (this chart and image, two replicas), rollback, uninstall. hns serves after each step, and
@@ -374,29 +381,13 @@ async fn helm_lifecycle_on_nodes() {
         &env,
         &["upgrade", "hns", "charts/hns", "--set", &repository, "--set", &tag, "--wait", "--timeout=5m"],
     );
-    ok(env.kubectl(&["-n", "hns-system", "rollout", "status", "deployment/hns-apiserver", "--timeout=180s"]));
-    let ready = ok(env.kubectl(&[
-        "-n",
-        "hns-system",
-        "get",
-        "deployment/hns-apiserver",
-        "-o",
-        "jsonpath={.status.readyReplicas}",
-    ]));
+    let ready = rolled_out(&env, "{.status.readyReplicas}");
     assert_eq!(ready, "2", "the upgrade's two replicas are ready");
     serves(&env, &root, "helm-b").await;
     copied_role(&env, &root, "helm-b").await;
 
     helm_on(&env, &["rollback", "hns", "1", "--wait", "--timeout=5m"]);
-    ok(env.kubectl(&["-n", "hns-system", "rollout", "status", "deployment/hns-apiserver", "--timeout=180s"]));
-    let image_now = ok(env.kubectl(&[
-        "-n",
-        "hns-system",
-        "get",
-        "deployment/hns-apiserver",
-        "-o",
-        "jsonpath={.spec.template.spec.containers[0].image}",
-    ]));
+    let image_now = rolled_out(&env, "{.spec.template.spec.containers[0].image}");
     assert_eq!(image_now, previous_image, "the rollback brought back the first revision's image");
     serves(&env, &root, "helm-c").await;
     copied_role(&env, &root, "helm-c").await;
