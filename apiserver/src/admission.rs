@@ -24,7 +24,6 @@
 //! Three more enforce hierarchical quotas: see [`quotas`].
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
-use hns_api::config::Mode;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
@@ -296,30 +295,25 @@ fn decide_exceptions(
     state: &AppState,
     req: &AdmissionRequest<DynamicObject>,
 ) -> Result<(), exceptions::Error> {
-    let Some(new) = req.object.as_ref() else { return Ok(()) };
-    let hns = req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
-    let copy = source_of(Some(new)).is_some() || source_of(req.old_object.as_ref()).is_some();
-    let ns = req.namespace.as_deref().unwrap_or_default();
-    if hns
-        || copy
-        || state.policy.is_excluded(ns)
-        || !propagates(state, &req.resource.group, &req.resource.resource)
-    {
-        return Ok(());
-    }
+    let Some((new, _)) = users_source(state, req) else { return Ok(()) };
     let old = req.old_object.as_ref().and_then(|o| o.metadata.annotations.as_ref());
     exceptions::check_change(old, new.metadata.annotations.as_ref())
 }
 
-/// Whether objects of `resource` in `group` propagate (in `Propagate` or `AllowPropagate` mode).
-/// Roles and RoleBindings always do, also before the configuration is first read.
-fn propagates(state: &AppState, group: &str, resource: &str) -> bool {
-    ENFORCED.contains(&(group, resource))
-        || state.propagation.syncers().iter().any(|s| {
-            s.resource.group == group
-                && s.resource.plural == resource
-                && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
-        })
+/// The object and namespace of a review that writes a source of a kind that propagates, by
+/// someone other than hns, in a namespace hns manages; `None` for anything else (a delete, a
+/// copy, hns's own write), which the source webhooks let through.
+fn users_source<'a>(
+    state: &AppState,
+    req: &'a AdmissionRequest<DynamicObject>,
+) -> Option<(&'a DynamicObject, &'a str)> {
+    let new = req.object.as_ref()?;
+    let hns = req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
+    let copy = source_of(Some(new)).is_some() || source_of(req.old_object.as_ref()).is_some();
+    let ns = req.namespace.as_deref().unwrap_or_default();
+    let propagates = ENFORCED.contains(&(req.resource.group.as_str(), req.resource.resource.as_str()))
+        || state.propagation.propagating(&req.resource.group, &req.resource.resource).is_some();
+    (!hns && !copy && !state.policy.is_excluded(ns) && propagates).then_some((new, ns))
 }
 
 fn source_of(obj: Option<&DynamicObject>) -> Option<String> {

@@ -19,11 +19,12 @@ use std::time::Duration;
 use actix_web::{web, HttpRequest, HttpResponse};
 use hns_api::config::Mode;
 use hns_api::HNCConfigurationSpec;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use serde_json::{json, Value};
 
-use super::{answer, cluster_peer, source_of, Denial};
+use super::{answer, cluster_peer, users_source, Denial};
+use crate::auth::certs::dynamic_api;
 use crate::propagation::{overwrites, ENFORCED};
 use crate::state::AppState;
 use crate::store::config_store::ConfigStore;
@@ -51,13 +52,7 @@ pub async fn validate_sources(
 }
 
 fn decide(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Result<(), Denial> {
-    let Some(new) = req.object.as_ref() else { return Ok(()) };
-    let hns = req.user_info.username.as_deref() == Some(state.policy.hns_user.as_str());
-    let copy = source_of(Some(new)).is_some() || source_of(req.old_object.as_ref()).is_some();
-    let ns = req.namespace.as_deref().unwrap_or_default();
-    if hns || copy || state.policy.is_excluded(ns) {
-        return Ok(());
-    }
+    let Some((new, ns)) = users_source(state, req) else { return Ok(()) };
     let in_namespace = |o: &DynamicObject| {
         let mut o = o.clone();
         o.metadata.namespace = Some(ns.to_string());
@@ -105,9 +100,12 @@ pub fn rules(spec: &HNCConfigurationSpec) -> Vec<Value> {
 /// [`RECHECK`]. Every replica does this; they compute the same rules from the same
 /// configuration, and a write that races another's is tried again at once.
 pub async fn keep_rules(client: kube::Client, webhook: String, config: Arc<ConfigStore>) {
-    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", "ValidatingWebhookConfiguration");
-    let api: Api<DynamicObject> =
-        Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "validatingwebhookconfigurations"));
+    let api = dynamic_api(
+        &client,
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+    );
     let mut spec = config.spec.subscribe();
     while !config.is_synced() {
         tokio::select! {

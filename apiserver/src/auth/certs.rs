@@ -361,7 +361,7 @@ async fn inject_ca(client: &Client, cfg: &SelfManaged, ca_pem: &[u8]) -> anyhow:
 
 /// A cluster-scoped API of `kind`, read untyped so that a replace keeps every field, including
 /// those newer than the k8s-openapi version hns is built with.
-fn dynamic_api(client: &Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+pub fn dynamic_api(client: &Client, group: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(group, "v1", kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
 }

@@ -230,6 +230,16 @@ impl Propagation {
         self.syncers.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
     }
 
+    /// The syncer of `resource` in `group` when its objects propagate (in `Propagate` or
+    /// `AllowPropagate` mode).
+    pub fn propagating(&self, group: &str, resource: &str) -> Option<Arc<Syncer>> {
+        self.syncers().into_iter().find(|s| {
+            s.resource.group == group
+                && s.resource.plural == resource
+                && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
+        })
+    }
+
     /// The kinds, modes and counts, for the configuration's status.
     pub fn status(&self) -> Vec<ResourceStatus> {
         self.syncers()
@@ -410,12 +420,7 @@ impl Propagation {
         else {
             return Vec::new();
         };
-        let Some(syncer) = self.syncers().into_iter().find(|s| {
-            s.resource.group == group
-                && s.resource.plural == resource
-                && matches!(s.mode(), Mode::Propagate | Mode::AllowPropagate)
-                && s.is_synced()
-        }) else {
+        let Some(syncer) = self.propagating(group, resource).filter(|s| s.is_synced()) else {
             return Vec::new();
         };
         let related: Vec<String> =
