@@ -71,6 +71,21 @@ pub const HAS_SUBNAMESPACE_FINALIZER: &str = "hnc.x-k8s.io/hasSubnamespace";
 /// takes it back.
 pub const HELD_AT: &str = "hnc.x-k8s.io/held-for-subnamespaces-at";
 
+/// Annotation by which a tool outside hns (Config Sync, Anthos Config Management) says that it
+/// manages a root namespace's place in a hierarchy of its own (HNC's key): hns then keeps the
+/// tree labels that tool gives the namespace, and gives them to the namespace's descendants in
+/// hns, one deeper for each level. Its value names the tool; [`MANAGED_BY_HNC`] or an empty
+/// value means hns itself, as no annotation does. Not hns's to write: the tool sets it.
+pub const MANAGED_BY: &str = "hnc.x-k8s.io/managed-by";
+
+/// The value of [`MANAGED_BY`] that names HNC (and hns) itself.
+pub const MANAGED_BY_HNC: &str = "hnc.x-k8s.io";
+
+/// The tool a [`MANAGED_BY`] value names, if it is one other than hns.
+pub fn external_manager(value: Option<&str>) -> Option<&str> {
+    value.filter(|v| !v.is_empty() && *v != MANAGED_BY_HNC)
+}
+
 /// Every annotation only hns may write.
 pub const HNS_ANNOTATIONS: &[&str] = &[
     CONDITIONS,
@@ -115,6 +130,14 @@ mod tests {
         assert_eq!(tree_label_ancestor("acme-org.tree.hnc.x-k8s.io/depth"), Some("acme-org"));
         assert_eq!(tree_label_ancestor(".tree.hnc.x-k8s.io/depth"), None);
         assert_eq!(tree_label_ancestor("app.kubernetes.io/name"), None);
+    }
+
+    #[test]
+    fn only_another_tools_name_makes_a_namespace_external() {
+        assert_eq!(external_manager(Some("configmanagement.gke.io")), Some("configmanagement.gke.io"));
+        assert_eq!(external_manager(Some(MANAGED_BY_HNC)), None);
+        assert_eq!(external_manager(Some("")), None);
+        assert_eq!(external_manager(None), None);
     }
 
     #[test]

@@ -136,7 +136,7 @@ pub async fn validate_namespaces(
     }
     let decision = match decide(&state, &request, cluster_peer) {
         Ok(()) => hold_for_subnamespaces(&state, &request).await,
-        Err(refusal) => Err(Denial::forbidden(message(&request.name, refusal))),
+        Err(refusal) => Err(denial(&request.name, refusal)),
     };
     reply(&request, decision)
 }
@@ -159,7 +159,7 @@ pub async fn mutate_namespaces(
         return reply(&request, Ok(()));
     }
     if let Err(refusal) = decide(&state, &request, cluster_peer(&http)) {
-        return reply(&request, Err(Denial::forbidden(message(&request.name, refusal))));
+        return reply(&request, Err(denial(&request.name, refusal)));
     }
     match with_lone_labels(&state, &request) {
         Ok(response) => HttpResponse::Ok().json(response.into_review()),
@@ -358,11 +358,26 @@ fn decide(state: &AppState, req: &AdmissionRequest<Namespace>, cluster_peer: boo
     }
     match req.operation {
         Operation::Create | Operation::Update => match &req.object {
-            Some(new) => rules::check_namespace_edit(&state.policy, &req.name, req.old_object.as_ref(), new),
+            Some(new) => {
+                rules::check_namespace_edit(&state.policy, &req.name, req.old_object.as_ref(), new)?;
+                match req.operation {
+                    Operation::Create => rules::check_namespace_create(&state.cache.read(), &req.name),
+                    _ => Ok(()),
+                }
+            }
             None => Ok(()),
         },
         Operation::Delete => rules::check_namespace_delete(&state.cache.read(), &req.name, cluster_peer),
         Operation::Connect => Ok(()),
+    }
+}
+
+/// The denial of a change of namespace `ns`: a conflict with the cluster's state (a name an
+/// external hierarchy reserves) is a 409, as HNC answers it; everything else a 403.
+fn denial(ns: &str, refusal: Refusal) -> Denial {
+    match refusal {
+        Refusal::Conflict(m) => Denial { code: 409, reason: "Conflict", message: m },
+        refusal => Denial::forbidden(message(ns, refusal)),
     }
 }
 

@@ -194,8 +194,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let reconciler =
         Arc::new(LedgerReconciler { cache: cache.clone(), store: ledgers.clone(), client: client.clone() });
     tokio::spawn(reconciler.run(leading.clone()));
-    let label_policy =
-        LabelPolicy { client: client.clone(), policy: policy.clone(), webhook: args.webhook_name.clone() };
+    let label_policy = LabelPolicy {
+        client: client.clone(),
+        policy: policy.clone(),
+        webhook: args.webhook_name.clone(),
+        reserved: cache.reserved_names(),
+    };
     tokio::spawn(label_policy.run(leading));
     let (release_client, release_identity) = (client.clone(), identity.clone());
     let parent_lock = Arc::new(ParentLock::new(client.clone(), &args.namespace, identity.clone()));

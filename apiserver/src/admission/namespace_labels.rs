@@ -60,6 +60,10 @@ pub struct LabelPolicy {
     pub policy: Policy,
     /// Name of hns's MutatingWebhookConfiguration, which owns both objects.
     pub webhook: String,
+    /// The names external hierarchies reserve ([`crate::store::cache::Cache::reserved_names`]):
+    /// the policy does not match their creation, so that it goes to hns's webhook, which
+    /// refuses it.
+    pub reserved: watch::Receiver<Vec<String>>,
 }
 
 impl LabelPolicy {
@@ -114,10 +118,14 @@ impl LabelPolicy {
 
     /// The policy, its binding and their owner changed (or their watches began): merged.
     fn changes(&self) -> BoxStream<'static, ()> {
+        let reserved = futures::stream::unfold(self.reserved.clone(), |mut names| async move {
+            names.changed().await.ok().map(|()| ((), names))
+        });
         futures::stream::select_all([
             crate::watching::by_name(api(&self.client, WEBHOOKS), &self.webhook),
             crate::watching::by_name(api(&self.client, POLICIES), NAME),
             crate::watching::by_name(api(&self.client, BINDINGS), NAME),
+            reserved.boxed(),
         ])
         .boxed()
     }
@@ -145,9 +153,8 @@ impl LabelPolicy {
         };
         let owner = owner_reference(&self.webhook, owner.metadata.uid.as_deref().unwrap_or_default());
         let params = PatchParams::apply(MANAGER).force();
-        api(&self.client, POLICIES)
-            .patch(NAME, &params, &Patch::Apply(policy_object(&self.policy, &owner)))
-            .await?;
+        let policy = policy_object(&self.policy, &owner, &self.reserved.borrow());
+        api(&self.client, POLICIES).patch(NAME, &params, &Patch::Apply(policy)).await?;
         api(&self.client, BINDINGS).patch(NAME, &params, &Patch::Apply(binding_object(&owner))).await?;
         Ok(())
     }
@@ -183,11 +190,12 @@ fn cel_string(s: &str) -> String {
     Value::from(s).to_string()
 }
 
-/// The policy: the labels of [`crate::hierarchy::plan::lone_labels`], in CEL.
-fn policy_object(policy: &Policy, owner: &Value) -> Value {
+/// The policy: the labels of [`crate::hierarchy::plan::lone_labels`], in CEL, for every new
+/// namespace but those named `reserved`.
+fn policy_object(policy: &Policy, owner: &Value, reserved: &[String]) -> Value {
     let tree_label = format!("object.metadata.name + {}", cel_string(hns_api::keys::TREE_LABEL_SUFFIX));
     let included = cel_string(hns_api::keys::INCLUDED_NAMESPACE);
-    json!({
+    let mut object = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": POLICIES.0,
         "metadata": {"name": NAME, "ownerReferences": [owner]},
@@ -214,7 +222,15 @@ fn policy_object(policy: &Policy, owner: &Value) -> Value {
                 )},
             }],
         },
-    })
+    });
+    if !reserved.is_empty() {
+        let names: Vec<String> = reserved.iter().map(|n| cel_string(n)).collect();
+        let condition = json!({"name": "not-reserved", "expression": format!("!(object.metadata.name in [{}])", names.join(", "))});
+        if let Some(conditions) = object["spec"]["matchConditions"].as_array_mut() {
+            conditions.push(condition);
+        }
+    }
+    object
 }
 
 /// CEL for "hns manages the namespace": not listed as excluded and, with
@@ -255,7 +271,7 @@ mod tests {
 
     #[test]
     fn the_policy_speaks_for_hns_flags() {
-        let p = policy_object(&policy(), &owner_reference("hns", "u-1"));
+        let p = policy_object(&policy(), &owner_reference("hns", "u-1"), &[]);
         let c = conditions(&p);
         let managed = &c.iter().find(|(n, _)| n == "managed").unwrap().1;
         for ns in crate::hierarchy::policy::DEFAULT_EXCLUDED {
@@ -268,7 +284,7 @@ mod tests {
 
     #[test]
     fn the_policy_sets_exactly_a_lone_namespaces_labels() {
-        let p = policy_object(&policy(), &owner_reference("hns", "u-1"));
+        let p = policy_object(&policy(), &owner_reference("hns", "u-1"), &[]);
         let expression = p["spec"]["mutations"][0]["applyConfiguration"]["expression"].as_str().unwrap();
         assert_eq!(
             expression,
@@ -286,6 +302,16 @@ mod tests {
         let p = policy().with_included("team-.*").unwrap();
         assert!(managed_expression(&p).ends_with(" && object.metadata.name.matches(\"^(?:team-.*)$\")"));
         assert!(!managed_expression(&policy()).contains("matches"));
+    }
+
+    #[test]
+    fn names_external_hierarchies_reserve_are_left_to_the_webhook() {
+        let p = policy_object(&policy(), &owner_reference("hns", "u-1"), &["team-a".into(), "org".into()]);
+        let c = conditions(&p);
+        let reserved = &c.iter().find(|(n, _)| n == "not-reserved").unwrap().1;
+        assert_eq!(reserved, "!(object.metadata.name in [\"team-a\", \"org\"])");
+        let none = policy_object(&policy(), &owner_reference("hns", "u-1"), &[]);
+        assert!(conditions(&none).iter().all(|(n, _)| n != "not-reserved"), "no condition without reserved names");
     }
 
     #[test]

@@ -20,26 +20,33 @@ fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String
     if crate::hierarchy::quotas::pending(forest, ns) {
         labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
     }
-    for kv in inherited(forest, ns, |n| n.managed_labels()) {
-        if policy.is_managed_label(&kv.0) {
+    for kv in inherited(forest, ns, |n| n.managed_labels(), |n| n.meta.labels()) {
+        if policy.is_managed_label(&kv.0) && !keys::is_hns_label(&kv.0) {
             labels.insert(kv.0, kv.1);
         }
     }
     labels
 }
 
-/// Managed key/values from the namespace's ancestry, root first so nearer ones win.
-fn inherited(
-    forest: &Forest,
+/// Managed key/values from the namespace's ancestry, root first so nearer ones win: each
+/// one's `spec` (`pick`) and, on an external namespace, what it carries itself (`carried`), as
+/// HNC lets the tool managing it set managed labels and annotations directly. The caller keeps
+/// the keys that are managed.
+fn inherited<'f>(
+    forest: &'f Forest,
     ns: &str,
-    pick: impl Fn(&crate::hierarchy::forest::Node) -> &[hns_api::MetaKvp],
+    pick: impl Fn(&'f Node) -> &'f [hns_api::MetaKvp],
+    carried: impl Fn(&'f Node) -> Option<Pairs<'f>>,
 ) -> Vec<(String, String)> {
-    forest
-        .ancestry_names(ns)
-        .iter()
-        .filter_map(|a| forest.get(a))
-        .flat_map(|n| pick(n).iter().map(|kv| (kv.key.clone(), kv.value.clone())))
-        .collect()
+    let mut out = Vec::new();
+    for n in forest.ancestry_names(ns).iter().filter_map(|a| forest.get(a)) {
+        if n.external_manager().is_some() {
+            let pairs = carried(n).into_iter().flat_map(Pairs::iter);
+            out.extend(pairs.map(|(k, v)| (k.to_string(), v.to_string())));
+        }
+        out.extend(pick(n).iter().map(|kv| (kv.key.clone(), kv.value.clone())));
+    }
+    out
 }
 
 /// A merge patch bringing `ns` to what the hierarchy wants, or `None` if it already is. It is
@@ -74,7 +81,8 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         };
         annotations.insert(keys::CONDITIONS.to_string(), value);
     }
-    let want_annotations: BTreeMap<String, String> = inherited(forest, ns, |n| n.managed_annotations())
+    let want_annotations: BTreeMap<String, String> =
+        inherited(forest, ns, |n| n.managed_annotations(), |n| n.meta.annotations())
         .into_iter()
         .filter(|(k, _)| policy.is_managed_annotation(k) && !keys::HNS_ANNOTATIONS.contains(&k.as_str()))
         .collect();
@@ -317,6 +325,32 @@ mod tests {
         let p = patch(&f, &policy(), "team", now()).unwrap();
         assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "alice");
         assert_eq!(p["metadata"]["labels"]["team.example.com/tier"], "gold");
+    }
+
+    #[test]
+    fn an_external_namespace_keeps_what_its_manager_gives_it_and_hands_it_down() {
+        let mut f = forest("org team:~org");
+        let given = [("team.example.com/owner", "platform"), ("hnc.x-k8s.io/included-namespace", "true")];
+        crate::hierarchy::forest::testing::external(&mut f, "org", "cs", &[("abstract", 1)], &given);
+        let mut obj = f.get("org").unwrap().namespace();
+        obj.metadata.annotations.get_or_insert_default().insert("note".into(), "from cs".into());
+        obj.metadata.labels.get_or_insert_default().insert(keys::HIERARCHY_MEMBER.into(), "true".into());
+        f.upsert(obj);
+        let root = patch(&f, &policy(), "org", now());
+        assert!(root.is_none(), "nothing of the manager's is taken away: {root:?}");
+        let p = patch(&f, &policy(), "team", now()).unwrap();
+        assert_eq!(p["metadata"]["labels"]["abstract.tree.hnc.x-k8s.io/depth"], "2");
+        assert_eq!(p["metadata"]["labels"]["org.tree.hnc.x-k8s.io/depth"], "1");
+        assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "platform");
+        assert_eq!(p["metadata"]["annotations"]["note"], "from cs");
+        // Without the annotation, org is an ordinary root again: the manager's labels go.
+        let mut obj = f.get("org").unwrap().namespace();
+        obj.metadata.annotations.get_or_insert_default().remove(keys::MANAGED_BY);
+        obj.metadata.resource_version = Some("99".into());
+        f.upsert(obj);
+        let p = patch(&f, &policy(), "org", now()).unwrap();
+        assert_eq!(p["metadata"]["labels"]["abstract.tree.hnc.x-k8s.io/depth"], Value::Null);
+        assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], Value::Null);
     }
 
     #[test]

@@ -283,6 +283,18 @@ impl Node {
         &self.extras().quotas
     }
 
+    /// The tool outside hns that manages this namespace's place in a hierarchy of its own
+    /// ([`keys::MANAGED_BY`]), if it is such an external namespace: a root in hns whose tree
+    /// labels (beyond its own) that tool gives and hns keeps. A parent in hns wins, as in HNC:
+    /// hns's webhook refuses the annotation on a namespace with a parent, and one that got past
+    /// it while the webhook was skipped is ignored.
+    pub fn external_manager(&self) -> Option<&str> {
+        if self.parent.is_some() {
+            return None;
+        }
+        keys::external_manager(self.meta.annotation(keys::MANAGED_BY))
+    }
+
     /// Whether it carries HNC's `hasSubnamespace` finalizer: held for its subnamespaces.
     pub fn is_held(&self) -> bool {
         self.meta.finalizers().any(|f| f == keys::HAS_SUBNAMESPACE_FINALIZER)
@@ -361,6 +373,10 @@ pub struct Forest {
     /// the hierarchical quotas above it sum. Not namespace state, but kept here so a quota's
     /// status is derived, like everything else served, from one consistent picture.
     resource_quotas: BTreeMap<Arc<str>, Arc<ObservedQuota>>,
+    /// Namespaces carrying [`keys::MANAGED_BY`] (whether or not they are external: see
+    /// [`Node::external_manager`]), so that the names external hierarchies reserve are found
+    /// without reading every namespace.
+    managed_by: std::collections::BTreeSet<Arc<str>>,
 }
 
 /// hns's ResourceQuota in one namespace, as observed.
@@ -428,6 +444,7 @@ impl Forest {
             resource_version: 0,
             sealer,
             resource_quotas: BTreeMap::new(),
+            managed_by: Default::default(),
         }
     }
 
@@ -506,7 +523,16 @@ impl Forest {
         if let Some(p) = &node.parent {
             self.children.entry(p.as_str().into()).or_default().insert(name.clone());
         }
+        self.index_managed_by(&name, &node);
         self.nodes.insert(name, Arc::new(node));
+    }
+
+    fn index_managed_by(&mut self, name: &Arc<str>, node: &Node) {
+        if node.meta.annotation(keys::MANAGED_BY).is_some() {
+            self.managed_by.insert(name.clone());
+        } else {
+            self.managed_by.remove(name);
+        }
     }
 
     fn touch_children(&mut self, parent: &str, rv: u64) {
@@ -524,6 +550,7 @@ impl Forest {
         }
         self.unlink(name);
         self.nodes.remove(name);
+        self.managed_by.remove(name);
     }
 
     /// Records that the cluster has reached `rv`. Namespaces' resourceVersions come from one
@@ -645,6 +672,7 @@ impl Forest {
         if let Some(p) = &node.parent {
             self.children.entry(p.as_str().into()).or_default().insert(name.clone());
         }
+        self.index_managed_by(&name, &node);
         self.nodes.insert(name, node);
     }
 
@@ -658,6 +686,35 @@ impl Forest {
                 self.children.remove(old_parent.as_str());
             }
         }
+    }
+
+    /// The external namespaces ([`Node::external_manager`]), each with its manager.
+    pub fn external_namespaces(&self) -> impl Iterator<Item = (&str, &Node)> + '_ {
+        self.managed_by
+            .iter()
+            .filter_map(|n| self.nodes.get(n))
+            .filter_map(|node| node.external_manager().map(|manager| (manager, &**node)))
+    }
+
+    /// The external hierarchy manager that reserves the name `name`, and the external namespace
+    /// whose tree labels name it: an ancestor that exists only in that tool's hierarchy. A
+    /// namespace of that name would be taken for that ancestor by every policy selecting its
+    /// subtree by tree label, so hns refuses to create one (HNC's rule).
+    pub fn reserved_by(&self, name: &str) -> Option<(&str, &str)> {
+        self.external_namespaces()
+            .find(|(_, node)| node.tree_labels.ancestors().iter().any(|(a, _)| &***a == name))
+            .map(|(manager, node)| (manager, node.name()))
+    }
+
+    /// Every name external hierarchies reserve ([`Forest::reserved_by`]), in order.
+    pub fn reserved_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .external_namespaces()
+            .flat_map(|(_, node)| node.tree_labels.ancestors().into_iter().map(|(a, _)| a.to_string()))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     /// The namespace, if it exists.
@@ -924,6 +981,18 @@ pub(crate) mod testing {
         );
         annotations.insert(keys::RESOURCE_QUOTAS.into(), serde_json::to_string(&quotas).unwrap_or_default());
         f.upsert(sealed(obj));
+    }
+
+    /// Makes `ns` of `f` external, managed by `manager`, carrying the tree labels `labels`
+    /// (ancestor, depth) of that tool's hierarchy besides its own, and `extra` labels.
+    pub fn external(f: &mut Forest, ns: &str, manager: &str, labels: &[(&str, u32)], extra: &[(&str, &str)]) {
+        let mut obj = f.get(ns).expect("the namespace is in the forest").namespace();
+        obj.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), manager.into());
+        let carried = obj.metadata.labels.get_or_insert_default();
+        carried.insert(keys::tree_label(ns), "0".into());
+        carried.extend(labels.iter().map(|(a, d)| (keys::tree_label(a), d.to_string())));
+        carried.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        f.upsert(obj);
     }
 
     /// An empty forest with the unit tests' key.

@@ -132,12 +132,24 @@ pub fn lone_labels(policy: &Policy, ns: &str) -> BTreeMap<String, String> {
 /// membership label, which selects the fail-closed webhook: an hns outage must never block
 /// namespaces outside hierarchies. In or below a cycle the ancestry has no root: only its own
 /// tree label is certain, and tree labels must never express a cycle.
+///
+/// An external namespace ([`Node::external_manager`]) also keeps the tree labels its manager
+/// gave it, and its descendants get them one deeper for each level ([`tree_labels`]).
 pub fn hierarchy_labels(
     forest: &Forest,
     policy: &Policy,
     ns: &str,
     parent: Option<&str>,
 ) -> BTreeMap<String, String> {
+    let mut labels = hns_labels(forest, policy, ns, parent);
+    if parent.is_none() {
+        labels.extend(external_tree_labels(forest, ns, 0));
+    }
+    labels
+}
+
+/// [`hierarchy_labels`] without an external namespace's own external tree labels.
+fn hns_labels(forest: &Forest, policy: &Policy, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
     let member = parent.is_some() || forest.children(ns).next().is_some();
     if !member {
         return lone_labels(policy, ns);
@@ -155,7 +167,8 @@ pub fn hierarchy_labels(
 }
 
 /// Tree labels of namespace `ns` under `parent`: one per existing ancestor with its distance,
-/// and `ns` itself at 0. A cycle or a missing ancestor ends the chain.
+/// and `ns` itself at 0. A cycle or a missing ancestor ends the chain. Below an external root,
+/// the root's external tree labels follow, each as deep as the root plus its own depth.
 fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([(keys::tree_label(ns), "0".to_string())]);
     if let Some(p) = parent {
@@ -165,8 +178,27 @@ fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<Stri
         for (depth, a) in existing.iter().rev().enumerate() {
             labels.insert(keys::tree_label(a), (depth + 1).to_string());
         }
+        if let Some(root) = existing.first().filter(|_| forest.reaches_root(p)) {
+            for (k, v) in external_tree_labels(forest, root, existing.len()) {
+                // A name of hns's own hierarchy wins (hns refuses to create reserved names).
+                labels.entry(k).or_insert(v);
+            }
+        }
     }
     labels
+}
+
+/// The tree labels external namespace `root` carries beyond its own, each `deeper` further
+/// down; none when `root` is not external.
+fn external_tree_labels(forest: &Forest, root: &str, deeper: usize) -> BTreeMap<String, String> {
+    let Some(node) = forest.get(root).filter(|n| n.external_manager().is_some()) else {
+        return BTreeMap::new();
+    };
+    node.tree_labels
+        .ancestors()
+        .into_iter()
+        .map(|(a, depth)| (keys::tree_label(a), (depth as usize + deeper).to_string()))
+        .collect()
 }
 
 /// The Namespace object of a new subnamespace `name` of `parent`.
@@ -322,6 +354,37 @@ mod tests {
         assert_eq!(tree_labels(&f, "x", Some("b")).len(), 2);
         let l = tree_labels(&f, "x", Some("a"));
         assert_eq!(l.len(), 3, "{l:?}");
+    }
+
+    #[test]
+    fn an_external_roots_tree_labels_are_kept_and_handed_down() {
+        let mut f = forest("acme dev:~acme other");
+        crate::hierarchy::forest::testing::external(&mut f, "acme", "cs", &[("org", 1), ("all", 2)], &[]);
+        let root = hierarchy_labels(&f, &policy(), "acme", None);
+        assert_eq!(root[&keys::tree_label("org")], "1");
+        assert_eq!(root[&keys::tree_label("all")], "2");
+        assert_eq!(root[&keys::tree_label("acme")], "0");
+        let child = hierarchy_labels(&f, &policy(), "dev", Some("acme"));
+        assert_eq!(child[&keys::tree_label("acme")], "1");
+        assert_eq!(child[&keys::tree_label("org")], "2");
+        assert_eq!(child[&keys::tree_label("all")], "3");
+        assert_eq!(f.reserved_by("org"), Some(("cs", "acme")));
+        assert_eq!(f.reserved_names(), ["all", "org"]);
+        // Moved out from under it, a namespace loses them.
+        let moved = hierarchy_labels(&f, &policy(), "dev", Some("other"));
+        assert!(!moved.contains_key(&keys::tree_label("org")), "{moved:?}");
+    }
+
+    #[test]
+    fn a_managed_by_annotation_on_a_child_makes_nothing_external() {
+        let mut f = forest("acme team:acme");
+        crate::hierarchy::forest::testing::external(&mut f, "team", "cs", &[("org", 1)], &[]);
+        assert_eq!(f.get("team").unwrap().external_manager(), None, "the parent wins");
+        assert!(!hierarchy_labels(&f, &policy(), "team", Some("acme")).contains_key(&keys::tree_label("org")));
+        assert_eq!(f.reserved_by("org"), None);
+        let mut hnc = forest("acme");
+        crate::hierarchy::forest::testing::external(&mut hnc, "acme", keys::MANAGED_BY_HNC, &[("org", 1)], &[]);
+        assert!(!hierarchy_labels(&hnc, &policy(), "acme", None).contains_key(&keys::tree_label("org")));
     }
 
     #[test]

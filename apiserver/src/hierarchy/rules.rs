@@ -69,6 +69,12 @@ pub fn check_parent_change(
     let Some(parent) = new_parent else {
         return Ok(authz_checks(forest, ns, None));
     };
+    if let Some(manager) = node.external_manager() {
+        return Err(Refusal::Forbidden(format!(
+            "namespace \"{ns}\" is managed by \"{manager}\", not hns, so it cannot have a parent in hns (annotation {}); to give it one, have \"{manager}\" remove that annotation first",
+            keys::MANAGED_BY
+        )));
+    }
     if policy.is_excluded(ns) {
         return Err(invalid("spec.parent", format!("namespace \"{ns}\" is not managed by hns (excluded by the hns administrator) and cannot be set as a child of another namespace")));
     }
@@ -158,6 +164,9 @@ pub fn check_new_subnamespace(
             "unable to create new content in namespace {parent} because it is being terminated"
         )));
     }
+    if let Some((manager, _)) = forest.reserved_by(name).filter(|_| forest.get(name).is_none()) {
+        return Err(reserved(name, manager));
+    }
     match forest.get(name) {
         Some(existing) if existing.is_subnamespace && existing.parent.as_deref() == Some(parent) => {
             Err(Refusal::AlreadyExists)
@@ -172,6 +181,24 @@ pub fn check_new_subnamespace(
                 forest.ancestry_names(parent).join(" <- ")
             ),
         )),
+        None => Ok(()),
+    }
+}
+
+/// HNC's refusal of a namespace named in an external hierarchy ([`Forest::reserved_by`]).
+fn reserved(name: &str, manager: &str) -> Refusal {
+    Refusal::Conflict(format!(
+        "namespace \"{name}\" is reserved by the external hierarchy manager \"{manager}\": namespaces it manages carry the tree label {} (kubectl get ns -l {}); choose another name",
+        keys::tree_label(name),
+        keys::tree_label(name)
+    ))
+}
+
+/// Checks creating namespace `name` directly (the namespace webhook): not a name an external
+/// hierarchy reserves.
+pub fn check_namespace_create(forest: &Forest, name: &str) -> Result<(), Refusal> {
+    match forest.reserved_by(name) {
+        Some((manager, _)) => Err(reserved(name, manager)),
         None => Ok(()),
     }
 }
@@ -273,7 +300,15 @@ pub fn check_namespace_edit(
             .unwrap_or_default()
     };
     let (old_l, new_l) = (pick(old, true), pick(Some(new), true));
+    let (old_a, new_a) = (pick(old, false), pick(Some(new), false));
     check_included_label(policy, ns, old.map(|_| &old_l), &new_l)?;
+    let external = external_root(ns, &new_a)?;
+    // The tool managing an external namespace gives it tree labels of its own hierarchy, and
+    // takes them away again, with the annotation or after it.
+    let externally_labelled = |k: &String| {
+        keys::tree_label_ancestor(k).is_some_and(|a| a != ns)
+            && (external || old.is_some_and(|_| external_root(ns, &old_a).unwrap_or(false)))
+    };
     let maintained = |k: &&String| keys::is_hns_label(k) && k.as_str() != keys::INCLUDED_NAMESPACE;
     // A new namespace may come with its own tree label at depth 0: what every lone namespace hns
     // manages carries, and what hns's mutating webhook sets in the creating request.
@@ -284,7 +319,7 @@ pub fn check_namespace_edit(
             && new_l.get(k).is_some_and(|v| v == "0")
     };
     for key in old_l.keys().chain(new_l.keys()).filter(maintained) {
-        if old_l.get(key) != new_l.get(key) && !own_root_label(key) {
+        if old_l.get(key) != new_l.get(key) && !own_root_label(key) && !externally_labelled(key) {
             let what = if keys::tree_label_ancestor(key).is_some() { "tree label" } else { "label" };
             let how = if new_l.contains_key(key) { "set or modify" } else { "remove" };
             return Err(Refusal::Forbidden(format!(
@@ -292,7 +327,6 @@ pub fn check_namespace_edit(
             )));
         }
     }
-    let (old_a, new_a) = (pick(old, false), pick(Some(new), false));
     for key in keys::HNS_ANNOTATIONS {
         if old_a.get(*key) != new_a.get(*key) {
             return Err(Refusal::Forbidden(format!(
@@ -301,6 +335,28 @@ pub fn check_namespace_edit(
         }
     }
     Ok(())
+}
+
+/// Whether a namespace with annotations `annotations` is an external root
+/// ([`crate::hierarchy::forest::Node::external_manager`]); refused when it names an external
+/// manager and has a parent in hns, as HNC refuses it: the two are exclusive.
+fn external_root(ns: &str, annotations: &std::collections::BTreeMap<String, String>) -> Result<bool, Refusal> {
+    let Some(manager) = keys::external_manager(annotations.get(keys::MANAGED_BY).map(String::as_str)) else {
+        return Ok(false);
+    };
+    let parent = |k: &str| annotations.get(k).filter(|p| !p.is_empty());
+    if let Some(p) = parent(keys::SUBNAMESPACE_OF) {
+        return Err(Refusal::Forbidden(format!(
+            "namespace \"{ns}\" is a subnamespace of \"{p}\". Namespaces with parents defined by hns cannot also be managed externally, and a subnamespace cannot be made a root; leave out the annotation {}",
+            keys::MANAGED_BY
+        )));
+    }
+    if let Some(p) = parent(keys::PARENT) {
+        return Err(Refusal::Forbidden(format!(
+            "namespace \"{ns}\" is a child of \"{p}\". Namespaces with parents defined by hns cannot also be managed externally. To manage this namespace with \"{manager}\", first make it a root in hns: kubectl hns set {ns} --root"
+        )));
+    }
+    Ok(true)
 }
 
 /// HNC's rule for `included-namespace` (`old` is `None` on create): an excluded namespace may
@@ -541,6 +597,53 @@ mod tests {
             check_namespace_edit(&policy(), "a", Some(&old), &moved).is_err(),
             "after creation, hns's alone"
         );
+    }
+
+    #[test]
+    fn an_external_root_carries_its_managers_tree_labels_and_no_parent() {
+        let external = |name: &str, parent: Option<&str>, labels: &[(&str, &str)]| {
+            let mut n = namespace(name, parent, false);
+            n.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), "cs".into());
+            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            n
+        };
+        let (own, org) = ("a.tree.hnc.x-k8s.io/depth", "org.tree.hnc.x-k8s.io/depth");
+        let created = external("a", None, &[(own, "0"), (org, "1")]);
+        assert!(check_namespace_edit(&policy(), "a", None, &created).is_ok(), "created by its manager");
+        let relabelled = external("a", None, &[(own, "0"), (org, "2")]);
+        assert!(check_namespace_edit(&policy(), "a", Some(&created), &relabelled).is_ok());
+        let wrong_own = external("a", None, &[(own, "3"), (org, "1")]);
+        assert!(check_namespace_edit(&policy(), "a", Some(&created), &wrong_own).is_err(), "its own is hns's");
+        let mut released = namespace("a", None, false);
+        released.metadata.labels = Some([(own.to_string(), "0".to_string())].into());
+        assert!(
+            check_namespace_edit(&policy(), "a", Some(&created), &released).is_ok(),
+            "the annotation and the labels go together"
+        );
+        let child = namespace("a", Some("p"), false);
+        let m = message(check_namespace_edit(&policy(), "a", Some(&child), &external("a", Some("p"), &[])).unwrap_err());
+        assert!(m.contains("is a child of \"p\"") && m.contains("kubectl hns set a --root"), "{m}");
+        let sub = namespace("a", Some("p"), true);
+        let mut managed_sub = sub.clone();
+        managed_sub.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), "cs".into());
+        assert!(message(check_namespace_edit(&policy(), "a", Some(&sub), &managed_sub).unwrap_err())
+            .contains("is a subnamespace of \"p\""));
+        let mut hnc = child.clone();
+        hnc.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), keys::MANAGED_BY_HNC.into());
+        assert!(check_namespace_edit(&policy(), "a", Some(&child), &hnc).is_ok(), "hns's own name is no manager");
+    }
+
+    #[test]
+    fn names_and_parents_of_external_hierarchies_are_refused() {
+        let mut f = forest("acme dev:~acme other");
+        crate::hierarchy::forest::testing::external(&mut f, "acme", "cs", &[("org", 1)], &[]);
+        let m = message(check_namespace_create(&f, "org").unwrap_err());
+        assert!(m.contains("reserved by the external hierarchy manager \"cs\""), "{m}");
+        assert!(check_namespace_create(&f, "dev2").is_ok());
+        assert!(matches!(check_new_subnamespace(&f, &policy(), "other", "org"), Err(Refusal::Conflict(_))));
+        let m = message(check_parent_change(&f, &policy(), "acme", Some("other")).unwrap_err());
+        assert!(m.contains("is managed by \"cs\", not hns, so it cannot have a parent"), "{m}");
+        assert!(check_parent_change(&f, &policy(), "other", Some("acme")).is_ok(), "it may have children");
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct Cache {
     pub watch_lag: prometheus_client::metrics::histogram::Histogram,
     /// The resourceVersion the forest has reached, for writers waiting on their own writes.
     reached: Reached,
+    /// The names external hierarchies reserve ([`Forest::reserved_names`]), as they change.
+    reserved: tokio::sync::watch::Sender<Vec<String>>,
 }
 
 /// Write access to the forest. Snapshots share it ([`Cache::snapshot`]): the first change made
@@ -117,7 +119,26 @@ impl Cache {
                 prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 15),
             ),
             reached: Reached::default(),
+            reserved: tokio::sync::watch::Sender::new(Vec::new()),
         }
+    }
+
+    /// The names external hierarchies reserve, kept current: kube-apiserver's namespace-labels
+    /// policy must leave their creation to hns's webhook, which refuses it
+    /// ([`crate::admission::namespace_labels`]).
+    pub fn reserved_names(&self) -> tokio::sync::watch::Receiver<Vec<String>> {
+        self.reserved.subscribe()
+    }
+
+    fn publish_reserved(&self, forest: &Forest) {
+        let names = forest.reserved_names();
+        self.reserved.send_if_modified(|held| {
+            let changed = *held != names;
+            if changed {
+                *held = names;
+            }
+            changed
+        });
     }
 
     /// Read access to the forest. Hold it briefly and never across an `.await`.
@@ -191,6 +212,7 @@ impl Cache {
         let after = changes::snapshot(&forest, &self.policy, &keys);
         self.hub.publish(changes::diff(&before, &after, rv));
         self.reached(&forest);
+        self.publish_reserved(&forest);
         let parents = old_parent.into_iter().chain(parent).collect();
         let _ = self.changes.send(Change::Namespace { name, parents, relatives });
     }
@@ -253,6 +275,7 @@ impl Cache {
                 // Changes during the outage are unknown: watchers must start over.
                 self.hub.reset(forest.resource_version_number());
                 self.reached(&forest);
+                self.publish_reserved(&forest);
                 let _ = self.changes.send(Change::All);
                 self.synced.store(true, Ordering::Release);
                 tracing::info!(namespaces = forest.len(), "namespace cache synced");
