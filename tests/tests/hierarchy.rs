@@ -586,3 +586,76 @@ async fn every_managed_namespace_carries_its_tree_label_and_included_namespace()
     assert_eq!(api_status(refused).code, 403);
     delete_namespaces(&client, &[&lone, &exported]).await;
 }
+
+/// HNC's external hierarchies: a tool such as Config Sync creates a root namespace with
+/// `hnc.x-k8s.io/managed-by` and tree labels of its own hierarchy (ancestors that exist only in
+/// Git). hns keeps those labels and hands them down to the namespace's subnamespaces, one deeper
+/// per level; refuses a parent for it, and the annotation on a child; refuses to create a
+/// namespace the external hierarchy names, also where kube-apiserver's namespace-labels policy
+/// would otherwise label it without calling hns; and once the annotation goes, so do the labels.
+#[tokio::test]
+async fn an_external_hierarchys_tree_labels_are_kept_handed_down_and_reserved() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let (ext, abstract_ns, other) = (unique("ext"), unique("abstract"), unique("other"));
+    let abstract_label = keys::tree_label(&abstract_ns);
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(ext.clone());
+    ns.metadata.annotations = Some([(keys::MANAGED_BY.to_string(), "configsync.gke.io".to_string())].into());
+    ns.metadata.labels = Some([(abstract_label.clone(), "1".to_string())].into());
+    namespaces.create(&PostParams::default(), &ns).await.expect("the external tool creates its namespace");
+    create_namespace(&client, &other, &[]).await;
+    let child = unique("child");
+    create_subns(&client, &ext, &child).await.unwrap();
+    eventually("the external tree labels to reach the subnamespace", WAIT, || async {
+        let l = namespaces.get(&child).await.ok()?.metadata.labels?;
+        (l.get(&abstract_label).map(String::as_str) == Some("2")
+            && l.get(&keys::tree_label(&ext)).map(String::as_str) == Some("1"))
+        .then_some(())
+    })
+    .await;
+    let l = labels_of(&client, &ext).await;
+    assert_eq!(l.get(&abstract_label).map(String::as_str), Some("1"), "kept on the root: {l:?}");
+    assert_eq!(l.get(&keys::tree_label(&ext)).map(String::as_str), Some("0"), "{l:?}");
+
+    let before = state_of(&client, &ext).await;
+    let status = api_status(set_parent(&client, &ext, Some(&other)).await.unwrap_err());
+    assert_eq!(status.code, 403, "{status:?}");
+    assert!(status.message.contains("is managed by \"configsync.gke.io\", not hns"), "{status:?}");
+    assert_eq!(state_of(&client, &ext).await, before, "the refusal changed nothing");
+    let annotate = json!({"metadata": {"annotations": {keys::MANAGED_BY: "configsync.gke.io"}}});
+    let refused = namespaces.patch(&child, &PatchParams::default(), &Patch::Merge(&annotate)).await;
+    let status = api_status(refused.unwrap_err());
+    assert!(status.message.contains(&format!("is a subnamespace of \"{ext}\"")), "{status:?}");
+
+    // The name is reserved. kube-apiserver's policy stops labelling it once hns has rewritten
+    // the policy, from when a dry run is already refused. (With --label-lone-namespaces=false
+    // kube-apiserver calls hns for no plain namespace's creation: only subnamespaces are checked.)
+    if !lone_namespaces_unlabelled() {
+        let mut taken = Namespace::default();
+        taken.metadata.name = Some(abstract_ns.clone());
+        let dry_run = PostParams { dry_run: true, ..Default::default() };
+        eventually("the reserved name to be refused", WAIT, || async {
+            namespaces.create(&dry_run, &taken).await.err()
+        })
+        .await;
+        let status = api_status(namespaces.create(&PostParams::default(), &taken).await.unwrap_err());
+        assert_eq!(status.code, 409, "{status:?}");
+        let manager = "is reserved by the external hierarchy manager \"configsync.gke.io\"";
+        assert!(status.message.contains(manager), "{status:?}");
+    }
+    let status = api_status(create_subns(&client, &other, &abstract_ns).await.unwrap_err());
+    assert_eq!(status.code, 409, "{status:?}");
+
+    // Without the annotation the root is hns's own again: the external labels go everywhere.
+    let release = json!({"metadata": {"annotations": {keys::MANAGED_BY: null}}});
+    namespaces.patch(&ext, &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
+    eventually("the external tree labels to go", WAIT, || async {
+        let gone = |l: std::collections::BTreeMap<String, String>| !l.contains_key(&abstract_label);
+        (gone(labels_of(&client, &ext).await) && gone(labels_of(&client, &child).await)).then_some(())
+    })
+    .await;
+    delete_tree(&client, &ext).await;
+    delete_namespaces(&client, &[&other]).await;
+}
