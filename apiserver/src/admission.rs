@@ -2,7 +2,9 @@
 //!
 //! Hierarchy state lives on namespaces, so direct edits must not corrupt it: only hns may
 //! write tree labels, the membership label and hns's annotations, and `included-namespace` may
-//! only say `"true"` on a managed namespace (HNC's rule); a subnamespace is deleted
+//! only say `"true"` on a managed namespace (HNC's rule), but for the tree labels an external
+//! hierarchy's tool gives a root it manages (`hnc.x-k8s.io/managed-by`), whose names are reserved;
+//! a subnamespace is deleted
 //! through its parent; a namespace with subnamespaces is deleted only where cascading deletion
 //! is allowed. Decisions come from the forest and [`crate::hierarchy::rules`]; this module only decodes
 //! and answers, and holds a parent about to be deleted for its subnamespaces.

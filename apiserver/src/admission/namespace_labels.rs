@@ -14,7 +14,10 @@
 //! namespace with a name (not `generateName`), not excluded, created by anyone but hns, with
 //! no label or annotation of hns's at all. Everything else still goes to the webhook, which
 //! checks it and labels it: the webhook's matchConditions skip exactly the namespaces that carry
-//! what the policy gives and nothing else of hns's (`config/base/mutating-webhook.yaml`).
+//! what the policy gives and nothing else of hns's (`config/base/mutating-webhook.yaml`). Nor
+//! does it cover a name that an external hierarchy reserves
+//! ([`crate::hierarchy::forest::Forest::reserved_by`]): its creation goes to the webhook, which
+//! refuses it. The leader rewrites the policy when that list changes.
 //!
 //! Why hns writes the policy rather than the manifests: one manifest installs hns on every
 //! supported Kubernetes version (kubectl refuses the whole kind where it is not served, and
@@ -311,7 +314,10 @@ mod tests {
         let reserved = &c.iter().find(|(n, _)| n == "not-reserved").unwrap().1;
         assert_eq!(reserved, "!(object.metadata.name in [\"team-a\", \"org\"])");
         let none = policy_object(&policy(), &owner_reference("hns", "u-1"), &[]);
-        assert!(conditions(&none).iter().all(|(n, _)| n != "not-reserved"), "no condition without reserved names");
+        assert!(
+            conditions(&none).iter().all(|(n, _)| n != "not-reserved"),
+            "no condition without reserved names"
+        );
     }
 
     #[test]

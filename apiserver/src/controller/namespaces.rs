@@ -83,9 +83,9 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
     }
     let want_annotations: BTreeMap<String, String> =
         inherited(forest, ns, |n| n.managed_annotations(), |n| n.meta.annotations())
-        .into_iter()
-        .filter(|(k, _)| policy.is_managed_annotation(k) && !keys::HNS_ANNOTATIONS.contains(&k.as_str()))
-        .collect();
+            .into_iter()
+            .filter(|(k, _)| policy.is_managed_annotation(k) && !keys::HNS_ANNOTATIONS.contains(&k.as_str()))
+            .collect();
     for (k, v) in &want_annotations {
         if current_annotations.get(k) != Some(v) {
             annotations.insert(k.clone(), v.clone().into());

@@ -383,7 +383,13 @@ mod tests {
         assert!(!hierarchy_labels(&f, &policy(), "team", Some("acme")).contains_key(&keys::tree_label("org")));
         assert_eq!(f.reserved_by("org"), None);
         let mut hnc = forest("acme");
-        crate::hierarchy::forest::testing::external(&mut hnc, "acme", keys::MANAGED_BY_HNC, &[("org", 1)], &[]);
+        crate::hierarchy::forest::testing::external(
+            &mut hnc,
+            "acme",
+            keys::MANAGED_BY_HNC,
+            &[("org", 1)],
+            &[],
+        );
         assert!(!hierarchy_labels(&hnc, &policy(), "acme", None).contains_key(&keys::tree_label("org")));
     }
 

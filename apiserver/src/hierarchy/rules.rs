@@ -340,7 +340,10 @@ pub fn check_namespace_edit(
 /// Whether a namespace with annotations `annotations` is an external root
 /// ([`crate::hierarchy::forest::Node::external_manager`]); refused when it names an external
 /// manager and has a parent in hns, as HNC refuses it: the two are exclusive.
-fn external_root(ns: &str, annotations: &std::collections::BTreeMap<String, String>) -> Result<bool, Refusal> {
+fn external_root(
+    ns: &str,
+    annotations: &std::collections::BTreeMap<String, String>,
+) -> Result<bool, Refusal> {
     let Some(manager) = keys::external_manager(annotations.get(keys::MANAGED_BY).map(String::as_str)) else {
         return Ok(false);
     };
@@ -613,7 +616,10 @@ mod tests {
         let relabelled = external("a", None, &[(own, "0"), (org, "2")]);
         assert!(check_namespace_edit(&policy(), "a", Some(&created), &relabelled).is_ok());
         let wrong_own = external("a", None, &[(own, "3"), (org, "1")]);
-        assert!(check_namespace_edit(&policy(), "a", Some(&created), &wrong_own).is_err(), "its own is hns's");
+        assert!(
+            check_namespace_edit(&policy(), "a", Some(&created), &wrong_own).is_err(),
+            "its own is hns's"
+        );
         let mut released = namespace("a", None, false);
         released.metadata.labels = Some([(own.to_string(), "0".to_string())].into());
         assert!(
@@ -621,7 +627,9 @@ mod tests {
             "the annotation and the labels go together"
         );
         let child = namespace("a", Some("p"), false);
-        let m = message(check_namespace_edit(&policy(), "a", Some(&child), &external("a", Some("p"), &[])).unwrap_err());
+        let m = message(
+            check_namespace_edit(&policy(), "a", Some(&child), &external("a", Some("p"), &[])).unwrap_err(),
+        );
         assert!(m.contains("is a child of \"p\"") && m.contains("kubectl hns set a --root"), "{m}");
         let sub = namespace("a", Some("p"), true);
         let mut managed_sub = sub.clone();
@@ -629,8 +637,14 @@ mod tests {
         assert!(message(check_namespace_edit(&policy(), "a", Some(&sub), &managed_sub).unwrap_err())
             .contains("is a subnamespace of \"p\""));
         let mut hnc = child.clone();
-        hnc.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), keys::MANAGED_BY_HNC.into());
-        assert!(check_namespace_edit(&policy(), "a", Some(&child), &hnc).is_ok(), "hns's own name is no manager");
+        hnc.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(keys::MANAGED_BY.into(), keys::MANAGED_BY_HNC.into());
+        assert!(
+            check_namespace_edit(&policy(), "a", Some(&child), &hnc).is_ok(),
+            "hns's own name is no manager"
+        );
     }
 
     #[test]
