@@ -322,6 +322,24 @@ async fn a_source_that_would_overwrite_a_descendants_own_object_is_refused() {
     })
     .await;
     wait_copy::<RoleBinding>(&client, &team, "sres", Some(&org)).await;
+
+    // An install that replaces the webhook configuration brings the entry back without rules:
+    // hns, watching the configuration (it polls nothing), puts them back at once.
+    type Webhooks = k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let webhooks: Api<Webhooks> = Api::all(client.clone());
+    let entry = |w: &Webhooks| {
+        w.webhooks.iter().flatten().position(|e| e.name == "sources.hns.hnc.x-k8s.io").expect("the entry")
+    };
+    let mut replaced = webhooks.get("hns").await.unwrap();
+    let index = entry(&replaced);
+    replaced.webhooks.as_mut().unwrap()[index].rules = Some(Vec::new());
+    webhooks.replace("hns", &PostParams::default(), &replaced).await.unwrap();
+    eventually("hns to put the rules back", Duration::from_secs(20), || async {
+        let w = webhooks.get("hns").await.ok()?;
+        let rules = w.webhooks.as_ref()?[entry(&w)].rules.clone()?;
+        (!rules.is_empty()).then_some(())
+    })
+    .await;
     delete_tree(&client, &org).await;
 }
 

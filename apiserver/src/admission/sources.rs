@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use futures::StreamExt;
 use hns_api::config::Mode;
 use hns_api::HNCConfigurationSpec;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -31,10 +32,6 @@ use crate::store::config_store::ConfigStore;
 
 /// The webhook entry whose rules [`keep_rules`] keeps.
 pub const ENTRY: &str = "sources.hns.hnc.x-k8s.io";
-
-/// How often the rules are checked even without a configuration change: someone may have
-/// replaced the webhook configuration (with rules empty again).
-const RECHECK: Duration = Duration::from_secs(60);
 
 /// `POST /validate-sources`. The answer depends on what descendants hold, which nobody may ask
 /// hns about by a review they made up: a caller without a certificate of the cluster's (see
@@ -96,8 +93,9 @@ pub fn rules(spec: &HNCConfigurationSpec) -> Vec<Value> {
 
 /// Keeps the rules of [`ENTRY`] in the ValidatingWebhookConfiguration `webhook` equal to
 /// [`rules`] of the configuration, once it is loaded (not from the empty one a replica starts
-/// with, which would drop every configured kind for a moment), on every change of it and every
-/// [`RECHECK`]. Every replica does this; they compute the same rules from the same
+/// with, which would drop every configured kind for a moment), on every change of it and of the
+/// webhook configuration (which someone may replace, with the rules empty again), watched by
+/// name: at rest this costs no request. Every replica does this; they compute the same rules from the same
 /// configuration, and a write that races another's is tried again at once.
 pub async fn keep_rules(client: kube::Client, webhook: String, config: Arc<ConfigStore>) {
     let api = dynamic_api(
@@ -107,6 +105,7 @@ pub async fn keep_rules(client: kube::Client, webhook: String, config: Arc<Confi
         "validatingwebhookconfigurations",
     );
     let mut spec = config.spec.subscribe();
+    let mut replaced = crate::watching::by_name(api.clone(), &webhook);
     while !config.is_synced() {
         tokio::select! {
             changed = spec.changed() => if changed.is_err() { return },
@@ -127,7 +126,7 @@ pub async fn keep_rules(client: kube::Client, webhook: String, config: Arc<Confi
         }
         tokio::select! {
             changed = spec.changed() => if changed.is_err() { return },
-            _ = tokio::time::sleep(RECHECK) => {}
+            _ = replaced.next() => {}
         }
     }
 }
