@@ -362,8 +362,10 @@ fn decide(state: &AppState, req: &AdmissionRequest<Namespace>, cluster_peer: boo
         Operation::Create | Operation::Update => match &req.object {
             Some(new) => {
                 rules::check_namespace_edit(&state.policy, &req.name, req.old_object.as_ref(), new)?;
+                let forest = state.cache.read();
+                rules::check_external_labels(&forest, &req.name, req.old_object.as_ref(), new)?;
                 match req.operation {
-                    Operation::Create => rules::check_namespace_create(&state.cache.read(), &req.name),
+                    Operation::Create => rules::check_namespace_create(&forest, &req.name),
                     _ => Ok(()),
                 }
             }

@@ -624,6 +624,14 @@ async fn an_external_hierarchys_tree_labels_are_kept_handed_down_and_reserved() 
     assert_eq!(status.code, 403, "{status:?}");
     assert!(status.message.contains("is managed by \"configsync.gke.io\", not hns"), "{status:?}");
     assert_eq!(state_of(&client, &ext).await, before, "the refusal changed nothing");
+    // The tool may not place its namespace in the subtree of a namespace that exists.
+    let into_other = json!({"metadata": {"labels": {keys::tree_label(&other): "1"}}});
+    let refused = namespaces.patch(&ext, &PatchParams::default(), &Patch::Merge(&into_other)).await;
+    let status = api_status(refused.unwrap_err());
+    assert!(
+        status.message.contains(&format!("names namespace \"{other}\", which exists in the cluster")),
+        "{status:?}"
+    );
     let annotate = json!({"metadata": {"annotations": {keys::MANAGED_BY: "configsync.gke.io"}}});
     let refused = namespaces.patch(&child, &PatchParams::default(), &Patch::Merge(&annotate)).await;
     let status = api_status(refused.unwrap_err());

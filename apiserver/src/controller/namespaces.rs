@@ -30,7 +30,8 @@ fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String
 
 /// Managed key/values from the namespace's ancestry, root first so nearer ones win: each
 /// one's `spec` (`pick`) and, on an external namespace, what it carries itself (`carried`), as
-/// HNC lets the tool managing it set managed labels and annotations directly. The caller keeps
+/// HNC lets the tool managing it set managed labels and annotations directly; the tool's values
+/// win over the spec's there, as in HNC, so that hns never writes over them. The caller keeps
 /// the keys that are managed.
 fn inherited<'f>(
     forest: &'f Forest,
@@ -40,11 +41,11 @@ fn inherited<'f>(
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for n in forest.ancestry_names(ns).iter().filter_map(|a| forest.get(a)) {
+        out.extend(pick(n).iter().map(|kv| (kv.key.clone(), kv.value.clone())));
         if n.external_manager().is_some() {
             let pairs = carried(n).into_iter().flat_map(Pairs::iter);
             out.extend(pairs.map(|(k, v)| (k.to_string(), v.to_string())));
         }
-        out.extend(pick(n).iter().map(|kv| (kv.key.clone(), kv.value.clone())));
     }
     out
 }
@@ -336,8 +337,15 @@ mod tests {
         obj.metadata.annotations.get_or_insert_default().insert("note".into(), "from cs".into());
         obj.metadata.labels.get_or_insert_default().insert(keys::HIERARCHY_MEMBER.into(), "true".into());
         f.upsert(obj);
+        let mut obj = f.get("org").unwrap().namespace();
+        let spec = vec![MetaKvp { key: "team.example.com/owner".into(), value: "from-spec".into() }];
+        obj.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(keys::MANAGED_LABELS.into(), serde_json::to_string(&spec).unwrap());
+        f.upsert(sealed(obj));
         let root = patch(&f, &policy(), "org", now());
-        assert!(root.is_none(), "nothing of the manager's is taken away: {root:?}");
+        assert!(root.is_none(), "nothing of the manager's is taken away or written over: {root:?}");
         let p = patch(&f, &policy(), "team", now()).unwrap();
         assert_eq!(p["metadata"]["labels"]["abstract.tree.hnc.x-k8s.io/depth"], "2");
         assert_eq!(p["metadata"]["labels"]["org.tree.hnc.x-k8s.io/depth"], "1");
@@ -350,7 +358,7 @@ mod tests {
         f.upsert(obj);
         let p = patch(&f, &policy(), "org", now()).unwrap();
         assert_eq!(p["metadata"]["labels"]["abstract.tree.hnc.x-k8s.io/depth"], Value::Null);
-        assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], Value::Null);
+        assert_eq!(p["metadata"]["labels"]["team.example.com/owner"], "from-spec", "the spec's now");
     }
 
     #[test]

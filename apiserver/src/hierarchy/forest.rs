@@ -373,10 +373,20 @@ pub struct Forest {
     /// the hierarchical quotas above it sum. Not namespace state, but kept here so a quota's
     /// status is derived, like everything else served, from one consistent picture.
     resource_quotas: BTreeMap<Arc<str>, Arc<ObservedQuota>>,
-    /// Namespaces carrying [`keys::MANAGED_BY`] (whether or not they are external: see
-    /// [`Node::external_manager`]), so that the names external hierarchies reserve are found
-    /// without reading every namespace.
-    managed_by: std::collections::BTreeSet<Arc<str>>,
+    /// The names external hierarchies reserve ([`Forest::reserved_by`]), each with the external
+    /// namespaces whose tree labels name it: kept as namespaces change, so that a tool managing
+    /// thousands of namespaces costs no walk over them per event or per creation.
+    reserved: BTreeMap<Arc<str>, std::collections::BTreeSet<Arc<str>>>,
+    /// Counts changes of the set of reserved names, for whoever publishes it.
+    reserved_changes: u64,
+}
+
+/// The names namespace `node` reserves: its tree labels naming others, if it is external.
+fn reserved_by_node(node: &Node) -> Vec<Arc<str>> {
+    match node.external_manager() {
+        Some(_) => node.tree_labels.ancestors().into_iter().map(|(a, _)| a.clone()).collect(),
+        None => Vec::new(),
+    }
 }
 
 /// hns's ResourceQuota in one namespace, as observed.
@@ -444,7 +454,8 @@ impl Forest {
             resource_version: 0,
             sealer,
             resource_quotas: BTreeMap::new(),
-            managed_by: Default::default(),
+            reserved: BTreeMap::new(),
+            reserved_changes: 0,
         }
     }
 
@@ -523,15 +534,34 @@ impl Forest {
         if let Some(p) = &node.parent {
             self.children.entry(p.as_str().into()).or_default().insert(name.clone());
         }
-        self.index_managed_by(&name, &node);
+        let (held, new) = (self.reserves(&name), reserved_by_node(&node));
+        self.rereserve(&name, held, new);
         self.nodes.insert(name, Arc::new(node));
     }
 
-    fn index_managed_by(&mut self, name: &Arc<str>, node: &Node) {
-        if node.meta.annotation(keys::MANAGED_BY).is_some() {
-            self.managed_by.insert(name.clone());
-        } else {
-            self.managed_by.remove(name);
+    /// The names the held namespace `name` reserves.
+    fn reserves(&self, name: &str) -> Vec<Arc<str>> {
+        self.nodes.get(name).map(|n| reserved_by_node(n)).unwrap_or_default()
+    }
+
+    /// Namespace `name` reserved `held` and now reserves `new`: only the difference is
+    /// recorded, and counted as a change only where a name starts or stops being reserved.
+    fn rereserve(&mut self, name: &Arc<str>, held: Vec<Arc<str>>, new: Vec<Arc<str>>) {
+        for gone in held.iter().filter(|h| !new.contains(h)) {
+            if let Some(by) = self.reserved.get_mut(gone) {
+                by.remove(name);
+                if by.is_empty() {
+                    self.reserved.remove(gone);
+                    self.reserved_changes += 1;
+                }
+            }
+        }
+        for added in new.into_iter().filter(|n| !held.contains(n)) {
+            let by = self.reserved.entry(added).or_default();
+            if by.is_empty() {
+                self.reserved_changes += 1;
+            }
+            by.insert(name.clone());
         }
     }
 
@@ -549,8 +579,10 @@ impl Forest {
             self.touch_children(&parent, crate::resource_version::number(&ns.metadata));
         }
         self.unlink(name);
-        self.nodes.remove(name);
-        self.managed_by.remove(name);
+        let held = self.reserves(name);
+        if let Some((key, _)) = self.nodes.remove_entry(name) {
+            self.rereserve(&key, held, Vec::new());
+        }
     }
 
     /// Records that the cluster has reached `rv`. Namespaces' resourceVersions come from one
@@ -672,7 +704,7 @@ impl Forest {
         if let Some(p) = &node.parent {
             self.children.entry(p.as_str().into()).or_default().insert(name.clone());
         }
-        self.index_managed_by(&name, &node);
+        self.rereserve(&name, Vec::new(), reserved_by_node(&node));
         self.nodes.insert(name, node);
     }
 
@@ -688,33 +720,24 @@ impl Forest {
         }
     }
 
-    /// The external namespaces ([`Node::external_manager`]), each with its manager.
-    pub fn external_namespaces(&self) -> impl Iterator<Item = (&str, &Node)> + '_ {
-        self.managed_by
-            .iter()
-            .filter_map(|n| self.nodes.get(n))
-            .filter_map(|node| node.external_manager().map(|manager| (manager, &**node)))
-    }
-
     /// The external hierarchy manager that reserves the name `name`, and the external namespace
     /// whose tree labels name it: an ancestor that exists only in that tool's hierarchy. A
     /// namespace of that name would be taken for that ancestor by every policy selecting its
     /// subtree by tree label, so hns refuses to create one (HNC's rule).
     pub fn reserved_by(&self, name: &str) -> Option<(&str, &str)> {
-        self.external_namespaces()
-            .find(|(_, node)| node.tree_labels.ancestors().iter().any(|(a, _)| &***a == name))
-            .map(|(manager, node)| (manager, node.name()))
+        let by = self.reserved.get(name)?.iter().next()?;
+        let node = self.nodes.get(by)?;
+        Some((node.external_manager()?, node.name()))
     }
 
     /// Every name external hierarchies reserve ([`Forest::reserved_by`]), in order.
     pub fn reserved_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .external_namespaces()
-            .flat_map(|(_, node)| node.tree_labels.ancestors().into_iter().map(|(a, _)| a.to_string()))
-            .collect();
-        names.sort();
-        names.dedup();
-        names
+        self.reserved.keys().map(|n| n.to_string()).collect()
+    }
+
+    /// A number that changes whenever [`Forest::reserved_names`] does.
+    pub fn reserved_changes(&self) -> u64 {
+        self.reserved_changes
     }
 
     /// The namespace, if it exists.

@@ -142,7 +142,7 @@ pub fn hierarchy_labels(
     parent: Option<&str>,
 ) -> BTreeMap<String, String> {
     let mut labels = hns_labels(forest, policy, ns, parent);
-    if parent.is_none() {
+    if parent.is_none() && !policy.is_excluded(ns) {
         labels.extend(external_tree_labels(forest, ns, 0));
     }
     labels
@@ -373,6 +373,19 @@ mod tests {
         // Moved out from under it, a namespace loses them.
         let moved = hierarchy_labels(&f, &policy(), "dev", Some("other"));
         assert!(!moved.contains_key(&keys::tree_label("org")), "{moved:?}");
+        // The reserved names follow the namespace: relabelled, released, deleted.
+        let before = f.reserved_changes();
+        crate::hierarchy::forest::testing::external(&mut f, "acme", "cs", &[("org", 1)], &[]);
+        assert_eq!(f.reserved_names(), ["all", "org"]);
+        assert_eq!(f.reserved_changes(), before, "the same names: no change to publish");
+        let mut released = f.get("acme").unwrap().namespace();
+        released.metadata.annotations.get_or_insert_default().remove(keys::MANAGED_BY);
+        f.upsert(released.clone());
+        assert!(f.reserved_names().is_empty() && f.reserved_by("org").is_none());
+        crate::hierarchy::forest::testing::external(&mut f, "other", "cs", &[("org", 1)], &[]);
+        assert_eq!(f.reserved_by("org"), Some(("cs", "other")));
+        f.remove(&f.get("other").unwrap().namespace());
+        assert!(f.reserved_names().is_empty());
     }
 
     #[test]

@@ -203,6 +203,31 @@ pub fn check_namespace_create(forest: &Forest, name: &str) -> Result<(), Refusal
     }
 }
 
+/// Checks the tree labels an external hierarchy's tool gives namespace `ns` (the namespace
+/// webhook): each new one names a namespace of that tool's own hierarchy, not one that exists
+/// in the cluster, or the tool could place `ns` (and its descendants) in any namespace's
+/// subtree for every policy selecting it by tree label.
+pub fn check_external_labels(
+    forest: &Forest,
+    ns: &str,
+    old: Option<&k8s_openapi::api::core::v1::Namespace>,
+    new: &k8s_openapi::api::core::v1::Namespace,
+) -> Result<(), Refusal> {
+    let Some(new_labels) = new.metadata.labels.as_ref() else { return Ok(()) };
+    let old_labels = old.and_then(|o| o.metadata.labels.as_ref());
+    for (key, value) in new_labels {
+        let Some(named) = keys::tree_label_ancestor(key).filter(|a| *a != ns) else { continue };
+        if old_labels.and_then(|l| l.get(key)) == Some(value) || forest.get(named).is_none() {
+            continue;
+        }
+        return Err(Refusal::Forbidden(format!(
+            "tree label \"{key}\" in namespace \"{ns}\" names namespace \"{named}\", which exists in the cluster; the tree labels of an external hierarchy ({}) may name only namespaces of that hierarchy's own",
+            keys::MANAGED_BY
+        )));
+    }
+    Ok(())
+}
+
 /// Checks deleting subnamespace `name` of `parent`: a subnamespace with children goes only
 /// where cascading deletion is allowed.
 pub fn check_delete_subnamespace(forest: &Forest, name: &str) -> Result<(), Refusal> {
@@ -260,7 +285,9 @@ pub fn check_managed(policy: &Policy, labels: &[MetaKvp], annotations: &[MetaKvp
         }
     }
     for (i, kv) in annotations.iter().enumerate() {
-        if keys::HNS_ANNOTATIONS.contains(&kv.key.as_str()) || !policy.is_managed_annotation(&kv.key) {
+        // managed-by is for the tool that creates a root, never inherited down a tree.
+        let hns_own = keys::HNS_ANNOTATIONS.contains(&kv.key.as_str()) || kv.key == keys::MANAGED_BY;
+        if hns_own || !policy.is_managed_annotation(&kv.key) {
             causes.push((
                 format!("spec.annotations[{i}].key"),
                 format!(
@@ -302,7 +329,7 @@ pub fn check_namespace_edit(
     let (old_l, new_l) = (pick(old, true), pick(Some(new), true));
     let (old_a, new_a) = (pick(old, false), pick(Some(new), false));
     check_included_label(policy, ns, old.map(|_| &old_l), &new_l)?;
-    let external = external_root(ns, &new_a)?;
+    let external = !policy.is_excluded(ns) && external_root(ns, &new_a)?;
     // The tool managing an external namespace gives it tree labels of its own hierarchy, and
     // takes them away again, with the annotation or after it.
     let externally_labelled = |k: &String| {
@@ -319,6 +346,11 @@ pub fn check_namespace_edit(
             && new_l.get(k).is_some_and(|v| v == "0")
     };
     for key in old_l.keys().chain(new_l.keys()).filter(maintained) {
+        if externally_labelled(key) && new_l.get(key).is_some_and(|v| !is_external_depth(v)) {
+            return Err(Refusal::Forbidden(format!(
+                "tree label \"{key}\" in namespace \"{ns}\" must give a depth above it: a whole number from 1, written without leading zeros"
+            )));
+        }
         if old_l.get(key) != new_l.get(key) && !own_root_label(key) && !externally_labelled(key) {
             let what = if keys::tree_label_ancestor(key).is_some() { "tree label" } else { "label" };
             let how = if new_l.contains_key(key) { "set or modify" } else { "remove" };
@@ -335,6 +367,12 @@ pub fn check_namespace_edit(
         }
     }
     Ok(())
+}
+
+/// A depth an external tree label may give: as hns writes depths (so that it never rewrites the
+/// tool's), and above the namespace.
+fn is_external_depth(v: &str) -> bool {
+    v.parse::<u32>().is_ok_and(|d| d >= 1 && d.to_string() == v)
 }
 
 /// Whether a namespace with annotations `annotations` is an external root
@@ -645,6 +683,31 @@ mod tests {
             check_namespace_edit(&policy(), "a", Some(&child), &hnc).is_ok(),
             "hns's own name is no manager"
         );
+        for depth in ["01", "0", "x", "-1"] {
+            let odd = external("a", None, &[(own, "0"), (org, depth)]);
+            let m = message(check_namespace_edit(&policy(), "a", Some(&created), &odd).unwrap_err());
+            assert!(m.contains("must give a depth above it"), "{depth}: {m}");
+        }
+        let excluded = external("kube-system", None, &[(org, "1")]);
+        assert!(
+            check_namespace_edit(&policy(), "kube-system", None, &excluded).is_err(),
+            "an excluded namespace is never external"
+        );
+        let annotation = [MetaKvp { key: keys::MANAGED_BY.into(), value: "cs".into() }];
+        let everything = crate::hierarchy::policy::Policy::new(&[], &[], &[".*".to_string()], "hns").unwrap();
+        assert!(check_managed(&everything, &[], &annotation).is_err(), "managed-by is not inherited");
+    }
+
+    #[test]
+    fn an_external_hierarchy_names_only_namespaces_that_do_not_exist() {
+        let f = forest("prod");
+        let mut ns = namespace("a", None, false);
+        ns.metadata.labels = Some([(keys::tree_label("prod"), "1".to_string())].into());
+        let m = message(check_external_labels(&f, "a", None, &ns).unwrap_err());
+        assert!(m.contains("names namespace \"prod\", which exists in the cluster"), "{m}");
+        assert!(check_external_labels(&f, "a", Some(&ns), &ns).is_ok(), "one it carries already stays");
+        ns.metadata.labels = Some([(keys::tree_label("abstract"), "1".to_string())].into());
+        assert!(check_external_labels(&f, "a", None, &ns).is_ok());
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub struct Cache {
     reached: Reached,
     /// The names external hierarchies reserve ([`Forest::reserved_names`]), as they change.
     reserved: tokio::sync::watch::Sender<Vec<String>>,
+    /// [`Forest::reserved_changes`] when the reserved names were last published.
+    reserved_published: std::sync::atomic::AtomicU64,
 }
 
 /// Write access to the forest. Snapshots share it ([`Cache::snapshot`]): the first change made
@@ -120,6 +122,7 @@ impl Cache {
             ),
             reached: Reached::default(),
             reserved: tokio::sync::watch::Sender::new(Vec::new()),
+            reserved_published: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -130,7 +133,13 @@ impl Cache {
         self.reserved.subscribe()
     }
 
+    /// Publishes the reserved names when they changed (a rare event: a tool's namespaces).
     fn publish_reserved(&self, forest: &Forest) {
+        if self.reserved_published.swap(forest.reserved_changes(), Ordering::AcqRel)
+            == forest.reserved_changes()
+        {
+            return;
+        }
         let names = forest.reserved_names();
         self.reserved.send_if_modified(|held| {
             let changed = *held != names;
@@ -275,6 +284,8 @@ impl Cache {
                 // Changes during the outage are unknown: watchers must start over.
                 self.hub.reset(forest.resource_version_number());
                 self.reached(&forest);
+                // A rebuilt forest counts its changes afresh: publish whatever the count.
+                self.reserved_published.store(u64::MAX, Ordering::Release);
                 self.publish_reserved(&forest);
                 let _ = self.changes.send(Change::All);
                 self.synced.store(true, Ordering::Release);
