@@ -111,6 +111,11 @@ pub struct HierarchyTreeEntry<S = String> {
     /// The names of its children the requester may not see.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden_children: Vec<S>,
+    /// Those of `hidden_children` that are subnamespaces: a view may hide a namespace, but what
+    /// it shows must be true, and a hidden subnamespace is no full namespace (whoever may list
+    /// the Subnamespaces in this namespace sees it as one anyway).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden_subnamespaces: Vec<S>,
 }
 
 #[cfg(test)]
@@ -127,17 +132,19 @@ mod tests {
             terminating: false,
             allow_cascading_deletion: false,
             conditions: vec![],
-            hidden_children: vec!["svc-1"],
+            hidden_children: vec!["svc-1", "svc-2"],
+            hidden_subnamespaces: vec!["svc-1"],
         };
         let v = serde_json::to_value(&written).unwrap();
         assert_eq!(
             v,
-            json!({"name": "dev", "parent": "team-a", "subnamespace": true, "hiddenChildren": ["svc-1"]})
+            json!({"name": "dev", "parent": "team-a", "subnamespace": true, "hiddenChildren": ["svc-1", "svc-2"], "hiddenSubnamespaces": ["svc-1"]})
         );
         let read: HierarchyTreeEntry = serde_json::from_value(v).unwrap();
         assert_eq!(read.name, "dev");
         assert_eq!(read.parent.as_deref(), Some("team-a"));
-        assert_eq!(read.hidden_children, ["svc-1"]);
+        assert_eq!(read.hidden_children, ["svc-1", "svc-2"]);
+        assert_eq!(read.hidden_subnamespaces, ["svc-1"]);
         assert!(read.subnamespace && !read.terminating && !read.allow_cascading_deletion);
     }
 

@@ -25,6 +25,12 @@ pub enum NamespaceArgError {
         /// How the command is run, e.g. `kubectl hns describe`.
         command: &'static str,
     },
+    /// A command that works in a parent namespace, without -n.
+    #[error("parent must be set via --namespace or -n: {command} CHILD -n PARENT")]
+    MissingParent {
+        /// How the command is run, e.g. `kubectl hns create`.
+        command: &'static str,
+    },
     /// NS and -n name different namespaces.
     #[error("NS ({given}) and -n ({flag}) name different namespaces: give one")]
     Different {
@@ -59,6 +65,13 @@ impl KubeFlags {
         }
         let namespace = config.default_namespace.clone();
         Ok(Connection { client: kubeconfig::client(config, &origin)?, namespace })
+    }
+
+    /// The parent a command works in (`create`, `delete`), given with -n. As with HNC's plugin,
+    /// the context's namespace does not count: a subnamespace made or deleted in `default` by
+    /// mistake is worse than a refusal.
+    pub fn parent_arg(&self, command: &'static str) -> Result<String, NamespaceArgError> {
+        self.namespace.clone().ok_or(NamespaceArgError::MissingParent { command })
     }
 
     /// The namespace a command is about, given as its argument or, as kubectl users write it,

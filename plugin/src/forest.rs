@@ -60,6 +60,8 @@ pub struct Forest {
     nodes: Vec<Node>,
     /// Where each namespace is in `nodes`.
     at: HashMap<String, usize>,
+    /// Children known by name only that are subnamespaces.
+    unread_subnamespaces: HashSet<String>,
 }
 
 impl Forest {
@@ -95,7 +97,12 @@ impl Forest {
                 .into_iter()
                 .map(|name| match forest.at.get(&name) {
                     Some(&child) => Child::Read(child),
-                    None => Child::Named(name),
+                    None => {
+                        if subnamespaces.contains(&name) {
+                            forest.unread_subnamespaces.insert(name.clone());
+                        }
+                        Child::Named(name)
+                    }
                 })
                 .collect();
         }
@@ -107,10 +114,12 @@ impl Forest {
     /// their parent, and those the user may not see.
     pub fn from_tree(entries: Vec<TreeEntry>) -> Forest {
         let mut hidden = Vec::new();
+        let mut unread_subnamespaces = HashSet::new();
         let nodes = entries
             .into_iter()
             .map(|e| {
                 hidden.push(e.hidden_children);
+                unread_subnamespaces.extend(e.hidden_subnamespaces);
                 Node {
                     name: e.name,
                     parent: e.parent.filter(|p| !p.is_empty()),
@@ -124,6 +133,7 @@ impl Forest {
             })
             .collect();
         let mut forest = Forest::indexed(nodes);
+        forest.unread_subnamespaces = unread_subnamespaces;
         for child in 0..forest.nodes.len() {
             if let Some(parent) = forest.nodes[child].parent_at {
                 forest.nodes[parent].children.push(Child::Read(child));
@@ -145,7 +155,7 @@ impl Forest {
         for n in &mut nodes {
             n.parent_at = n.parent.as_ref().and_then(|p| at.get(p)).copied();
         }
-        Forest { nodes, at }
+        Forest { nodes, at, unread_subnamespaces: HashSet::new() }
     }
 
     /// Sorts every namespace's children by name.
@@ -174,7 +184,16 @@ impl Forest {
         self.at.get(name).map(|&at| &self.nodes[at])
     }
 
-    /// `node`'s children, sorted by name: each name, and the namespace if it was read.
+    /// Whether the child `name`, read as `node` or known by name only, is a subnamespace.
+    pub fn is_subnamespace(&self, name: &str, node: Option<&Node>) -> bool {
+        match node {
+            Some(n) => n.subnamespace,
+            None => self.unread_subnamespaces.contains(name),
+        }
+    }
+
+    /// `node`'s children, sorted by name: each name, and the namespace if it was read (a child
+    /// not read is one the user may not see).
     pub fn children<'a>(
         &'a self,
         node: &'a Node,
@@ -473,6 +492,7 @@ pub(crate) mod tests {
                 allow_cascading_deletion: n.allow_cascading_deletion,
                 conditions: n.conditions.clone(),
                 hidden_children: Vec::new(),
+                hidden_subnamespaces: Vec::new(),
             })
             .collect()
     }
@@ -483,12 +503,15 @@ pub(crate) mod tests {
         assert_eq!(Forest::from_tree(as_tree(&f)), f);
         let mut entries = as_tree(&f);
         entries.retain(|e| e.name != "svc-1");
-        entries.iter_mut().find(|e| e.name == "team-a").unwrap().hidden_children = vec!["svc-1".into()];
+        let team_a = entries.iter_mut().find(|e| e.name == "team-a").unwrap();
+        team_a.hidden_children = vec!["svc-1".into()];
+        team_a.hidden_subnamespaces = vec!["svc-1".into()];
         let hidden = Forest::from_tree(entries);
         let team_a = hidden.get("team-a").unwrap();
         let children: Vec<_> = hidden.children(team_a).collect();
         assert_eq!(children, [("svc-1", None)], "a child the user may not see, by name");
         assert_eq!(hidden.get("svc-1"), None);
+        assert!(hidden.is_subnamespace("svc-1", None), "hidden, and still a subnamespace");
     }
 
     #[test]

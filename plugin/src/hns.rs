@@ -337,26 +337,50 @@ impl Hns {
 
     /// Events reported by `component` about objects in `ns`, or about namespace `ns` itself
     /// (events about a cluster-scoped object live in `default`).
-    pub async fn events(&self, ns: &str, component: &str) -> Result<Vec<Event>, kube::Error> {
+    pub async fn events(&self, ns: &str, component: &str) -> Events {
         let inside: Api<Event> = Api::namespaced(self.client.clone(), ns);
-        let mut events = inside.list(&ListParams::default()).await?.items;
         let about =
             ListParams::default().fields(&format!("involvedObject.kind=Namespace,involvedObject.name={ns}"));
         let elsewhere: Api<Event> = Api::namespaced(self.client.clone(), "default");
-        if ns != "default" {
-            events.extend(elsewhere.list(&about).await?.items);
+        let mut found = Events::default();
+        match inside.list(&ListParams::default()).await {
+            Ok(list) => found.events.extend(list.items),
+            Err(e) => {
+                found.inside_unread = true;
+                found.unreadable.push(format!("the events in namespace {ns} ({})", classify(e)))
+            }
         }
-        events.retain(|e| {
+        if ns != "default" {
+            match elsewhere.list(&about).await {
+                Ok(list) => found.events.extend(list.items),
+                Err(e) => found.unreadable.push(format!(
+                    "the events about namespace {ns} itself, which Kubernetes keeps in namespace default ({})",
+                    classify(e)
+                )),
+            }
+        }
+        found.events.retain(|e| {
             e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(component)
                 || e.reporting_component.as_deref() == Some(component)
         });
-        Ok(events)
+        found
     }
 
     /// The version kube-apiserver reports (hns-apiserver publishes none through it).
     pub async fn kubernetes_version(&self) -> Result<String, kube::Error> {
         Ok(self.client.apiserver_version().await?.git_version)
     }
+}
+
+/// The events [`Hns::events`] could read, and what it could not.
+#[derive(Debug, Default)]
+pub struct Events {
+    /// The events read.
+    pub events: Vec<Event>,
+    /// Which lists could not be read, and why: each can be forbidden on its own.
+    pub unreadable: Vec<String>,
+    /// Whether the events in the namespace (not those about it) could not be read.
+    pub inside_unread: bool,
 }
 
 /// A 404 for the singleton of namespace `ns` means the namespace does not exist.

@@ -1,6 +1,7 @@
 //! Asking before destructive changes: on a terminal, a yes/no question (default no). Without
-//! one (a script, a pipe) the commands go ahead as HNC's plugin did, which never asked: scripts
-//! written for it keep working; a note on stderr says what was not asked.
+//! one (a script, a pipe), a command HNC's plugin had goes ahead as HNC's did, which never
+//! asked, so scripts written for it keep working, with a note on stderr saying what was not
+//! asked; a destructive command HNC's plugin did not have needs `--yes` there.
 
 use std::io::IsTerminal;
 
@@ -12,6 +13,22 @@ pub enum Refused {
     /// The user said no.
     #[error("not confirmed: nothing was changed")]
     Declined,
+    /// No terminal to ask on, and the command needs `--yes` there.
+    #[error("not confirmed: there is no terminal to ask on, so nothing was changed. {question} To go ahead without asking, add --yes")]
+    NoTerminal {
+        /// What would have been asked.
+        question: String,
+    },
+}
+
+/// What a command does when there is no terminal to ask on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unasked {
+    /// Go ahead, saying so: HNC's plugin had the command and never asked, and scripts written
+    /// for it must keep working.
+    GoAheadAsHnc,
+    /// Refuse: HNC's plugin had no such command, so no script expects it to go ahead unasked.
+    NeedsYes,
 }
 
 /// What to do about a question.
@@ -23,25 +40,29 @@ enum Decision {
     Ask,
     /// No terminal: go ahead as HNC did, saying so.
     GoAheadUnasked,
+    /// No terminal: refuse.
+    Refuse,
 }
 
-fn decide(yes: bool, terminal: bool) -> Decision {
-    match (yes, terminal) {
-        (true, _) => Decision::GoAhead,
-        (false, true) => Decision::Ask,
-        (false, false) => Decision::GoAheadUnasked,
+fn decide(yes: bool, terminal: bool, unasked: Unasked) -> Decision {
+    match (yes, terminal, unasked) {
+        (true, _, _) => Decision::GoAhead,
+        (false, true, _) => Decision::Ask,
+        (false, false, Unasked::GoAheadAsHnc) => Decision::GoAheadUnasked,
+        (false, false, Unasked::NeedsYes) => Decision::Refuse,
     }
 }
 
-/// Goes ahead when `yes`, when there is no terminal to ask on (as HNC's plugin did; with a
-/// note on stderr), or when the user answers yes to `question` on the terminal.
-pub fn confirm(question: &str, yes: bool) -> Result<(), Refused> {
-    match decide(yes, can_ask()) {
+/// Goes ahead when `yes`, or when the user answers yes to `question` on the terminal. Without
+/// a terminal to ask on, `unasked` decides.
+pub fn confirm(question: &str, yes: bool, unasked: Unasked) -> Result<(), Refused> {
+    match decide(yes, can_ask(), unasked) {
         Decision::GoAhead => Ok(()),
         Decision::GoAheadUnasked => {
             eprintln!("{}", unasked_note(question));
             Ok(())
         }
+        Decision::Refuse => Err(Refused::NoTerminal { question: question.to_string() }),
         Decision::Ask if ask(question) => Ok(()),
         Decision::Ask => Err(Refused::Declined),
     }
@@ -49,7 +70,7 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), Refused> {
 
 fn unasked_note(question: &str) -> String {
     format!(
-        "Not asked (no terminal), going ahead as HNC's plugin did: {question} (add --yes to silence this)"
+        "Not asked (no terminal): {question} Going ahead, as HNC's plugin, which never asked, did for this command (add --yes to silence this)"
     )
 }
 
@@ -74,13 +95,16 @@ mod tests {
 
     #[test]
     fn asks_only_on_a_terminal_and_only_without_yes() {
-        assert_eq!(decide(true, true), Decision::GoAhead);
-        assert_eq!(decide(true, false), Decision::GoAhead);
-        assert_eq!(decide(false, true), Decision::Ask);
-        assert_eq!(decide(false, false), Decision::GoAheadUnasked);
+        for unasked in [Unasked::GoAheadAsHnc, Unasked::NeedsYes] {
+            assert_eq!(decide(true, true, unasked), Decision::GoAhead);
+            assert_eq!(decide(true, false, unasked), Decision::GoAhead);
+            assert_eq!(decide(false, true, unasked), Decision::Ask);
+        }
+        assert_eq!(decide(false, false, Unasked::GoAheadAsHnc), Decision::GoAheadUnasked);
+        assert_eq!(decide(false, false, Unasked::NeedsYes), Decision::Refuse);
         assert_eq!(
-            unasked_note("Delete \"a\"?"),
-            "Not asked (no terminal), going ahead as HNC's plugin did: Delete \"a\"? (add --yes to silence this)"
+            unasked_note("Set secrets to Remove?"),
+            "Not asked (no terminal): Set secrets to Remove? Going ahead, as HNC's plugin, which never asked, did for this command (add --yes to silence this)"
         );
     }
 }

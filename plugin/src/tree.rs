@@ -1,6 +1,8 @@
 //! Drawing the forest: HNC's box-drawing tree, with `[s] ` before subnamespaces, ` (terminating)`
-//! after namespaces being deleted (hns's addition: HNC showed them as if nothing happened) and
-//! numbered footnotes for conditions; and the same trees as data for `-o json|yaml`.
+//! after namespaces being deleted (hns's addition: HNC showed them as if nothing happened),
+//! ` (hidden)` after children the user may not see (by name and kind only: a view may hide a
+//! namespace, but must not misstate it) and numbered footnotes for conditions; and the same
+//! trees as data for `-o json|yaml`.
 //!
 //! A cycle is drawn from its first member down to where it closes, marked `↻`, so every
 //! namespace shows and the drawing ends.
@@ -19,6 +21,8 @@ const SUBNAMESPACE: &str = "[s] ";
 const CYCLE: &str = "↻ ";
 /// Marks a namespace being deleted.
 const TERMINATING: &str = " (terminating)";
+/// Marks a child the user may not see.
+const HIDDEN: &str = " (hidden)";
 
 /// The trees under `tops`, as text.
 pub fn text(forest: &Forest, tops: &[&str], paint: &Paint) -> String {
@@ -71,6 +75,7 @@ struct Marks<'a> {
     subnamespace: String,
     cycle: String,
     terminating: String,
+    hidden: String,
 }
 
 impl<'a> Marks<'a> {
@@ -80,6 +85,7 @@ impl<'a> Marks<'a> {
             subnamespace: paint.dim(SUBNAMESPACE),
             cycle: paint.warn(CYCLE),
             terminating: paint.warn(TERMINATING),
+            hidden: paint.dim(HIDDEN),
         }
     }
 }
@@ -126,13 +132,16 @@ impl<'a> Drawing<'a> {
             self.cycles = true;
             self.out.push_str(&self.marks.cycle);
         }
-        if node.is_some_and(|n| n.subnamespace) {
+        if self.forest.is_subnamespace(name, node) {
             self.subnamespaces = true;
             self.out.push_str(&self.marks.subnamespace);
         }
         self.out.push_str(name);
         if closes_cycle {
             return;
+        }
+        if node.is_none() {
+            self.out.push_str(&self.marks.hidden);
         }
         if node.is_some_and(|n| n.terminating) {
             self.out.push_str(&self.marks.terminating);
@@ -169,6 +178,9 @@ pub struct TreeNode {
     pub name: String,
     /// Whether it is a subnamespace.
     pub subnamespace: bool,
+    /// Whether the user may not see it (only its name and kind are known).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
     /// True where a cycle closes: the namespace is already above, and its children are there.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cycle: bool,
@@ -199,7 +211,8 @@ fn node<'a>(forest: &'a Forest, name: &str, n: Option<&'a Node>, path: &mut Vec<
     let cycle = n.is_some_and(|n| path.iter().any(|p| std::ptr::eq(*p, n)));
     let mut out = TreeNode {
         name: name.to_string(),
-        subnamespace: n.is_some_and(|n| n.subnamespace),
+        subnamespace: forest.is_subnamespace(name, n),
+        hidden: n.is_none(),
         cycle,
         terminating: n.is_some_and(|n| n.terminating) && !cycle,
         conditions: Vec::new(),

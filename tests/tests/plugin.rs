@@ -170,6 +170,16 @@ async fn hnc_lines_that_scripts_grep() {
              No recent HNC events for objects in this namespace\n"
         )
     );
+    // A team admin may list the events in their namespace, not those about it kept in default:
+    // describe shows what they may read and names what they may not.
+    let admin = format!("{kid}-admin");
+    grant(&env, &admin, "admin", &kid);
+    let described = ok(hns(&env, &["describe", &kid, &format!("--as={admin}")]));
+    assert!(
+        described.contains("No recent HNC events for objects in this namespace\n")
+            && described.contains(&format!("Events not shown: the events about namespace {kid} itself, which Kubernetes keeps in namespace default (events is forbidden")),
+        "{described}"
+    );
     ok(hns(&env, &["set", &kid, "-a"]));
     assert_eq!(
         ok(hns(&env, &["delete", &kid, "-n", &root, "-a", "--yes"])),
@@ -329,7 +339,7 @@ async fn create_set_tree_describe_delete() {
     assert_eq!(hierarchy(&client, &root).await.spec.parent, None);
 
     // A subnamespace with subnamespaces is deleted only with -a. -a asks first on a terminal;
-    // without one it goes ahead as HNC's plugin did, saying on stderr what it did not ask.
+    // without one it needs --yes (HNC's plugin had no delete, so no script expects otherwise).
     let err = refused(hns(&env, &["delete", &a, "-n", &root]));
     assert!(
         err.contains(&format!("subnamespace {a} is not a leaf and doesn't allow cascading deletion")),
@@ -344,13 +354,21 @@ async fn create_set_tree_describe_delete() {
         err.contains(&format!("subnamespaces.hnc.x-k8s.io \"{b}\" not found")),
         "a full namespace is not deleted: {err}"
     );
-    let out = hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion"]);
-    assert_eq!(
-        stderr(&out),
-        format!(
-            "Not asked (no terminal), going ahead as HNC's plugin did: Delete \"{a}\" and the 1 namespace below it ({ax}), with everything in them? (add --yes to silence this)\n"
-        )
+    let err = refused(hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion"]));
+    assert!(
+        err.contains(&format!(
+            "not confirmed: there is no terminal to ask on, so nothing was changed. Delete \"{a}\" and the 1 namespace below it ({ax}), with everything in them? To go ahead without asking, add --yes"
+        )),
+        "{err}"
     );
+    assert!(
+        exists(&client, &ax).await && !hierarchy(&client, &a).await.spec.allow_cascading_deletion,
+        "nothing changed"
+    );
+    let err = refused(hns(&env, &["delete", &a, "--allowCascadingDeletion", "--yes"]));
+    assert!(err.contains("parent must be set via --namespace or -n: kubectl hns delete"), "{err}");
+    let out = hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion", "--yes"]);
+    assert_eq!(stderr(&out), "", "not asked, nothing said");
     assert_eq!(
         ok(out),
         format!(
@@ -381,7 +399,7 @@ async fn create_set_tree_describe_delete() {
 }
 
 #[tokio::test]
-async fn namespace_defaults_to_the_context_and_flags_choose_the_cluster() {
+async fn the_contexts_namespace_is_no_parent_and_flags_choose_the_cluster() {
     let env = Env::get();
     let client = env.admin().await;
     let (team, other) = (unique("pl-ctx"), unique("pl-ctx-other"));
@@ -413,19 +431,26 @@ async fn namespace_defaults_to_the_context_and_flags_choose_the_cluster() {
         ],
     ));
 
+    // As in HNC's plugin, create (and delete) take their parent from -n only: a subnamespace
+    // made in the context's namespace by mistake is worse than a refusal.
     let kid = format!("{team}-kid");
-    let out = ok(hns_with(&kubeconfig, &["create", &kid]));
+    let err = refused(hns_with(&kubeconfig, &["create", &kid]));
+    assert!(
+        err.contains("parent must be set via --namespace or -n: kubectl hns create CHILD -n PARENT"),
+        "{err}"
+    );
+    let out = ok(hns_with(&kubeconfig, &["create", &kid, "-n", &team]));
     assert_eq!(out, format!("Successfully created \"{kid}\" subnamespace anchor in \"{team}\" namespace\n"));
     let kid2 = format!("{other}-kid");
-    ok(hns_with(&kubeconfig, &["create", &kid2, "--context", "other"]));
+    ok(hns_with(&kubeconfig, &["create", &kid2, "--context", "other", "-n", &other]));
     // --kubeconfig wins over KUBECONFIG, as with kubectl.
     let nowhere = std::env::temp_dir().join("no-such.kubeconfig");
     let kubeconfig_flag = kubeconfig.to_str().unwrap();
     let tree = ok(hns_with(&nowhere, &["tree", &other, "--kubeconfig", kubeconfig_flag]));
     assert_eq!(tree, format!("{other}\n└── [s] {kid2}\n\n[s] indicates subnamespaces\n"));
     assert_eq!(hierarchy(&client, &kid).await.spec.parent.as_deref(), Some(team.as_str()));
-    ok(hns_with(&kubeconfig, &["delete", &kid]));
-    ok(hns_with(&kubeconfig, &["delete", &kid2, "--context=other"]));
+    ok(hns_with(&kubeconfig, &["delete", &kid, "-n", &team]));
+    ok(hns_with(&kubeconfig, &["delete", &kid2, "--context=other", "-n", &other]));
     delete_namespaces(&client, &[&team, &other]).await;
     std::fs::remove_file(&kubeconfig).unwrap();
 }
@@ -757,7 +782,8 @@ async fn config_describe_set_resource_delete_type() {
     let out = config(&env, &["set-resource", "limitranges", "--mode", "Remove"]);
     let note = stderr(&out);
     assert!(
-        note.starts_with("Not asked (no terminal), going ahead as HNC's plugin did: Set limitranges to Remove? hns deletes its"),
+        note.starts_with("Not asked (no terminal): Set limitranges to Remove? hns deletes its")
+            && note.contains("Going ahead, as HNC's plugin, which never asked, did for this command"),
         "{note}"
     );
     assert_eq!(ok(out), line("Remove"));

@@ -400,3 +400,41 @@ async fn a_watch_open_during_a_revocation_removes_objects_with_tombstones() {
     );
     delete_tree(&admin, &victim).await;
 }
+
+/// A view may hide a namespace, but what it shows must be true: a subnamespace the user may not
+/// see is still drawn as a subnamespace, and marked hidden, in text and in data.
+#[tokio::test]
+async fn a_hidden_subnamespace_is_shown_hidden_and_as_a_subnamespace() {
+    let env = Env::get();
+    let Some(local) = env.local_or_skip("a_hidden_subnamespace_is_shown_hidden_and_as_a_subnamespace") else {
+        return;
+    };
+    let admin = env.admin().await;
+    let (root, kids, outsider) = tree_and_outsider(&admin, "viewhidden").await;
+    let user = unique("hiddenviewer");
+    // View on the root and, through propagation, on root-a only.
+    let mut binding = role_binding("hiddenviewer", "view", Subject::User(&user));
+    binding.metadata.annotations =
+        Some([("propagate.hnc.x-k8s.io/treeSelect".to_string(), kids[0].clone())].into());
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(admin.clone(), &root);
+    bindings.create(&Default::default(), &binding).await.unwrap();
+    let kubeconfig = local.user_kubeconfig(&user, &[]);
+    let shown = format!("[s] {}\n", kids[0]);
+    let tree = eventually("the user's tree with one subnamespace shown", WAIT, || async {
+        let out = hns_with(&kubeconfig, &["tree", &root]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        (out.status.success() && text.contains(&shown)).then_some(text)
+    })
+    .await;
+    assert!(tree.contains(&format!("[s] {} (hidden)\n", kids[1])), "{tree}");
+    let data: serde_json::Value =
+        serde_json::from_str(&ok(hns_with(&kubeconfig, &["tree", &root, "-o", "json"]))).unwrap();
+    let hidden = &data["trees"][0]["children"][1];
+    assert_eq!(
+        (hidden["name"].as_str(), hidden["subnamespace"].as_bool(), hidden["hidden"].as_bool()),
+        (Some(kids[1].as_str()), Some(true), Some(true)),
+        "{data}"
+    );
+    delete_tree(&admin, &root).await;
+    delete_namespaces(&admin, &[&outsider]).await;
+}

@@ -15,10 +15,10 @@
 //!
 //! Each entry is an [`HierarchyTreeEntry`] (`hns_api`, which the plugin reads too): `parent` if
 //! the namespace has one, `subnamespace`, `terminating` and `allowCascadingDeletion` when true,
-//! its `conditions` as its configuration has them, and `hiddenChildren`: the names of children
+//! its `conditions` as its configuration has them, `hiddenChildren`: the names of children
 //! the requester may not see (their configurations are left out, but their names are in this
-//! one's). The same namespaces are shown as in the list of configurations, selectors and views
-//! included.
+//! one's), and `hiddenSubnamespaces`: those of them that are subnamespaces. The same
+//! namespaces are shown as in the list of configurations, selectors and views included.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -37,7 +37,12 @@ use crate::http::status::ApiError;
 /// One namespace's place in the hierarchy, as `view` shows it.
 fn entry<'a>(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> HierarchyTreeEntry<&'a str> {
     let name = node.name();
-    let hidden = |v: &View| forest.children(name).filter(|c| !v.shows(c, HIERARCHY_SINGLETON)).collect();
+    let hidden: Vec<&str> = match view {
+        Some(v) => forest.children(name).filter(|c| !v.shows(c, HIERARCHY_SINGLETON)).collect(),
+        None => Vec::new(),
+    };
+    let is_subnamespace = |c: &&str| forest.get(c).is_some_and(|n| n.is_subnamespace);
+    let hidden_subnamespaces = hidden.iter().copied().filter(is_subnamespace).collect();
     HierarchyTreeEntry {
         name,
         parent: node.parent.as_deref(),
@@ -45,7 +50,8 @@ fn entry<'a>(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> Hierarc
         terminating: node.is_terminating(),
         allow_cascading_deletion: node.allow_cascading_deletion,
         conditions: conditions::recorded(node.meta.annotation(hns_api::keys::CONDITIONS)),
-        hidden_children: view.map(hidden).unwrap_or_default(),
+        hidden_children: hidden,
+        hidden_subnamespaces,
     }
 }
 

@@ -14,7 +14,7 @@ use crate::client::KubeFlags;
 use crate::hns::Hns;
 use crate::output::{self, ConditionView, DataFormat};
 use crate::paint::Paint;
-use crate::prompt;
+use crate::prompt::{self, Unasked};
 use crate::{out, outln};
 
 /// View or change which kinds propagate down the hierarchy (the cluster's HNCConfiguration).
@@ -157,7 +157,8 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
                 let n = copies(&config, &group, &resource);
                 if n != Some(0) {
                     let what = type_name(&group, &resource);
-                    prompt::confirm(&format!("Set {what} to Remove? hns deletes {}.", its_copies(n)), yes)?;
+                    let question = format!("Set {what} to Remove? hns deletes {}.", its_copies(n));
+                    prompt::confirm(&question, yes, Unasked::GoAheadAsHnc)?;
                 }
             }
             let mut resources = config.spec.resources;
@@ -188,7 +189,7 @@ pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode>
                         type_name(&group, &resource),
                         its_copies(n)
                     );
-                    prompt::confirm(&question, yes)?;
+                    prompt::confirm(&question, yes, Unasked::GoAheadAsHnc)?;
                 }
             }
             let resources: Vec<ResourceSpec> = config

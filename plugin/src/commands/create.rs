@@ -6,7 +6,8 @@ use crate::client::KubeFlags;
 use crate::hns::Hns;
 use crate::outln;
 
-/// Create a subnamespace of the namespace given with -n.
+/// Create a subnamespace of the namespace given with -n (required, as in HNC's plugin: the
+/// context's namespace does not count).
 ///
 /// The new namespace belongs to its parent: it is deleted with its parent's Subnamespace object
 /// (`kubectl hns delete`), and needs only the right to create subnamespaces in the parent.
@@ -25,9 +26,8 @@ pub struct CreateArgs {
 
 /// Runs `create`.
 pub async fn run(kube: &KubeFlags, args: CreateArgs) -> anyhow::Result<ExitCode> {
-    let conn = kube.connect().await?;
-    let parent = conn.namespace;
-    Hns::new(conn.client).create_subnamespace(&parent, &args.child).await?;
+    let parent = kube.parent_arg("kubectl hns create")?;
+    Hns::new(kube.client().await?).create_subnamespace(&parent, &args.child).await?;
     // HNC's words, so scripts written for it keep working.
     outln!("Successfully created \"{}\" subnamespace anchor in \"{parent}\" namespace", args.child)?;
     Ok(ExitCode::SUCCESS)

@@ -8,14 +8,14 @@ use crate::client::KubeFlags;
 use crate::forest::{self, Scope};
 use crate::hns::Hns;
 use crate::outln;
-use crate::prompt;
+use crate::prompt::{self, Unasked};
 
-/// Delete a subnamespace of the namespace given with -n.
+/// Delete a subnamespace of the namespace given with -n (required: the context's namespace does
+/// not count).
 ///
 /// A subnamespace that has subnamespaces of its own is deleted only with
 /// --allowCascadingDeletion, which deletes everything below it too: that asks first on a
-/// terminal. Without a terminal (scripts) it goes ahead without asking, as HNC's plugin did;
-/// --yes skips the question.
+/// terminal, and without one (scripts) needs --yes (HNC's plugin had no delete command).
 #[derive(clap::Args, Debug)]
 #[command(after_help = EXAMPLES)]
 pub struct DeleteArgs {
@@ -24,7 +24,7 @@ pub struct DeleteArgs {
     /// Allow deleting the subnamespace's descendants with it (sets allowCascadingDeletion on it).
     #[arg(short = 'a', long = "allowCascadingDeletion", visible_alias = "allow-cascading-deletion")]
     allow_cascading_deletion: bool,
-    /// Do not ask before a cascading deletion.
+    /// Do not ask before a cascading deletion (needed for one without a terminal).
     #[arg(short = 'y', long)]
     yes: bool,
 }
@@ -35,13 +35,16 @@ Examples:
   kubectl hns delete kid -n team
 
   # Delete \"kid\" with the subnamespaces below it (asks first on a terminal)
-  kubectl hns delete kid -n team --allow-cascading-deletion";
+  kubectl hns delete kid -n team --allow-cascading-deletion
+
+  # The same from a script, without asking
+  kubectl hns delete kid -n team --allow-cascading-deletion --yes";
 
 /// Runs `delete`.
 pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode> {
-    let conn = kube.connect().await?;
-    let (parent, child) = (conn.namespace, args.child);
-    let hns = Hns::new(conn.client);
+    let parent = kube.parent_arg("kubectl hns delete")?;
+    let child = args.child;
+    let hns = Hns::new(kube.client().await?);
     // Only ever touch the configuration of an actual subnamespace of the parent.
     hns.subnamespace(&parent, &child).await?;
     if args.allow_cascading_deletion {
@@ -51,7 +54,7 @@ pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode>
         // HNC's lines. A leaf is not patched (deleting it cascades nowhere), so deleting it needs
         // no right on its hierarchy configuration.
         if !below.is_empty() {
-            prompt::confirm(&cascade_question(&child, &below), args.yes)?;
+            prompt::confirm(&cascade_question(&child, &below), args.yes, Unasked::NeedsYes)?;
         }
         if forest.get(&child).is_some_and(|n| n.allow_cascading_deletion) {
             outln!("Cascading deletion for '{child}' is already set to 'true'; unchanged")?;

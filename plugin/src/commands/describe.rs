@@ -75,9 +75,12 @@ pub struct Description {
     pub conditions: Vec<ConditionView>,
     /// Recent events hns reported about objects in it.
     pub events: Vec<EventView>,
-    /// Why events could not be read.
+    /// Which events could not be read, and why (the others are shown).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events_error: Option<String>,
+    /// Whether the events in the namespace were read (so that none means none).
+    #[serde(skip)]
+    pub events_inside_read: bool,
 }
 
 /// A child namespace.
@@ -159,10 +162,10 @@ pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
         (Some(p), false) => ancestor_allowing_cascade(hns, ns, p).await,
         _ => None,
     };
-    let (mut events, events_error) = match hns.events(ns, hns_api::EVENT_COMPONENT).await {
-        Ok(events) => (events.iter().map(EventView::from).collect(), None),
-        Err(e) => (Vec::new(), Some(hns::classify(e).to_string())),
-    };
+    let read = hns.events(ns, hns_api::EVENT_COMPONENT).await;
+    let mut events: Vec<EventView> = read.events.iter().map(EventView::from).collect();
+    let events_error = (!read.unreadable.is_empty()).then(|| read.unreadable.join("; "));
+    let events_inside_read = !read.inside_unread;
     events.sort_by(|a: &EventView, b| b.last_seen.cmp(&a.last_seen));
     Ok(Description {
         namespace: ns.to_string(),
@@ -174,6 +177,7 @@ pub async fn read(hns: &Hns, ns: &str) -> hns::Result<Description> {
         conditions: status.problems().map(ConditionView::from).collect(),
         events,
         events_error,
+        events_inside_read,
     })
 }
 
@@ -245,8 +249,8 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
         }
     }
     out.push('\n');
-    if let Some(e) = &d.events_error {
-        let _ = writeln!(out, "{} {e}", paint.warn("Cannot list events:"));
+    if d.events.is_empty() && !d.events_inside_read {
+        // Nothing read: say nothing of "no events", which would not be known.
     } else if d.events.is_empty() {
         out.push_str("No recent HNC events for objects in this namespace\n");
     } else {
@@ -263,6 +267,9 @@ pub fn text(d: &Description, paint: &Paint, now: Timestamp) -> String {
             rows.push(vec![seen, e.reason.clone(), e.object.clone(), e.message.trim().to_string()]);
         }
         out.push_str(&output::columns(&rows));
+    }
+    if let Some(e) = &d.events_error {
+        let _ = writeln!(out, "{} {e}", paint.warn("Events not shown:"));
     }
     out
 }
@@ -297,6 +304,7 @@ mod tests {
             conditions: n.conditions.iter().map(ConditionView::from).collect(),
             events: Vec::new(),
             events_error: None,
+            events_inside_read: true,
         }
     }
 
@@ -372,7 +380,7 @@ Last Seen  Reason                 Object            Message
     #[test]
     fn golden_orphan_without_event_rights() {
         let mut d = of("orphan");
-        d.events_error = Some("events is forbidden: User \"bob\" cannot list resource \"events\"".into());
+        d.events_error = Some("the events about namespace orphan itself, which Kubernetes keeps in namespace default (events is forbidden: User \"bob\" cannot list resource \"events\")".into());
         assert_eq!(
             render(&d),
             "\
@@ -383,9 +391,20 @@ Hierarchy configuration for namespace orphan
   Conditions:
   - ActivitiesHalted (ParentMissing): Parent \"gone\" does not exist
 
-Cannot list events: events is forbidden: User \"bob\" cannot list resource \"events\"
+No recent HNC events for objects in this namespace
+Events not shown: the events about namespace orphan itself, which Kubernetes keeps in namespace default (events is forbidden: User \"bob\" cannot list resource \"events\")
 "
         );
+    }
+
+    #[test]
+    fn no_events_is_said_only_of_events_read() {
+        let mut d = of("orphan");
+        d.events_inside_read = false;
+        d.events_error = Some("the events in namespace orphan (forbidden)".into());
+        let text = render(&d);
+        assert!(!text.contains("No recent"), "{text}");
+        assert!(text.ends_with("\nEvents not shown: the events in namespace orphan (forbidden)\n"), "{text}");
     }
 
     #[test]
