@@ -351,8 +351,16 @@ async fn create_set_tree_describe_delete() {
     );
     let err = refused(hns(&env, &["delete", &b, "-n", &root]));
     assert!(
-        err.contains(&format!("subnamespaces.hnc.x-k8s.io \"{b}\" not found")),
+        err.contains(&format!(
+            "\"{b}\" is a full namespace, a child of \"{root}\" but not a subnamespace of it"
+        )) && err
+            .contains(&format!("kubectl hns set {b} --root; to delete it: kubectl delete namespace {b}")),
         "a full namespace is not deleted: {err}"
+    );
+    let err = refused(hns(&env, &["delete", "no-such-kid", "-n", &root]));
+    assert!(
+        err.contains(&format!("has no subnamespace \"no-such-kid\" (its children: kubectl hns tree {root})")),
+        "{err}"
     );
     let err = refused(hns(&env, &["delete", &a, "-n", &root, "--allowCascadingDeletion"]));
     assert!(

@@ -61,9 +61,10 @@ pub fn check_parent_change(
     if node.is_subnamespace {
         let current = node.parent.as_deref().unwrap_or_default();
         let to = new_parent.unwrap_or("");
+        // HNC's words first, then why and what can be done.
         return Err(invalid(
             "spec.parent",
-            format!("illegal parent: Cannot set the parent of \"{ns}\" to \"{to}\" because it's a subnamespace of \"{current}\""),
+            format!("illegal parent: Cannot set the parent of \"{ns}\" to \"{to}\" because it's a subnamespace of \"{current}\". A subnamespace belongs to the parent it was created in: it can neither become a root nor move (only full namespaces can). It goes when its parent deletes it: kubectl hns delete {ns} -n {current}"),
         ));
     }
     let Some(parent) = new_parent else {
@@ -232,8 +233,10 @@ pub fn check_external_labels(
 /// where cascading deletion is allowed.
 pub fn check_delete_subnamespace(forest: &Forest, name: &str) -> Result<(), Refusal> {
     if forest.children(name).next().is_some() && !forest.allows_cascading_deletion(name) {
+        let parent = forest.get(name).and_then(|n| n.parent.as_deref()).unwrap_or("PARENT");
+        // HNC's words first, then the command.
         return Err(Refusal::Forbidden(format!(
-            "subnamespace {name} is not a leaf and doesn't allow cascading deletion. Please set allowCascadingDeletion flag or make it a leaf first"
+            "subnamespace {name} is not a leaf and doesn't allow cascading deletion. Please set allowCascadingDeletion flag or make it a leaf first. To delete it with everything below it: kubectl hns delete {name} -n {parent} --allowCascadingDeletion"
         )));
     }
     Ok(())
@@ -480,9 +483,10 @@ mod tests {
     fn a_subnamespace_keeps_its_parent() {
         let f = forest("a b c:~a");
         let m = message(check_parent_change(&f, &policy(), "c", Some("b")).unwrap_err());
-        assert_eq!(
-            m,
-            "spec.parent: illegal parent: Cannot set the parent of \"c\" to \"b\" because it's a subnamespace of \"a\""
+        assert!(
+            m.starts_with("spec.parent: illegal parent: Cannot set the parent of \"c\" to \"b\" because it's a subnamespace of \"a\". ")
+                && m.ends_with("It goes when its parent deletes it: kubectl hns delete c -n a"),
+            "{m}"
         );
         assert!(
             check_parent_change(&f, &policy(), "c", Some("a")).unwrap().is_empty(),
@@ -542,6 +546,7 @@ mod tests {
         let f = forest("a b:~a c:~b");
         let m = message(check_delete_subnamespace(&f, "b").unwrap_err());
         assert!(m.starts_with("subnamespace b is not a leaf and doesn't allow cascading deletion"), "{m}");
+        assert!(m.ends_with("kubectl hns delete b -n a --allowCascadingDeletion"), "the command: {m}");
         assert!(check_delete_subnamespace(&f, "c").is_ok());
     }
 

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::client::KubeFlags;
 use crate::forest::{self, Scope};
-use crate::hns::Hns;
+use crate::hns::{self, Hns};
 use crate::outln;
 use crate::prompt::{self, Unasked};
 
@@ -46,7 +46,9 @@ pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode>
     let child = args.child;
     let hns = Hns::new(kube.client().await?);
     // Only ever touch the configuration of an actual subnamespace of the parent.
-    hns.subnamespace(&parent, &child).await?;
+    if let Err(e) = hns.subnamespace(&parent, &child).await {
+        return Err(not_a_subnamespace(&hns, &parent, &child, e).await.into());
+    }
     if args.allow_cascading_deletion {
         let names = [child.clone()];
         let forest = forest::load(&hns, Scope::Subtrees(&names)).await?;
@@ -67,6 +69,22 @@ pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode>
     // HNC's words, so scripts written for it keep working.
     outln!("Successfully deleted \"{child}\" subnamespace anchor in \"{parent}\" namespace")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why `child` could not be found as a subnamespace of `parent` (`e`), in words that say what
+/// to do: a full child is not deleted this way, and says how it is.
+async fn not_a_subnamespace(hns: &Hns, parent: &str, child: &str, e: hns::Error) -> anyhow::Error {
+    if e.code() != Some(404) {
+        return e.into();
+    }
+    match hns.hierarchy(child).await {
+        Ok(hc) if hc.spec.parent.as_deref() == Some(parent) => anyhow::anyhow!(
+            "\"{child}\" is a full namespace, a child of \"{parent}\" but not a subnamespace of it: kubectl hns delete removes subnamespaces only. To take it out of the hierarchy: kubectl hns set {child} --root; to delete it: kubectl delete namespace {child}"
+        ),
+        _ => anyhow::anyhow!(
+            "{e}: \"{parent}\" has no subnamespace \"{child}\" (its children: kubectl hns tree {parent})"
+        ),
+    }
 }
 
 /// How many names a question lists before summing up the rest.
