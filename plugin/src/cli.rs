@@ -27,9 +27,10 @@ Exit codes:
   2    invalid command line
   141  the reader of the output went away (`| head`): nothing is said, as for kubectl
 
-Confirmations: commands that ask first do so on a terminal only; without one (scripts) they go
-ahead as HNC's plugin did, and say so on stderr (--yes silences that). diagnose --fix is the
-exception: without a terminal it needs --yes.";
+Confirmations: commands that ask first do so on a terminal only. Without one (scripts), those
+HNC's plugin had (config set-resource, config delete-type) go ahead as HNC's did and say so on
+stderr (--yes silences that); delete --allowCascadingDeletion and diagnose --fix, which HNC's
+plugin did not have, need --yes.";
 
 /// Manage hierarchical namespaces (hns).
 #[derive(Parser, Debug)]
@@ -88,7 +89,13 @@ Examples:
   kubectl hns diagnose -A -o json
 
   # Apply the remedies, asking before each
-  kubectl hns diagnose old --fix")]
+  kubectl hns diagnose old --fix
+
+Exit codes:
+  0    nothing is stuck (or --fix fixed it)
+  1    error, or a namespace named that does not exist (and nothing stuck below it)
+  2    stuck namespaces found (without --fix)
+  3    a fix was refused or failed, or --fix had no terminal to ask on and no --yes")]
     Diagnose(commands::diagnose::DiagnoseArgs),
     /// Print the hierarchy as manifests, for HNC or for hns (migration, backup).
     #[command(after_help = "\

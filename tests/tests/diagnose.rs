@@ -333,11 +333,17 @@ async fn diagnose_nothing_stuck() {
     let ns = unique("diag-active");
     cleanup.namespace(&ns);
     ok(env.kubectl(&["create", "namespace", &ns]));
-    let out = hns(&env, &["diagnose", &ns, "diag-no-such-namespace"]);
+    let out = hns(&env, &["diagnose", &ns]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains(&format!("Namespace {ns}: Active, not being deleted")), "{}", stdout(&out));
+    // A name that is nowhere is most likely mistyped: an error, as with kubectl get.
+    let out = hns(&env, &["diagnose", &ns, "diag-no-such-namespace"]);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     let report = stdout(&out);
-    assert!(report.contains(&format!("Namespace {ns}: Active, not being deleted")), "{report}");
     assert!(report.contains("Namespace diag-no-such-namespace: not found"), "{report}");
+    assert!(stderr(&out).contains("namespace(s) not found: diag-no-such-namespace"), "{}", stderr(&out));
+    let help = ok(hns(&env, &["diagnose", "--help"]));
+    assert!(help.contains("Exit codes:\n  0    nothing is stuck"), "{help}");
     let usage = hns(&env, &["diagnose"]);
     assert!(stderr(&usage).contains("--all-namespaces"), "names or -A are required");
 }

@@ -34,11 +34,21 @@ async fn hrq_shows_each_quota_with_what_its_subtree_uses() {
 
     let doc: serde_json::Value =
         serde_json::from_str(&ok(hns(&env, &["hrq", "budget", "-n", &root, "-o", "json"]))).unwrap();
-    assert_eq!(doc["items"][0]["spec"]["hard"]["pods"], "4");
+    assert_eq!(
+        doc["kind"], "HierarchicalResourceQuota",
+        "one asked for by name: the object, as kubectl prints it"
+    );
+    assert_eq!(doc["spec"]["hard"]["pods"], "4");
+    assert!(doc["metadata"].get("managedFields").is_none(), "{doc}");
+    let docs: serde_json::Value =
+        serde_json::from_str(&ok(hns(&env, &["hrq", "-n", &root, "-o", "json"]))).unwrap();
+    assert_eq!(docs["items"][0]["spec"]["hard"]["pods"], "4");
 
     let out = hns(&env, &["hrq", "-n", &sub]);
-    assert_eq!(out.status.code(), Some(1), "none found: HNC's exit code");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("No resources found in {sub} namespace.\n"));
+    assert_eq!(out.status.code(), Some(0), "none found is no failure, as with kubectl get");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), format!("No resources found in {sub} namespace.\n"));
+    let err = fails(hns(&env, &["hrq", "-n", "no-such-namespace"]));
+    assert!(err.contains("namespace \"no-such-namespace\" not found"), "{err}");
     let err = fails(hns(&env, &["hrq", "missing", "-n", &root]));
     assert!(err.contains("\"missing\" not found"), "{err}");
     delete_tree(&client, &root).await;

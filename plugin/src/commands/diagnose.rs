@@ -13,7 +13,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::client::KubeFlags;
 use crate::diagnose::report;
 use crate::diagnose::{
-    access, diagnose, fix, scan, Cause, FixEvent, FixOptions, FixUi, Outcome, Progress, Target,
+    access, diagnose, fix, scan, Cause, FixEvent, FixOptions, FixUi, NamespaceStatus, Outcome, Progress,
+    Target,
 };
 use crate::paint::Paint;
 use crate::prompt;
@@ -101,7 +102,25 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
         if !text {
             outln!("{}", report::json(&diagnosis, None))?;
         }
-        return Ok(if stuck.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_STUCK) });
+        if !stuck.is_empty() {
+            return Ok(ExitCode::from(EXIT_STUCK));
+        }
+        // A name that is nowhere, with nothing stuck below it, is most likely mistyped: an
+        // error, as kubectl get makes it.
+        let missing: Vec<&str> = diagnosis
+            .namespaces
+            .iter()
+            .filter(|n| n.path.is_empty() && n.status == NamespaceStatus::NotFound)
+            .map(|n| n.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            eprintln!(
+                "Error: namespace(s) not found: {} (check the name: kubectl get namespaces)",
+                missing.join(", ")
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     if !args.yes && !prompt::can_ask() {
         eprintln!("--fix asks before each remedy, but there is no terminal to ask on: add --yes to apply them without asking.");

@@ -10,8 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::client::KubeFlags;
 use crate::hns::Hns;
+use crate::out;
 use crate::output::{self, DataFormat};
-use crate::{out, outln};
 
 /// Display hierarchical resource quotas: each limit with what its whole subtree uses.
 ///
@@ -65,17 +65,29 @@ pub async fn run(kube: &KubeFlags, args: HrqArgs) -> anyhow::Result<ExitCode> {
         found
     };
     if quotas.is_empty() {
-        // HNC's words and exit code.
-        match args.all_namespaces {
-            true => outln!("No resources found")?,
-            false => outln!("No resources found in {namespace} namespace.")?,
+        // kubectl get's words, place and exit code: nothing to list is no failure (HNC's plugin
+        // exited 1). A namespace that does not exist is one, as with kubectl get.
+        if !args.all_namespaces {
+            hns.hierarchy(&namespace).await?;
         }
-        return Ok(ExitCode::FAILURE);
+        match args.all_namespaces {
+            true => eprintln!("No resources found"),
+            false => eprintln!("No resources found in {namespace} namespace."),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for q in &mut quotas {
+        // kubectl leaves them out unless asked (--show-managed-fields).
+        q.metadata.managed_fields = None;
     }
     quotas.sort_by(|a, b| {
         (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
     });
     match args.output {
+        // One quota asked for by name is printed as the object, as kubectl get prints it.
+        Some(format) if args.names.len() == 1 && !args.all_namespaces => {
+            out!("{}", output::data(&quotas[0], format)?)?
+        }
         Some(format) => out!("{}", output::data(&list(quotas), format)?)?,
         None => out!("{}", table(&quotas, args.all_namespaces, args.show_labels, Timestamp::now()))?,
     }
