@@ -67,6 +67,7 @@ pub enum CauseKind {
 
 /// One reason a namespace is stuck.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Cause {
     /// What kind of cause.
     pub kind: CauseKind,
@@ -97,6 +98,7 @@ pub enum NamespaceStatus {
 
 /// The diagnosis of one namespace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NamespaceDiagnosis {
     /// Its name.
     pub name: String,
@@ -133,6 +135,7 @@ impl NamespaceDiagnosis {
 
 /// Cluster-wide facts that limit what the scan could see.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Gap {
     /// What could not be seen.
     pub what: String,
@@ -142,6 +145,7 @@ pub struct Gap {
 
 /// The diagnosis of every target namespace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Diagnosis {
     /// One entry per target.
     pub namespaces: Vec<NamespaceDiagnosis>,

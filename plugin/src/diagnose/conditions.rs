@@ -26,6 +26,7 @@ pub const DELETION_CONDITIONS: [&str; 5] =
 
 /// One deletion condition as read from the namespace, with what it means.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Reading {
     /// The condition type.
     #[serde(rename = "type")]

@@ -286,6 +286,7 @@ pub struct DiscoveryFailure {
 
 /// A namespaced resource type that supports `list` and `delete`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ResourceType {
     /// API group; empty for the core group.
     pub group: String,

@@ -106,6 +106,7 @@ pub enum FixEvent<'a> {
 
 /// The outcome of every namespace the fix worked on.
 #[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct FixReport {
     /// Outcome per namespace.
     pub namespaces: BTreeMap<String, Outcome>,

@@ -14,7 +14,7 @@ const MAX_ATTEMPTS: u32 = 2;
 
 /// How the fix of one namespace ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "outcome", content = "detail")]
+#[serde(rename_all = "kebab-case", rename_all_fields = "camelCase", tag = "outcome", content = "detail")]
 pub enum Outcome {
     /// The namespace is gone (GET returned 404).
     Fixed,

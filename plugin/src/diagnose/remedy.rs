@@ -17,6 +17,7 @@ const WEBHOOKS: &str = "/apis/admissionregistration.k8s.io/v1";
 /// A remedy: one or more API calls that undo one cause, applied together after one
 /// confirmation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Remedy {
     /// What it is and what it targets, which stays the same across re-scans.
     #[serde(skip)]
@@ -112,7 +113,7 @@ pub enum RemedyId {
 
 /// The object a finalizer is removed from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", rename_all_fields = "camelCase", tag = "kind")]
 pub enum Holder {
     /// A Namespace (its `metadata.finalizers`).
     Namespace {
@@ -141,7 +142,7 @@ impl Holder {
 
 /// One API call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(rename_all = "snake_case", rename_all_fields = "camelCase", tag = "kind")]
 pub enum Action {
     /// Delete an APIService.
     DeleteApiService {

@@ -225,6 +225,7 @@ fn cause_body(out: &mut String, c: &Cause, paint: &Paint) {
 /// The diagnosis, and the fix's outcome when there was one, as JSON.
 pub fn json(diagnosis: &Diagnosis, fix: Option<&FixReport>) -> String {
     #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
     struct Document<'a> {
         #[serde(flatten)]
         diagnosis: &'a Diagnosis,

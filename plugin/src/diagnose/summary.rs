@@ -16,6 +16,7 @@ use super::remedy::RemedyId;
 
 /// One root cause and the stuck namespaces it blocks.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Root<'a> {
     /// The cause, as the namespace that shows it best states it (its own cause rather than the
     /// chain down from a namespace above it).
