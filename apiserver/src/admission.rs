@@ -140,7 +140,29 @@ pub async fn validate_namespaces(
         Ok(()) => hold_for_subnamespaces(&state, &request).await,
         Err(refusal) => Err(denial(&request.name, refusal)),
     };
-    reply(&request, decision)
+    let mut response = HttpResponse::Ok();
+    let warnings = managed_label_warnings(&state, &request);
+    match (decision, warnings.is_empty()) {
+        (Ok(()), false) => {
+            let mut allowed = AdmissionResponse::from(&request);
+            allowed.warnings = Some(warnings);
+            response.json(allowed.into_review())
+        }
+        (decision, _) => reply(&request, decision),
+    }
+}
+
+/// Warnings for an update that changes managed labels directly: kubectl prints them, so the
+/// user learns at once that hns will undo the change, and where to make it instead.
+fn managed_label_warnings(state: &AppState, request: &AdmissionRequest<Namespace>) -> Vec<String> {
+    let (Some(old), Some(new)) = (&request.old_object, &request.object) else { return Vec::new() };
+    if request.user_info.username.as_deref() == Some(state.policy.hns_user.as_str()) {
+        return Vec::new();
+    }
+    rules::managed_label_edits(&state.policy, &request.name, old, new)
+        .into_iter()
+        .map(|k| format!("label {k:?} is managed by hns: it keeps the value the hierarchy gives (spec.labels of a hierarchyconfiguration) and undoes any other"))
+        .collect()
 }
 
 /// `POST /mutate-namespaces`: a namespace created by anyone but hns is checked as

@@ -403,6 +403,30 @@ fn external_root(
     Ok(true)
 }
 
+/// The managed labels (`--managed-namespace-label`) a direct edit of namespace `ns` changes:
+/// hns keeps them as the hierarchy configurations say and undoes the edit, which the namespace
+/// webhook says in a warning rather than letting it pass silently. An external namespace's own
+/// are its tool's to set.
+pub fn managed_label_edits(
+    policy: &Policy,
+    ns: &str,
+    old: &k8s_openapi::api::core::v1::Namespace,
+    new: &k8s_openapi::api::core::v1::Namespace,
+) -> Vec<String> {
+    let labels = |n: &k8s_openapi::api::core::v1::Namespace| n.metadata.labels.clone().unwrap_or_default();
+    let annotations = new.metadata.annotations.clone().unwrap_or_default();
+    if external_root(ns, &annotations).unwrap_or(false) {
+        return Vec::new();
+    }
+    let (old_l, new_l) = (labels(old), labels(new));
+    let edited: std::collections::BTreeSet<&String> = old_l
+        .keys()
+        .chain(new_l.keys())
+        .filter(|k| policy.is_managed_label(k) && !keys::is_hns_label(k) && old_l.get(*k) != new_l.get(*k))
+        .collect();
+    edited.into_iter().cloned().collect()
+}
+
 /// HNC's rule for `included-namespace` (`old` is `None` on create): an excluded namespace may
 /// not carry it (webhooks selecting managed namespaces by it would then apply to it), and a
 /// managed one may carry only `"true"`. HNC's mutating webhook adds the label on create; hns's
@@ -701,6 +725,27 @@ mod tests {
         let annotation = [MetaKvp { key: keys::MANAGED_BY.into(), value: "cs".into() }];
         let everything = crate::hierarchy::policy::Policy::new(&[], &[], &[".*".to_string()], "hns").unwrap();
         assert!(check_managed(&everything, &[], &annotation).is_err(), "managed-by is not inherited");
+    }
+
+    #[test]
+    fn direct_edits_of_managed_labels_are_named() {
+        let with = |labels: &[(&str, &str)], managed_by: Option<&str>| {
+            let mut n = namespace("a", None, false);
+            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            if let Some(m) = managed_by {
+                n.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), m.into());
+            }
+            n
+        };
+        let old = with(&[("team.example.com/owner", "a"), ("team.example.com/x", "1"), ("other", "x")], None);
+        let new = with(&[("team.example.com/tier", "b"), ("team.example.com/x", "2"), ("other", "y")], None);
+        assert_eq!(
+            managed_label_edits(&policy(), "a", &old, &new),
+            ["team.example.com/owner", "team.example.com/tier", "team.example.com/x"]
+        );
+        assert!(managed_label_edits(&policy(), "a", &old, &old).is_empty());
+        let external = with(&[("team.example.com/tier", "b")], Some("cs"));
+        assert!(managed_label_edits(&policy(), "a", &old, &external).is_empty(), "the tool's own to set");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::{StreamExt, TryStreamExt};
 use hns_api::{HNCConfigurationSpec, ResourceStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIGroupList, APIResourceList, Condition, Time};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -521,24 +521,7 @@ impl<'a> Discovery<'a> {
         group: &str,
         resource: &str,
     ) -> Result<Option<(ApiResource, bool)>, kube::Error> {
-        let (group_version, list) = if group.is_empty() {
-            ("v1".to_string(), self.client.list_core_api_resources("v1").await?)
-        } else {
-            if self.groups.is_none() {
-                self.groups = Some(self.client.list_api_groups().await?);
-            }
-            let Some(gv) = self
-                .groups
-                .iter()
-                .flat_map(|g| &g.groups)
-                .find(|g| g.name == group)
-                .and_then(|g| g.preferred_version.clone().or_else(|| g.versions.first().cloned()))
-            else {
-                return Ok(None);
-            };
-            let list = self.client.list_api_group_resources(&gv.group_version).await?;
-            (gv.group_version, list)
-        };
+        let Some((group_version, list)) = self.resources(group).await? else { return Ok(None) };
         let Some(r) = list.resources.iter().find(|r| r.name == resource) else { return Ok(None) };
         let version = group_version.rsplit('/').next().unwrap_or("v1").to_string();
         let found = ApiResource {
@@ -549,6 +532,41 @@ impl<'a> Discovery<'a> {
             plural: r.name.clone(),
         };
         Ok(Some((found, r.namespaced)))
+    }
+
+    /// The resource of `group` that `name` means as kubectl reads it (a kind, a singular or a
+    /// short name: `secret`, `Secret`, `cm`), where `name` is not a resource itself: what to
+    /// suggest instead.
+    pub async fn meant(&mut self, group: &str, name: &str) -> Result<Option<String>, kube::Error> {
+        let Some((_, list)) = self.resources(group).await? else { return Ok(None) };
+        let lower = name.to_ascii_lowercase();
+        let meant = list.resources.iter().filter(|r| !r.name.contains('/')).find(|r| {
+            r.singular_name == lower
+                || r.kind.to_ascii_lowercase() == lower
+                || r.short_names.iter().flatten().any(|s| *s == lower)
+        });
+        Ok(meant.map(|r| r.name.clone()))
+    }
+
+    /// The group's preferred version and its resources; `None` if the cluster does not serve it.
+    async fn resources(&mut self, group: &str) -> Result<Option<(String, APIResourceList)>, kube::Error> {
+        if group.is_empty() {
+            return Ok(Some(("v1".to_string(), self.client.list_core_api_resources("v1").await?)));
+        }
+        if self.groups.is_none() {
+            self.groups = Some(self.client.list_api_groups().await?);
+        }
+        let Some(gv) = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.groups)
+            .find(|g| g.name == group)
+            .and_then(|g| g.preferred_version.clone().or_else(|| g.versions.first().cloned()))
+        else {
+            return Ok(None);
+        };
+        let list = self.client.list_api_group_resources(&gv.group_version).await?;
+        Ok(Some((gv.group_version, list)))
     }
 }
 

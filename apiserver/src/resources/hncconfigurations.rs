@@ -222,10 +222,17 @@ async fn check_spec(client: &Client, spec: &HNCConfigurationSpec) -> Result<(), 
                     format!("spec.resources[{i}]"),
                     format!("resource \"{}\" in group \"{}\" is cluster-scoped; only namespaced kinds can propagate", r.resource, r.group),
                 )),
-                Ok(None) => causes.push((
-                    format!("spec.resources[{i}]"),
-                    format!("resource \"{}\" in group \"{}\" is not found in the cluster", r.resource, r.group),
-                )),
+                Ok(None) => {
+                    // kubectl takes `secret`; resources here are plurals, as HNC's are.
+                    let hint = match discovery.meant(&r.group, &r.resource).await {
+                        Ok(Some(plural)) => format!("; did you mean \"{plural}\"? (resources are named in the plural, as in RBAC rules)"),
+                        _ => String::new(),
+                    };
+                    causes.push((
+                        format!("spec.resources[{i}]"),
+                        format!("resource \"{}\" in group \"{}\" is not found in the cluster{hint}", r.resource, r.group),
+                    ))
+                }
                 Err(e) => {
                     return Err(Refusal::NotSynced(format!(
                         "cannot check the cluster's resources: {}; retry in a few seconds",

@@ -47,7 +47,7 @@ pub async fn run(kube: &KubeFlags, args: DeleteArgs) -> anyhow::Result<ExitCode>
     let hns = Hns::new(kube.client().await?);
     // Only ever touch the configuration of an actual subnamespace of the parent.
     if let Err(e) = hns.subnamespace(&parent, &child).await {
-        return Err(not_a_subnamespace(&hns, &parent, &child, e).await.into());
+        return Err(not_a_subnamespace(&hns, &parent, &child, e).await);
     }
     if args.allow_cascading_deletion {
         let names = [child.clone()];

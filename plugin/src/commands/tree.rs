@@ -18,6 +18,9 @@ use crate::tree;
 /// trees of the namespaces whose hierarchy they may get. Everything is read in one request (two with
 /// subnamespaces), however large the cluster.
 #[derive(clap::Args, Debug)]
+#[command(
+    override_usage = "kubectl hns tree NAMESPACE... [-o json|yaml]\n       kubectl hns tree -A [-o json|yaml]"
+)]
 #[command(after_help = "\
 Examples:
   # Display the tree below \"team\" (also: -n team)
