@@ -214,6 +214,23 @@ async fn bad_limits_are_refused_at_their_field_and_nothing_is_written() {
         assert!(cause.message.contains(says), "{hard}: {}", cause.message);
         assert!(!status.message.contains("Quantity("), "no Debug rendering: {}", status.message);
     }
+    // Three bad fields at once, of both sorts: all three are named.
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": hns_api::API_VERSION, "kind": "HierarchicalResourceQuota",
+        "metadata": {"name": "bad"},
+        "spec": {"hard": {"pods": "ten", "requests.cpu": "-1", "no-such-resource": "1", "secrets": "2"}},
+    }))
+    .unwrap();
+    let status = api_status(dynamic(&client, &team).create(&PostParams::default(), &obj).await.unwrap_err());
+    let mut fields: Vec<String> =
+        status.details.map(|d| d.causes).unwrap_or_default().into_iter().map(|c| c.field).collect();
+    fields.dedup(); // Kubernetes gives a resource it does not know two causes
+    assert_eq!(
+        fields,
+        ["spec.hard.no-such-resource", "spec.hard.pods", "spec.hard.requests.cpu"],
+        "{}",
+        status.message
+    );
     assert_eq!(state_of(&client, &team).await, before, "nothing written");
     let listed = ok(env.kubectl(&["get", "hrq", "-n", &team, "-o", "name"]));
     assert!(listed.trim().is_empty(), "{listed}");

@@ -169,7 +169,7 @@ async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
     {
         desired.get_mut("metadata").and_then(Value::as_object_mut).map(|m| m.remove("resourceVersion"));
     }
-    check_hard_syntax(&name, &desired["spec"]["hard"])?;
+    check_hard_syntax(call, &name, &desired["spec"]["hard"]).await?;
     check_hard_size(&name, &desired["spec"]["hard"])?;
     let (hrq, more): (HierarchicalResourceQuota, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
     warnings.extend(more);
@@ -293,20 +293,28 @@ fn invalid(name: &str, causes: Vec<(String, String)>) -> ApiError {
 }
 
 /// Every limit of `spec.hard` (as written) is a quantity: a string Kubernetes reads or a JSON
-/// integer. Checked before decoding so the answer is a 422 naming each field, not a 400.
-fn check_hard_syntax(name: &str, hard: &Value) -> Result<(), ApiError> {
+/// integer. Checked before decoding so the answer is a 422 naming each field, not a 400; the
+/// limits that are quantities are checked as Kubernetes checks them ([`validate_hard`]) in the
+/// same answer, so that every bad field is named at once.
+async fn check_hard_syntax(call: &Call<'_>, name: &str, hard: &Value) -> Result<(), ApiError> {
     let Some(hard) = hard.as_object() else { return Ok(()) };
-    let causes: Vec<(String, String)> = hard
-        .iter()
-        .filter_map(|(resource, value)| {
-            hard_value_problem(resource, value).map(|m| (format!("spec.hard.{resource}"), m))
-        })
-        .collect();
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(invalid(name, causes))
+    let mut causes = Vec::new();
+    let mut quantities = BTreeMap::new();
+    for (resource, value) in hard {
+        match hard_value_problem(resource, value) {
+            Some(m) => causes.push((format!("spec.hard.{resource}"), m)),
+            None => {
+                let text = value.as_str().map_or_else(|| value.to_string(), str::to_string);
+                quantities.insert(resource.clone(), Quantity(text));
+            }
+        }
     }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    causes.extend(kube_hard_causes(call, &quantities).await?);
+    causes.sort();
+    Err(invalid(name, causes))
 }
 
 /// At most [`ledger::MAX_RESOURCES_PER_QUOTA`] resources.
@@ -366,8 +374,21 @@ async fn validate_hard(
     name: &str,
     hard: &BTreeMap<String, Quantity>,
 ) -> Result<(), ApiError> {
+    let causes = kube_hard_causes(call, hard).await?;
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(name, causes))
+    }
+}
+
+/// What Kubernetes finds wrong with limits `hard` (see [`validate_hard`]), as causes.
+async fn kube_hard_causes(
+    call: &Call<'_>,
+    hard: &BTreeMap<String, Quantity>,
+) -> Result<Vec<(String, String)>, ApiError> {
     if hard.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let api: Api<ResourceQuota> = Api::namespaced(call.state.client.clone(), &call.req.namespace);
     let probe = ResourceQuota {
@@ -383,11 +404,11 @@ async fn validate_hard(
     };
     let pp = PostParams { dry_run: true, field_manager: Some(crate::store::writer::FIELD_MANAGER.into()) };
     match api.create(&pp, &probe).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 422 => Err(invalid(name, hard_causes(&s.message))),
+        Ok(_) => Ok(Vec::new()),
+        Err(kube::Error::Api(s)) if s.code == 422 => Ok(hard_causes(&s.message)),
         // Quota admission comes after validation: a namespace that may hold no more
         // ResourceQuotas has validated the limits already.
-        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("exceeded quota") => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("exceeded quota") => Ok(Vec::new()),
         Err(e) => Err(ApiError::from_kube(e)),
     }
 }
