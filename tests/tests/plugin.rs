@@ -752,6 +752,12 @@ async fn config_describe_set_resource_delete_type() {
     let line = |mode: &str| {
         format!("Configuration for type with group: , resource: limitranges is set to mode {mode}\n")
     };
+    let nobody = format!("--as={}", unique("nobody"));
+    let err = refused(config(&env, &["set-resource", "limitranges", "--mode", "Ignore", &nobody]));
+    assert!(
+        err.contains("changing the HNCConfiguration needs the rights to get and update hncconfigurations"),
+        "{err}"
+    );
     let err = refused(config(&env, &["set-resource", "limitrange", "--mode", "Ignore"]));
     assert!(err.contains("resource \"limitrange\" in group \"\" is not found in the cluster; did you mean \"limitranges\"?"), "{err}");
     assert_eq!(ok(config(&env, &["set-resource", "limitranges", "--mode", "Ignore"])), line("Ignore"));

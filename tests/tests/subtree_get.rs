@@ -282,6 +282,12 @@ async fn a_user_sees_the_namespaces_they_may_read_and_one_line_for_the_rest() {
     );
     let err = fails(hns(&env, &["get", "pods", "-n", &t.b, &as_user]));
     assert!(err.starts_with("Error: pods is forbidden: ") && err.contains(&format!("\"{}\"", t.b)), "{err}");
+    // Not even ROOT's place in the hierarchy readable: still a refusal about pods.
+    let nobody = format!("--as={}", unique("nobody"));
+    let err = fails(hns(&env, &["get", "pods", "-n", root, &nobody]));
+    let last = err.lines().last().unwrap_or_default();
+    assert!(err.starts_with(&format!("Warning: listing {root} alone: its subtree cannot be read")), "{err}");
+    assert!(last.starts_with("Error: pods is forbidden: ") && last.contains(&format!("\"{root}\"")), "{err}");
     delete_tree(&client, root).await;
 }
 

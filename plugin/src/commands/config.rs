@@ -133,7 +133,14 @@ fn mode_help(mode: Mode) -> &'static str {
 /// Runs `config …`.
 pub async fn run(kube: &KubeFlags, args: ConfigArgs) -> anyhow::Result<ExitCode> {
     let hns = Hns::new(kube.client().await?);
-    let config = hns.config().await?;
+    let writes = !matches!(args.command, ConfigCommand::Describe { .. });
+    let config = match hns.config().await {
+        // A change is read first: say that it is the change that needs the rights.
+        Err(e) if writes && e.code() == Some(403) => anyhow::bail!(
+            "{e}; changing the HNCConfiguration needs the rights to get and update hncconfigurations.hnc.x-k8s.io, cluster-wide (a cluster admin's)"
+        ),
+        read => read?,
+    };
     let rv = config.metadata.resource_version.clone();
     match args.command {
         ConfigCommand::Describe { output: Some(format) } => {

@@ -100,10 +100,16 @@ pub async fn run(kube: &KubeFlags, args: GetArgs) -> anyhow::Result<ExitCode> {
     // Both at once; the kind is checked first, as kubectl checks it before anything else.
     let (groups, forest) = tokio::join!(kinds::discover(&client), forest::walk(&hns, &roots));
     let kind = kinds::resolve(&groups?, &args.resource)?;
-    let forest = forest?;
-    let namespaces: Vec<String> = match args.subtree {
-        true => forest.subtree(&root).into_iter().map(str::to_string).collect(),
-        false => vec![root.clone()],
+    let namespaces: Vec<String> = match (args.subtree, forest) {
+        (true, Ok(forest)) => forest.subtree(&root).into_iter().map(str::to_string).collect(),
+        (false, _) => vec![root.clone()],
+        // Without the right to read ROOT's place in the hierarchy, its subtree is unknown:
+        // ROOT alone is listed, so that a refusal is about the kind asked for, as kubectl's.
+        (true, Err(e)) if e.code() == Some(403) => {
+            eprintln!("Warning: listing {root} alone: its subtree cannot be read ({e})");
+            vec![root.clone()]
+        }
+        (true, Err(e)) => return Err(e.into()),
     };
     let place = Place { root: &root, subtree: args.subtree, total: namespaces.len() };
     if kind.is_namespaces() {
