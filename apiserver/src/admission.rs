@@ -87,8 +87,21 @@ const TRY_AGAIN_AFTER_SECONDS: u32 = 1;
 
 /// The answer to `request`: allowed, or the denial (logged).
 fn reply<T: kube::Resource>(request: &AdmissionRequest<T>, decision: Result<(), Denial>) -> HttpResponse {
+    reply_warned(request, decision, Vec::new())
+}
+
+/// [`reply`], with `warnings` for kubectl to print when the request is allowed.
+fn reply_warned<T: kube::Resource>(
+    request: &AdmissionRequest<T>,
+    decision: Result<(), Denial>,
+    warnings: Vec<String>,
+) -> HttpResponse {
     let response = match decision {
-        Ok(()) => AdmissionResponse::from(request),
+        Ok(()) => {
+            let mut allowed = AdmissionResponse::from(request);
+            allowed.warnings = (!warnings.is_empty()).then_some(warnings);
+            allowed
+        }
         Err(denial) => {
             tracing::info!(namespace = ?request.namespace, name = %request.name, user = ?request.user_info.username,
                 operation = ?request.operation, reason = %denial.message, "denied");
@@ -140,16 +153,8 @@ pub async fn validate_namespaces(
         Ok(()) => hold_for_subnamespaces(&state, &request).await,
         Err(refusal) => Err(denial(&request.name, refusal)),
     };
-    let mut response = HttpResponse::Ok();
     let warnings = managed_label_warnings(&state, &request);
-    match (decision, warnings.is_empty()) {
-        (Ok(()), false) => {
-            let mut allowed = AdmissionResponse::from(&request);
-            allowed.warnings = Some(warnings);
-            response.json(allowed.into_review())
-        }
-        (decision, _) => reply(&request, decision),
-    }
+    reply_warned(&request, decision, warnings)
 }
 
 /// Warnings for an update that changes managed labels directly: kubectl prints them, so the

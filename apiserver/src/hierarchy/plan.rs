@@ -178,7 +178,8 @@ fn tree_labels(forest: &Forest, ns: &str, parent: Option<&str>) -> BTreeMap<Stri
         for (depth, a) in existing.iter().rev().enumerate() {
             labels.insert(keys::tree_label(a), (depth + 1).to_string());
         }
-        if let Some(root) = existing.first().filter(|_| forest.reaches_root(p)) {
+        // An external namespace has no parent, so one at the top is the root (never a cycle's).
+        if let Some(root) = existing.first() {
             for (k, v) in external_tree_labels(forest, root, existing.len()) {
                 // A name of hns's own hierarchy wins (hns refuses to create reserved names).
                 labels.entry(k).or_insert(v);
