@@ -57,6 +57,13 @@ pub const RESOURCE_QUOTAS: &str = "hnc.x-k8s.io/hierarchical-resource-quotas";
 /// Label on the ResourceQuota hns keeps in each namespace a hierarchical quota covers (HNC's).
 pub const HRQ_LABEL: &str = "hnc.x-k8s.io/hrq";
 
+/// Prefix of the annotations on hns's ResourceQuota that name, for each compute resource every
+/// container must then declare (`requests.cpu`, `limits.memory`, …), the nearest
+/// HierarchicalResourceQuota that limits it, as `NAMESPACE/NAME`. The admission policy
+/// `hns-hrq-required-resources` reads them to name that quota when a pod lacks the resource;
+/// Kubernetes' own refusal can only name the ResourceQuota.
+pub const REQUIRED_BY_PREFIX: &str = "required-by.hrq.hnc.x-k8s.io/";
+
 /// Label on a namespace that entered a hierarchical quota's subtree and whose usage hns does not
 /// count yet: objects may not be created in it until hns removes the label.
 pub const HRQ_PENDING_LABEL: &str = "hnc.x-k8s.io/hrq-pending";

@@ -576,7 +576,7 @@ async fn stuck(client: &Client, env: &Env) -> anyhow::Result<()> {
         .await
         .ok_or_else(|| anyhow::anyhow!("{STUCK} namespaces did not get stuck in 10 minutes"))?;
     let diagnose = |args: &[&str]| run_kubectl(env, args);
-    let (took, out) = diagnose(&["hns", "diagnose", "-A"]);
+    let (took, out) = diagnose(&["hns", "diagnose", "-A", "--details"]);
     let out = out?;
     anyhow::ensure!(
         out.status.code() == Some(2),

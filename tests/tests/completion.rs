@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 use std::sync::OnceLock;
 
 use hns_e2e::*;
@@ -115,6 +116,32 @@ async fn namespaces_from_the_cluster() {
     assert_eq!(directive, ":4");
 
     delete_namespaces(&client, &[&team]).await;
+}
+
+#[tokio::test]
+async fn namespaces_in_the_users_view_for_whom_may_not_list_them() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let team = create_namespace(&client, &unique("compl-view"), &[]).await;
+    let dev = format!("{team}-dev");
+    create_subns(&client, &team, &dev).await.expect("create the subnamespace");
+    let other = create_namespace(&client, &format!("{team}x"), &[]).await;
+    let user = unique("compl-admin");
+    ok(env.kubectl(&["create", "rolebinding", &user, "-n", &team, "--clusterrole=admin", &format!("--user={user}")]));
+    let listed = env.kubectl_as(&user, &[], &["get", "namespaces"]);
+    assert!(!listed.status.success(), "the user may not list namespaces");
+
+    // The team's namespaces, as `tree -A --as` shows them; not the one beside it.
+    eventually("the user's view to hold the subnamespace", Duration::from_secs(30), || async {
+        let offered = values(&env.kubeconfig, &["tree", "--as", &user, &team]);
+        (offered == [team.clone(), dev.clone()]).then_some(())
+    })
+    .await;
+    let offered = values(&env.kubeconfig, &["describe", "--as", &user, &team]);
+    assert!(!offered.contains(&other), "{offered:?}");
+
+    delete_tree(&client, &team).await;
+    delete_namespaces(&client, &[&other]).await;
 }
 
 #[test]

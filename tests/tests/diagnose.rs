@@ -290,13 +290,22 @@ fn fix_removes(env: &Env, ns: &str) -> String {
     narration
 }
 
-/// Runs the dry run, asserts it reports `ns` stuck (exit 2) and returns its report.
+/// Runs the dry run, brief and with --details, asserts both report `ns` stuck (exit 2) and
+/// returns the detailed report.
 fn dry_run(env: &Env, ns: &str) -> String {
     let out = hns(env, &["diagnose", ns]);
+    assert_eq!(code(&out), 2, "stuck means exit 2:\n{}{}", stdout(&out), stderr(&out));
+    let brief = stdout(&out);
+    assert!(brief.contains(&format!("Namespace {ns}: Terminating")), "{brief}");
+    let next = format!("Dry run: nothing was changed. To apply the remedies, asking before each: kubectl hns diagnose {ns} --fix\n");
+    assert!(brief.contains(&next), "the command that fixes it: {brief}");
+    assert!(!brief.contains("evidence:"), "evidence only with --details: {brief}");
+    let out = hns(env, &["diagnose", ns, "--details"]);
     assert_eq!(code(&out), 2, "stuck means exit 2:\n{}{}", stdout(&out), stderr(&out));
     let report = stdout(&out);
     assert!(report.contains(&format!("Namespace {ns}: Terminating")), "{report}");
     assert!(report.contains("Dry run: nothing was changed."), "{report}");
+    assert!(brief.lines().count() < report.lines().count(), "brief:\n{brief}\ndetailed:\n{report}");
     report
 }
 
@@ -403,7 +412,7 @@ async fn diagnose_crd_finalizer_without_controller() {
     let widget = version(&env, &["widgets", "w", "-n", &ns]);
     let report = dry_run(&env, &ns);
     for line in [
-        "1 object(s) wait for finalizer diag-finalizer.example.com/cleanup, which nothing removes",
+        "1 object(s) wait for finalizer diag-finalizer.example.com/cleanup, which no controller is removing",
         "diag-finalizer.example.com/cleanup on 1 deleted object(s): widgets.diag-finalizer.example.com/w (deleted",
         "it is removed by the controller of diag-finalizer.example.com (CRDs: widgets.diag-finalizer.example.com)",
         "condition NamespaceFinalizersRemaining: Some content in the namespace has finalizers remaining",
@@ -693,11 +702,11 @@ async fn diagnose_follows_a_stuck_subtree() {
     }
 
     let configmap = version(&env, &["configmap", "w", "-n", &g]);
-    let out = hns(&env, &["diagnose", &h1]);
+    let out = hns(&env, &["diagnose", &h1, "--details"]);
     let report = stdout(&out);
     assert_eq!(code(&out), 2, "stuck means exit 2:\n{report}{}", stderr(&out));
     for line in [
-        format!("1. {h1} waits for {c}, which waits for {g}: 1 object(s) wait for finalizer example.com/f, which nothing removes"),
+        format!("1. {h1} waits for {c}, which waits for {g}: 1 object(s) wait for finalizer example.com/f, which no controller is removing"),
         format!("evidence: the way down: {h1} (Terminating) > {c} (Terminating) > {g} (Terminating)"),
         format!("PATCH /api/v1/namespaces/{g}/configmaps/w (application/json-patch+json)"),
         format!("Namespace {g} (below {h1} > {c}): Terminating"),

@@ -534,3 +534,88 @@ async fn a_resource_quota_hns_cannot_write_is_reported_on_the_quota() {
     ok(env.kubectl(&["delete", "-f", file]));
     delete_namespaces(&client, &[&team]).await;
 }
+
+/// Tries to create a pod in `ns` from `spec` (a dry run on the server, so admission runs and
+/// nothing is stored) with the real kubectl; kubectl's output.
+fn try_pod(env: &Env, ns: &str, name: &str, spec: Value) -> std::process::Output {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec});
+    let file = std::env::temp_dir().join(format!("{ns}-{name}.json"));
+    std::fs::write(&file, pod.to_string()).unwrap();
+    env.kubectl(&["create", "--dry-run=server", "-f", file.to_str().unwrap()])
+}
+
+/// Waits until a pod from `spec` is admitted in `ns` (a new namespace gets its ServiceAccount,
+/// which a pod needs, a moment after it is created).
+async fn admitted(env: &Env, ns: &str, name: &str, spec: Value) {
+    eventually(&format!("pod {ns}/{name} to be admitted"), WAIT, || async {
+        try_pod(env, ns, name, spec.clone()).status.success().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_pod_lacking_a_resource_a_quota_requires_is_told_which_quota_requires_it() {
+    let env = Env::get();
+    let client = env.admin().await;
+    let root = create_namespace(&client, &unique("hrq-required"), &[]).await;
+    let team = format!("{root}-team");
+    create_subns(&client, &root, &team).await.unwrap();
+    create_quota(&client, &root, "cap", json!({"requests.cpu": "2", "limits.memory": "1Gi", "pods": "5"})).await;
+    create_quota(&client, &team, "team", json!({"requests.cpu": "1"})).await;
+    // hns's ResourceQuota names the nearest quota for each resource every container must declare.
+    let prefix = keys::REQUIRED_BY_PREFIX;
+    eventually("the ResourceQuota to name the quotas requiring resources", WAIT, || async {
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team).get_opt(RESOURCE_QUOTA_NAME).await.ok()??;
+        let a = rq.metadata.annotations.unwrap_or_default();
+        let named = |r: &str| a.get(&format!("{prefix}{r}")).cloned();
+        (named("requests.cpu") == Some(format!("{team}/team"))
+            && named("limits.memory") == Some(format!("{root}/cap"))
+            && named("pods").is_none())
+        .then_some(())
+    })
+    .await;
+    resource_quota(&client, &team).await;
+    let image = "registry.k8s.io/pause:3.10";
+    let bare = json!({
+        "initContainers": [{"name": "init", "image": image, "resources": {"requests": {"cpu": "10m"}}}],
+        "containers": [{"name": "app", "image": image}],
+    });
+    // kube-apiserver reads the ResourceQuota through its informer: wait for the policy to see it.
+    let refused = eventually("the pod to be refused naming the quotas", WAIT, || async {
+        let out = try_pod(&env, &team, "bare", bare.clone());
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        stderr.contains("HierarchicalResourceQuota").then_some((out.status.code(), stderr))
+    })
+    .await;
+    let (code, message) = refused;
+    assert_eq!(code, Some(1), "{message}");
+    assert!(message.contains("(Forbidden)"), "{message}");
+    assert!(
+        message.contains(&format!(
+            "every container must set resources.requests.cpu (missing in app): HierarchicalResourceQuota {team}/team limits requests.cpu here"
+        )),
+        "the nearest quota, and only the container lacking it: {message}"
+    );
+    assert!(
+        message.contains(&format!(
+            "every container must set resources.limits.memory (missing in app, init): HierarchicalResourceQuota {root}/cap limits limits.memory here"
+        )),
+        "{message}"
+    );
+    assert!(message.contains("give the namespace a default with a LimitRange"), "{message}");
+    // What Kubernetes' quota admission admits, the policy admits: every container declaring
+    // the resources, or the pod declaring them at pod level.
+    let declared = |c: &str| json!({"name": c, "image": image, "resources": {"requests": {"cpu": "10m"}, "limits": {"memory": "8Mi"}}});
+    let full = json!({"initContainers": [declared("init")], "containers": [declared("app")]});
+    admitted(&env, &team, "full", full).await;
+    let pod_level = json!({
+        "resources": {"requests": {"cpu": "10m"}, "limits": {"memory": "16Mi"}},
+        "containers": [{"name": "app", "image": image}],
+    });
+    admitted(&env, &team, "pod-level", pod_level).await;
+    // A namespace outside every quota has no ResourceQuota, so no parameter: not checked.
+    let outside = create_namespace(&client, &unique("hrq-none"), &[]).await;
+    admitted(&env, &outside, "bare", json!({"containers": [{"name": "app", "image": image}]})).await;
+    delete_tree(&client, &root).await;
+    delete_namespaces(&client, &[&outside]).await;
+}

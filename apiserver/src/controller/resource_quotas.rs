@@ -20,10 +20,12 @@ use crate::http::status::ApiError;
 pub enum Action {
     /// Nothing: it is right, or the namespace is terminating (its objects go with it).
     None,
-    /// Create it with these limits.
-    Create(BTreeMap<String, Quantity>),
-    /// Change its limits by this merge patch, guarded by the resourceVersion observed: only
-    /// its limits and label are hns's to set, whatever else others put on it stays.
+    /// Create it with these limits, naming who requires each resource every container must
+    /// declare ([`quotas::required_by`]).
+    Create(BTreeMap<String, Quantity>, BTreeMap<String, String>),
+    /// Change its limits and annotations by this merge patch, guarded by the resourceVersion
+    /// observed: only its limits, label and `required-by` annotations are hns's to set, whatever
+    /// else others put on it stays.
     Update(serde_json::Value),
     /// Delete it (no quota covers the namespace any more); guarded by the uid observed.
     Delete(Option<String>),
@@ -41,30 +43,39 @@ fn same_limits(a: &BTreeMap<String, Quantity>, b: &BTreeMap<String, Quantity>) -
         })
 }
 
+/// A merge patch setting `want` and removing (`null`) the keys of `have` it lacks.
+fn replacing<V: Clone + Into<serde_json::Value>>(
+    have: impl Iterator<Item = String>,
+    want: BTreeMap<String, V>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut patch: serde_json::Map<String, serde_json::Value> =
+        have.filter(|k| !want.contains_key(k)).map(|k| (k, serde_json::Value::Null)).collect();
+    patch.extend(want.into_iter().map(|(k, v)| (k, v.into())));
+    patch
+}
+
 /// What `ns`'s ResourceQuota needs, from the forest.
 pub fn plan(forest: &Forest, ns: &str) -> Action {
     let Some(node) = forest.get(ns) else { return Action::None };
     if node.is_terminating() {
         return Action::None;
     }
+    let required_by = quotas::required_by(forest, ns);
     match (quotas::resource_quota_hard(forest, ns), forest.observed_quota(ns)) {
         (None, None) => Action::None,
-        (Some(hard), None) => Action::Create(hard),
-        (Some(hard), Some(o)) if same_limits(&hard, &o.hard) => Action::None,
+        (Some(hard), None) => Action::Create(hard, required_by),
+        (Some(hard), Some(o)) if same_limits(&hard, &o.hard) && o.required_by == required_by => Action::None,
         (Some(hard), Some(o)) => {
-            let mut limits: serde_json::Map<String, serde_json::Value> = o
-                .hard
-                .keys()
-                .filter(|k| !hard.contains_key(*k))
-                .map(|k| (k.clone(), serde_json::Value::Null))
-                .collect();
-            limits.extend(hard.into_iter().map(|(k, q)| (k, serde_json::Value::String(q.0))));
+            let hard: BTreeMap<String, String> = hard.into_iter().map(|(k, q)| (k, q.0)).collect();
+            let annotations = quotas::required_by_annotations(&required_by);
+            let observed_annotations = quotas::required_by_annotations(&o.required_by);
             Action::Update(serde_json::json!({
                 "metadata": {
                     "resourceVersion": o.resource_version,
                     "labels": {hns_api::keys::HRQ_LABEL: "true"},
+                    "annotations": replacing(observed_annotations.into_keys(), annotations),
                 },
-                "spec": {"hard": limits},
+                "spec": {"hard": replacing(o.hard.keys().cloned(), hard)},
             }))
         }
         (None, Some(o)) => Action::Delete(o.uid.clone()),
@@ -78,7 +89,9 @@ pub async fn apply(client: &kube::Client, ns: &str, action: Action) -> Result<()
     let pp = PostParams { dry_run: false, field_manager: Some(crate::store::writer::FIELD_MANAGER.into()) };
     let outcome = match action {
         Action::None => return Ok(()),
-        Action::Create(hard) => api.create(&pp, &quotas::resource_quota(ns, hard)).await.map(drop),
+        Action::Create(hard, required_by) => {
+            api.create(&pp, &quotas::resource_quota(ns, hard, &required_by)).await.map(drop)
+        }
         Action::Update(patch) => {
             let pp = PatchParams { field_manager: pp.field_manager, ..Default::default() };
             api.patch(RESOURCE_QUOTA_NAME, &pp, &Patch::Merge(&patch)).await.map(drop)
@@ -127,19 +140,53 @@ mod tests {
         let mut f = forest("acme team-a:~acme dev:~team-a other");
         with_quota(&mut f, "acme", r#"{"pods":"10"}"#);
         with_quota(&mut f, "team-a", r#"{"pods":"4"}"#);
-        assert_eq!(plan(&f, "dev"), Action::Create(list(&[("pods", "4")])));
-        assert_eq!(plan(&f, "acme"), Action::Create(list(&[("pods", "10")])));
+        assert_eq!(plan(&f, "dev"), Action::Create(list(&[("pods", "4")]), BTreeMap::new()));
+        assert_eq!(plan(&f, "acme"), Action::Create(list(&[("pods", "10")]), BTreeMap::new()));
         assert_eq!(plan(&f, "other"), Action::None);
         observe(&mut f, "dev", &[("pods", "4")]);
         assert_eq!(plan(&f, "dev"), Action::None, "converged");
         observe(&mut f, "team-a", &[("pods", "10"), ("services", "1")]);
         let patch = serde_json::json!({
-            "metadata": {"resourceVersion": "5", "labels": {hns_api::keys::HRQ_LABEL: "true"}},
+            "metadata": {"resourceVersion": "5", "labels": {hns_api::keys::HRQ_LABEL: "true"}, "annotations": {}},
             "spec": {"hard": {"pods": "4", "services": null}},
         });
         assert_eq!(plan(&f, "team-a"), Action::Update(patch), "a limit no quota sets any more is removed");
         observe(&mut f, "other", &[("pods", "1")]);
         assert_eq!(plan(&f, "other"), Action::Delete(Some("rq".into())));
+    }
+
+    #[test]
+    fn the_nearest_quota_is_named_for_each_resource_every_container_must_declare() {
+        let mut f = forest("acme team-a:~acme dev:~team-a");
+        with_quota(&mut f, "acme", r#"{"requests.cpu":"10","limits.memory":"10Gi","pods":"10"}"#);
+        with_quota(&mut f, "team-a", r#"{"requests.cpu":"4"}"#);
+        let hard = list(&[("limits.memory", "10Gi"), ("pods", "10"), ("requests.cpu", "4")]);
+        let named = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(r, q)| (r.to_string(), q.to_string())).collect()
+        };
+        let required_by = named(&[("limits.memory", "acme/q"), ("requests.cpu", "team-a/q")]);
+        assert_eq!(plan(&f, "dev"), Action::Create(hard.clone(), required_by), "pods is not declared per container");
+        let o = ObservedQuota {
+            hard,
+            required_by: named(&[("requests.cpu", "acme/q"), ("memory", "acme/old")]),
+            resource_version: Some("5".into()),
+            ..Default::default()
+        };
+        f.observe_quota("dev", Some(o));
+        let prefix = hns_api::keys::REQUIRED_BY_PREFIX;
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": "5",
+                "labels": {hns_api::keys::HRQ_LABEL: "true"},
+                "annotations": {
+                    format!("{prefix}memory"): null,
+                    format!("{prefix}limits.memory"): "acme/q",
+                    format!("{prefix}requests.cpu"): "team-a/q",
+                },
+            },
+            "spec": {"hard": {"limits.memory": "10Gi", "pods": "10", "requests.cpu": "4"}},
+        });
+        assert_eq!(plan(&f, "dev"), Action::Update(patch), "same limits, stale names");
     }
 
     #[test]

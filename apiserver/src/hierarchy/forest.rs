@@ -402,6 +402,9 @@ pub struct ObservedQuota {
     pub resource_version: Option<String>,
     /// Its allocation annotation (`hnc.x-k8s.io/hrq-allocation`), read.
     pub allocation: Option<crate::hierarchy::quantity::Amounts>,
+    /// Its annotations naming the quota that requires each resource every container must
+    /// declare (`required-by.hrq.hnc.x-k8s.io/RESOURCE`), by resource.
+    pub required_by: BTreeMap<String, String>,
     /// When hns last saw its usage rise (or first saw it, not knowing what came before).
     pub increased_at: Option<std::time::Instant>,
 }

@@ -130,14 +130,43 @@ pub fn resource_quota_hard(forest: &Forest, ns: &str) -> Option<BTreeMap<String,
     Some(quantity::to_list(&smallest, &smallest))
 }
 
+/// The resources a ResourceQuota makes every container of a pod declare: Kubernetes' quota
+/// admission refuses a pod with a container that does not ("must specify requests.cpu"), for
+/// these six only.
+pub const DECLARED_BY_EVERY_CONTAINER: [&str; 6] =
+    ["cpu", "limits.cpu", "limits.memory", "memory", "requests.cpu", "requests.memory"];
+
+/// For each of [`DECLARED_BY_EVERY_CONTAINER`] that a quota covering `ns` limits, the nearest
+/// such quota as `NAMESPACE/NAME`: the one a pod's author should be told about.
+pub fn required_by(forest: &Forest, ns: &str) -> BTreeMap<String, String> {
+    let mut nearest = BTreeMap::new();
+    // Nearest first, so the first quota that names a resource is the one kept.
+    for (quota_ns, name, q) in forest.quotas_covering(ns) {
+        for resource in q.hard.keys().filter(|r| DECLARED_BY_EVERY_CONTAINER.contains(&r.as_str())) {
+            nearest.entry(resource.clone()).or_insert_with(|| format!("{quota_ns}/{name}"));
+        }
+    }
+    nearest
+}
+
+/// [`required_by`] as the annotations of hns's ResourceQuota.
+pub fn required_by_annotations(required_by: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    required_by.iter().map(|(r, q)| (format!("{}{r}", hns_api::keys::REQUIRED_BY_PREFIX), q.clone())).collect()
+}
+
 /// hns's ResourceQuota for `ns` with `hard` (labelled, so Kubernetes' quota admission sends its
-/// updates to hns's webhook).
-pub fn resource_quota(ns: &str, hard: BTreeMap<String, Quantity>) -> ResourceQuota {
+/// updates to hns's webhook), annotated with who requires what ([`required_by`]).
+pub fn resource_quota(
+    ns: &str,
+    hard: BTreeMap<String, Quantity>,
+    required_by: &BTreeMap<String, String>,
+) -> ResourceQuota {
     ResourceQuota {
         metadata: ObjectMeta {
             name: Some(RESOURCE_QUOTA_NAME.to_string()),
             namespace: Some(ns.to_string()),
             labels: Some(BTreeMap::from([(hns_api::keys::HRQ_LABEL.to_string(), "true".to_string())])),
+            annotations: Some(required_by_annotations(required_by)).filter(|a| !a.is_empty()),
             ..Default::default()
         },
         spec: Some(ResourceQuotaSpec { hard: Some(hard), ..Default::default() }),

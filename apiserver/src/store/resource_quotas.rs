@@ -32,6 +32,7 @@ pub fn observed(rq: &ResourceQuota) -> ObservedQuota {
         uid: rq.metadata.uid.clone(),
         resource_version: rq.metadata.resource_version.clone(),
         allocation: allocation_of(rq),
+        required_by: required_by_of(rq),
         increased_at: None,
     }
 }
@@ -44,6 +45,14 @@ pub fn allocation_annotation(rq: &ResourceQuota) -> Option<&String> {
 /// The allocation annotated on a ResourceQuota, read.
 pub fn allocation_of(rq: &ResourceQuota) -> Option<Amounts> {
     ledger::parse_allocation(allocation_annotation(rq)?)
+}
+
+/// The quotas a ResourceQuota's annotations name as requiring each resource.
+fn required_by_of(rq: &ResourceQuota) -> BTreeMap<String, String> {
+    let annotations = rq.metadata.annotations.iter().flatten();
+    annotations
+        .filter_map(|(k, v)| Some((k.strip_prefix(hns_api::keys::REQUIRED_BY_PREFIX)?.to_string(), v.clone())))
+        .collect()
 }
 
 fn namespace_of(rq: &ResourceQuota) -> String {

@@ -11,7 +11,7 @@ use hns_api::duration::human_duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::client::KubeFlags;
-use crate::diagnose::report;
+use crate::diagnose::report::{self, Detail};
 use crate::diagnose::{
     access, diagnose, fix, scan, Cause, FixEvent, FixOptions, FixUi, NamespaceStatus, Outcome, Progress,
     Target,
@@ -29,8 +29,10 @@ const EXIT_REFUSED: u8 = 3;
 ///
 /// Reads the namespace controller's conditions, unavailable APIServices, leftover objects and
 /// their finalizers, deleted pods whose node is NotReady or gone, finalizers on the namespace,
-/// and admission webhooks whose backend is gone; prints the causes in the order to fix them,
-/// each with its evidence, remedy and risk. Changes nothing unless --fix is given.
+/// and admission webhooks whose backend is gone; prints the root causes in the order to fix
+/// them, each with its safest fix and what --fix would do. --details adds each namespace's
+/// conditions, the evidence of each cause, the exact API calls of its remedy and their risk.
+/// Changes nothing unless --fix is given.
 ///
 /// hns deletes a namespace's subnamespaces with it: the Terminating namespaces below a named
 /// namespace are diagnosed too, even once it is gone, and each is reported on the way down to
@@ -38,8 +40,8 @@ const EXIT_REFUSED: u8 = 3;
 /// them, and needs --force.
 ///
 /// Name the namespaces as arguments or with -n, or give -A for every Terminating one. With more
-/// than one Terminating namespace the report leads with each root cause once, with the
-/// namespaces it blocks, in the order to fix them; each namespace's details follow.
+/// than one Terminating namespace the report gives each root cause once, with the namespaces
+/// it blocks, in the order to fix them (with --details, each namespace's details follow).
 ///
 /// Exit codes: 0 nothing stuck, 2 stuck namespaces found, 3 a fix was refused or failed.
 #[derive(clap::Args, Debug)]
@@ -62,6 +64,10 @@ pub struct DiagnoseArgs {
     /// is orphaned in etcd).
     #[arg(long, requires = "fix")]
     force: bool,
+    /// Also print each namespace's conditions, the evidence of each cause, the exact API calls
+    /// of each remedy and their risk (no -v: that is kubectl's log level).
+    #[arg(long)]
+    details: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -91,13 +97,17 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
     let paint = Paint::for_stream(&std::io::stdout());
     let text = args.output == Format::Text;
     if text {
-        out!("{}", report::text(&diagnosis, &paint))?;
+        let detail = if args.details { Detail::Full } else { Detail::Brief };
+        out!("{}", report::text(&diagnosis, &paint, detail))?;
     }
     let stuck: Vec<String> =
         diagnosis.namespaces.iter().filter(|n| n.stuck()).map(|n| n.name.clone()).collect();
     if !args.fix || stuck.is_empty() {
         if text && !stuck.is_empty() {
-            outln!("Dry run: nothing was changed. Add --fix to apply the remedies one at a time.")?;
+            outln!("Dry run: nothing was changed. To apply the remedies, asking before each: {}", fix_command(&target))?;
+            if !args.details {
+                outln!("For the evidence, the exact API calls and their risks: add --details.")?;
+            }
         }
         if !text {
             outln!("{}", report::json(&diagnosis, None))?;
@@ -133,6 +143,15 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
         outln!("{}", report::json(&diagnosis, Some(&outcome)))?;
     }
     Ok(if outcome.fixed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
+}
+
+/// The command that applies the remedies of what was diagnosed.
+fn fix_command(target: &Target) -> String {
+    let which = match target {
+        Target::AllTerminating => "-A".to_string(),
+        Target::Named(names) => names.join(" "),
+    };
+    format!("kubectl hns diagnose {which} --fix")
 }
 
 /// `diagnose` was given no namespace.

@@ -17,8 +17,8 @@ use crate::output::{self, DataFormat};
 ///
 /// REQUEST lists `used/limit` for every resource but the `limits.*` ones, which LIMIT lists.
 /// Without names, every quota of the namespace (-n, or the context's) is shown; with -A, every
-/// quota in the cluster. As HNC's plugin did, finding none exits 1, and so does a name that does
-/// not exist.
+/// quota in the cluster. As with kubectl get, finding none says "No resources found" and exits 0;
+/// a name or a namespace that does not exist exits 1.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Examples:

@@ -1,5 +1,6 @@
 //! Namespaces and kinds for completion, read from the cluster the command line names: one list
-//! call (namespaces) or one aggregated discovery (kinds), each bounded by a short timeout, since
+//! call (namespaces; for a user who may not list them, hns's view of the hierarchy instead) or
+//! one aggregated discovery (kinds), each bounded by a short timeout, since
 //! the user is waiting at their prompt. Failures complete nothing.
 
 use std::future::Future;
@@ -10,6 +11,7 @@ use kube::api::{Api, ListParams};
 use kube::discovery::{Discovery, Scope};
 
 use super::{Lookup, Resource};
+use crate::hns::Hns;
 use crate::kube_flags::KubeFlags;
 
 /// How long a lookup may take, connecting included, unless `--request-timeout` says less.
@@ -60,12 +62,26 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The namespaces in the user's view of the hierarchy (none if hns does not answer).
+    async fn viewed(client: kube::Client) -> Vec<String> {
+        let tree = Hns::new(client).tree().await;
+        tree.map(|entries| entries.into_iter().map(|e| e.name).collect()).unwrap_or_default()
+    }
+}
+
 impl Lookup for Cluster {
+    /// Every namespace, for those who may list them; for the others (a team's admins, most
+    /// often), the namespaces hns shows them in their view of the hierarchy, as `tree -A` does.
     fn namespaces(&self) -> Vec<String> {
         let list = self.read(|client| async move {
-            Api::<Namespace>::all(client).list_metadata(&ListParams::default()).await
+            match Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await {
+                Ok(list) => Ok(list.items.into_iter().filter_map(|ns| ns.metadata.name).collect()),
+                Err(kube::Error::Api(s)) if s.code == 403 => Ok(Self::viewed(client).await),
+                Err(e) => Err(e),
+            }
         });
-        list.map(|l| l.items.into_iter().filter_map(|ns| ns.metadata.name).collect()).unwrap_or_default()
+        list.unwrap_or_default()
     }
 
     fn resources(&self) -> Vec<Resource> {

@@ -11,8 +11,19 @@ use super::fix::FixReport;
 use super::summary::{self, Root};
 use crate::paint::Paint;
 
+/// How much the text report says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Each root cause once, with the namespaces it blocks, its safest fix and what `--fix`
+    /// would do: what someone on call needs to act.
+    Brief,
+    /// Also every namespace on its own: the namespace controller's conditions, the evidence of
+    /// each cause, the exact API calls of each remedy and its risk, and the last resort.
+    Full,
+}
+
 /// The diagnosis as text.
-pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
+pub fn text(diagnosis: &Diagnosis, paint: &Paint, detail: Detail) -> String {
     let mut out = String::new();
     for w in &diagnosis.warnings {
         let _ = writeln!(out, "{} {w}", paint.warn("warning:"));
@@ -23,14 +34,9 @@ pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
     if diagnosis.namespaces.is_empty() {
         let _ = writeln!(out, "{}", paint.good("No namespace is Terminating."));
     }
-    // One namespace's causes are its summary; past one, each root cause is stated once, first.
-    let stuck = diagnosis.namespaces.iter().filter(|n| n.stuck()).count();
-    let roots = if stuck > 1 { summary::roots(diagnosis) } else { Vec::new() };
-    if stuck > 1 {
-        roots_text(&mut out, diagnosis, stuck, &roots, paint);
-    }
-    for n in &diagnosis.namespaces {
-        namespace(&mut out, n, &roots, paint);
+    match detail {
+        Detail::Brief => brief(&mut out, diagnosis, paint),
+        Detail::Full => full(&mut out, diagnosis, paint),
     }
     if !diagnosis.gaps.is_empty() {
         let _ = writeln!(out, "{}", paint.head("Not seen by this scan:"));
@@ -42,6 +48,90 @@ pub fn text(diagnosis: &Diagnosis, paint: &Paint) -> String {
     out
 }
 
+/// Every namespace in full; past one stuck namespace, each root cause is stated once, first.
+fn full(out: &mut String, diagnosis: &Diagnosis, paint: &Paint) {
+    let stuck = diagnosis.namespaces.iter().filter(|n| n.stuck()).count();
+    let roots = if stuck > 1 { summary::roots(diagnosis) } else { Vec::new() };
+    if stuck > 1 {
+        roots_text(out, diagnosis, stuck, &roots, paint, cause_body);
+        let _ = writeln!(out, "Each namespace follows; a root cause above is referred to by its number.\n");
+    }
+    for n in &diagnosis.namespaces {
+        namespace(out, n, &roots, paint);
+    }
+}
+
+/// The namespaces that are not stuck in a line each, then the root causes with their fixes.
+fn brief(out: &mut String, diagnosis: &Diagnosis, paint: &Paint) {
+    for n in diagnosis.namespaces.iter().filter(|n| !n.stuck()) {
+        let _ = writeln!(out, "{}", not_terminating(n, paint));
+    }
+    let stuck: Vec<&NamespaceDiagnosis> = diagnosis.namespaces.iter().filter(|n| n.stuck()).collect();
+    let roots = summary::roots(diagnosis);
+    match stuck[..] {
+        [] => {}
+        [n] => {
+            let since = n.terminating_seconds.map(human_duration).unwrap_or_default();
+            let _ = writeln!(out, "{}: {} for {since}", paint.head(&title(n)), paint.bad("Terminating"));
+            if n.causes.is_empty() {
+                let _ = writeln!(out, "  {}", paint.good(NO_CAUSE_YET));
+            }
+            for (i, r) in roots.iter().enumerate() {
+                let _ = writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
+                cause_fix(out, r.cause, paint);
+            }
+        }
+        _ => roots_text(out, diagnosis, stuck.len(), &roots, paint, cause_fix),
+    }
+    out.push('\n');
+}
+
+/// What the brief report says of a cause: the safest fix, and what `--fix` would do.
+fn cause_fix(out: &mut String, c: &Cause, paint: &Paint) {
+    let _ = writeln!(out, "       fix: {}", c.advice);
+    if let Some(r) = &c.remedy {
+        let _ = writeln!(out, "       --fix would: {}", r.summary);
+        remedy_limits(out, r, paint);
+    }
+}
+
+/// What keeps `--fix` from applying a remedy as it is.
+fn remedy_limits(out: &mut String, r: &super::remedy::Remedy, paint: &Paint) {
+    if let Some(why) = &r.needs_force {
+        let _ = writeln!(out, "       {} {why}", paint.warn("refused without --force, because:"));
+    }
+    if !r.missing_rights.is_empty() {
+        let _ = writeln!(out, "       {} {}", paint.warn("you lack the rights to:"), r.missing_rights.join(", "));
+    }
+}
+
+const NO_CAUSE_YET: &str =
+    "No cause found: the namespace controller may still be at work; look again in a minute.";
+
+/// A namespace's name, with the way down to it when it was found below a named one.
+fn title(n: &NamespaceDiagnosis) -> String {
+    let mut name = format!("Namespace {}", n.name);
+    if n.path.len() > 1 {
+        name.push_str(&format!(" (below {})", n.path[..n.path.len() - 1].join(" > ")));
+    }
+    name
+}
+
+/// The line for a namespace that is not Terminating: nothing to do there, or namespaces below it
+/// are stuck.
+fn not_terminating(n: &NamespaceDiagnosis, paint: &Paint) -> String {
+    let state = match n.status {
+        NamespaceStatus::NotFound => "not found",
+        _ => "Active, not being deleted",
+    };
+    let name = paint.head(&title(n));
+    if n.causes.is_empty() {
+        format!("{name}: {}", paint.good(&format!("{state} (nothing to do)")))
+    } else {
+        format!("{name}: {state}, but namespaces below it are stuck:")
+    }
+}
+
 /// Root causes in the same words as the one before them are folded into one entry from this
 /// many on (each is still detailed with its namespace).
 const FOLD_ALIKE: usize = 3;
@@ -51,7 +141,14 @@ const LIST_WIDTH: usize = 100;
 const LIST_LINES: usize = 2;
 
 /// Every root cause once, with the namespaces it blocks, in the order to fix them.
-fn roots_text(out: &mut String, diagnosis: &Diagnosis, stuck: usize, roots: &[Root], paint: &Paint) {
+fn roots_text(
+    out: &mut String,
+    diagnosis: &Diagnosis,
+    stuck: usize,
+    roots: &[Root],
+    paint: &Paint,
+    body: fn(&mut String, &Cause, &Paint),
+) {
     let head = format!("{stuck} namespaces are Terminating. Their root causes, in the order to fix them:");
     let _ = writeln!(out, "{}", paint.head(&head));
     let mut i = 0;
@@ -60,7 +157,7 @@ fn roots_text(out: &mut String, diagnosis: &Diagnosis, stuck: usize, roots: &[Ro
         let _ = writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
         let lead = format!("blocks {} namespace(s): ", r.namespaces.len());
         namespace_list(out, "       ", &lead, &r.namespaces);
-        cause_body(out, r.cause, paint);
+        body(out, r.cause, paint);
         // A thousand namespaces each held by its own object are a thousand roots in the same
         // words: the first is stated, the rest are counted with the namespaces they block.
         let alike = roots[i + 1..].iter().take_while(|o| o.cause.summary == r.cause.summary).count();
@@ -85,7 +182,6 @@ fn roots_text(out: &mut String, diagnosis: &Diagnosis, stuck: usize, roots: &[Ro
         let lead = format!("No cause found yet in {} namespace(s): ", bare.len());
         namespace_list(out, "  ", &lead, &bare);
     }
-    let _ = writeln!(out, "Each namespace follows; a root cause above is referred to by its number.\n");
 }
 
 /// `names` after `lead`, wrapped and elided, each line after `indent`.
@@ -99,27 +195,15 @@ fn namespace_list(out: &mut String, indent: &str, lead: &str, names: &[&str]) {
 }
 
 fn namespace(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &Paint) {
-    let mut name = format!("Namespace {}", n.name);
-    if n.path.len() > 1 {
-        name.push_str(&format!(" (below {})", n.path[..n.path.len() - 1].join(" > ")));
-    }
-    let name = paint.head(&name);
-    let state = match n.status {
-        NamespaceStatus::NotFound => "not found",
-        NamespaceStatus::Active => "Active, not being deleted",
-        NamespaceStatus::Terminating => "",
-    };
-    if !state.is_empty() {
-        // Only the namespaces below it can still be stuck.
-        if n.causes.is_empty() {
-            let _ = writeln!(out, "{name}: {}\n", paint.good(&format!("{state} (nothing to do)")));
-        } else {
-            let _ = writeln!(out, "{name}: {state}, but namespaces below it are stuck:");
+    if !n.stuck() {
+        let _ = writeln!(out, "{}", not_terminating(n, paint));
+        if !n.causes.is_empty() {
             causes(out, n, roots, paint);
-            out.push('\n');
         }
+        out.push('\n');
         return;
     }
+    let name = paint.head(&title(n));
     let since = n.terminating_seconds.map(human_duration).unwrap_or_default();
     let _ = writeln!(out, "{name}: {} for {since}", paint.bad("Terminating"));
     let list = |v: &[String]| if v.is_empty() { "(none)".to_string() } else { v.join(", ") };
@@ -138,9 +222,7 @@ fn namespace(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &P
         let _ = writeln!(
             out,
             "  {}",
-            paint.good(
-                "No cause found: the namespace controller may still be at work; look again in a minute."
-            )
+            paint.good(NO_CAUSE_YET)
         );
     } else {
         let _ = writeln!(out, "  Causes, in the order to fix them:");
@@ -207,17 +289,7 @@ fn cause_body(out: &mut String, c: &Cause, paint: &Paint) {
         for a in &r.actions {
             let _ = writeln!(out, "         {}", paint.dim(&a.describe()));
         }
-        if let Some(why) = &r.needs_force {
-            let _ = writeln!(out, "       {} {why}", paint.warn("refused without --force, because:"));
-        }
-        if !r.missing_rights.is_empty() {
-            let _ = writeln!(
-                out,
-                "       {} {}",
-                paint.warn("you lack the rights to:"),
-                r.missing_rights.join(", ")
-            );
-        }
+        remedy_limits(out, r, paint);
     }
     let _ = writeln!(out, "       risk: {}", paint.warn(&c.risk));
 }
@@ -262,7 +334,7 @@ mod tests {
 
     #[test]
     fn prints_causes_with_evidence_remedy_and_risk() {
-        let out = text(&stuck(), &Paint::new(false));
+        let out = text(&stuck(), &Paint::new(false), Detail::Full);
         assert!(out.starts_with("warning: APIService v1.dead.example.com is unavailable"), "{out}");
         assert!(out.contains("Namespace demo: Terminating for 10m\n"), "{out}");
         assert!(out.contains("NamespaceDeletionDiscoveryFailure"));
@@ -297,7 +369,7 @@ mod tests {
 
     #[test]
     fn many_namespaces_lead_with_each_root_cause_once() {
-        let out = text(&many(50), &Paint::new(false));
+        let out = text(&many(50), &Paint::new(false), Detail::Full);
         let (summary, details) = out.split_once("\nNamespace team-01:").expect(&out);
         assert!(summary.lines().count() <= 20, "one screen:\n{summary}");
         assert!(summary.contains("50 namespaces are Terminating. Their root causes, in the order to fix them:\n  1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)\n       blocks 50 namespace(s): team-01, team-02,"), "{summary}");
@@ -320,7 +392,7 @@ mod tests {
         chain.summary = format!("team-01 waits for team-02: {}", leaf.summary);
         chain.evidence = vec!["the way down: team-01 (Terminating) > team-02 (Terminating)".into()];
         chain.evidence.extend(leaf.evidence.iter().map(|e| format!("in team-02: {e}")));
-        let out = text(&d, &Paint::new(false));
+        let out = text(&d, &Paint::new(false), Detail::Full);
         let details = out.split_once("\nNamespace team-01:").expect(&out).1;
         assert!(details.contains("evidence: the way down: team-01"), "{details}");
         assert!(!details.contains("in team-02:"), "stated in the summary:\n{details}");
@@ -330,7 +402,7 @@ mod tests {
     fn namespaces_without_a_cause_are_named_in_the_summary() {
         let mut d = many(3);
         d.namespaces[2].causes.clear();
-        let out = text(&d, &Paint::new(false));
+        let out = text(&d, &Paint::new(false), Detail::Full);
         assert!(out.contains("blocks 2 namespace(s): team-01, team-02\n"), "{out}");
         assert!(out.contains("\n  No cause found yet in 1 namespace(s): team-03\n"), "{out}");
     }
@@ -342,7 +414,7 @@ mod tests {
             ns.metadata_finalizers = vec!["example.com/hold".into()];
         }
         let d = diagnose(&ev);
-        let out = text(&d, &Paint::new(false));
+        let out = text(&d, &Paint::new(false), Detail::Full);
         let summary = out.split_once("\nNamespace team-01:").expect(&out).0;
         assert!(summary.lines().count() <= 30, "one screen:\n{summary}");
         // Root 1: the namespace controller silent in all 40; then each one's own finalizer.
@@ -358,7 +430,7 @@ mod tests {
 
     #[test]
     fn one_namespace_has_no_summary() {
-        let out = text(&many(1), &Paint::new(false));
+        let out = text(&many(1), &Paint::new(false), Detail::Full);
         assert!(!out.contains("root cause"), "{out}");
     }
 
@@ -374,8 +446,29 @@ mod tests {
     }
 
     #[test]
+    fn the_brief_report_gives_the_cause_the_fix_and_what_fix_would_do() {
+        let out = text(&stuck(), &Paint::new(false), Detail::Brief);
+        assert!(out.contains("Namespace missing: not found (nothing to do)\n"), "{out}");
+        assert!(out.contains("Namespace demo: Terminating for 10m\n  1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)\n       fix: "), "{out}");
+        assert!(out.contains("       --fix would: delete APIService v1.dead.example.com\n"), "{out}");
+        for detail in ["evidence:", "DELETE /apis", "risk:", "Last resort", "Conditions written"] {
+            assert!(!out.contains(detail), "{detail} only with --details: {out}");
+        }
+        assert!(out.lines().count() <= 8, "{out}");
+    }
+
+    #[test]
+    fn the_brief_report_of_many_namespaces_is_their_root_causes() {
+        let out = text(&many(50), &Paint::new(false), Detail::Brief);
+        assert!(out.contains("50 namespaces are Terminating. Their root causes, in the order to fix them:\n  1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)\n       blocks 50 namespace(s): team-01,"), "{out}");
+        assert!(out.contains("--fix would: delete APIService"), "{out}");
+        assert!(!out.contains("Namespace team-01"), "no namespace on its own: {out}");
+        assert!(out.lines().count() <= 10, "{out}");
+    }
+
+    #[test]
     fn colours_only_when_asked() {
-        assert!(text(&stuck(), &Paint::new(true)).contains('\u{1b}'));
+        assert!(text(&stuck(), &Paint::new(true), Detail::Full).contains('\u{1b}'));
     }
 
     #[test]

@@ -64,6 +64,12 @@ async fn diagnose_all_leads_with_each_root_cause_once() {
     // Other tests' namespaces may be Terminating too: the assertions are about ours.
     let out = hns(&env, &["diagnose", "-A"]);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let brief = stdout(&out);
+    assert!(brief.lines().count() <= SCREEN, "the brief report is the summary:\n{brief}");
+    assert!(brief.contains("--fix would: delete APIService v1.dead.example.com"), "{brief}");
+    assert!(brief.contains("kubectl hns diagnose -A --fix\n"), "{brief}");
+    let out = hns(&env, &["diagnose", "-A", "--details"]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
     let report = stdout(&out);
     let (summary, details) = report.split_once("Each namespace follows").expect(&report);
     assert!(summary.lines().count() <= SCREEN, "the summary fits on one screen:\n{summary}");

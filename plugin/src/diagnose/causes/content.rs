@@ -150,7 +150,7 @@ fn finalizer_cause(namespace: &str, finalizer: &str, objects: &[&Leftover], ev: 
     }
     Cause {
         kind: CauseKind::PendingFinalizer,
-        summary: format!("{} object(s) wait for finalizer {finalizer}, which nothing removes", objects.len()),
+        summary: format!("{} object(s) wait for finalizer {finalizer}, which no controller is removing", objects.len()),
         evidence,
         advice: format!(
             "If {} is still installed, bring it back (check its pods and logs): it finishes its cleanup and removes the finalizer. If it was uninstalled, remove this finalizer, and only it.",

@@ -158,7 +158,7 @@ mod tests {
         let chain = h1.causes.iter().find(|c| c.kind == CauseKind::StuckSubtree).unwrap();
         assert_eq!(
             chain.summary,
-            "h1 waits for h1-c, which waits for h1-c-g: 1 object(s) wait for finalizer example.com/f, which nothing removes"
+            "h1 waits for h1-c, which waits for h1-c-g: 1 object(s) wait for finalizer example.com/f, which no controller is removing"
         );
         assert_eq!(
             chain.evidence[0],
@@ -182,7 +182,7 @@ mod tests {
         assert!(!h1.stuck(), "h1 itself is gone");
         assert_eq!(
             h1.causes[0].summary,
-            "h1-c-g, below h1 (gone) through h1-c, is still Terminating: 1 object(s) wait for finalizer example.com/f, which nothing removes"
+            "h1-c-g, below h1 (gone) through h1-c, is still Terminating: 1 object(s) wait for finalizer example.com/f, which no controller is removing"
         );
         assert_eq!(h1.causes[0].remedy.as_ref().unwrap().id, leaf_remedy());
         assert_eq!(d.namespaces[1].name, "h1-c-g");
