@@ -538,7 +538,8 @@ async fn a_resource_quota_hns_cannot_write_is_reported_on_the_quota() {
 /// Tries to create a pod in `ns` from `spec` (a dry run on the server, so admission runs and
 /// nothing is stored) with the real kubectl; kubectl's output.
 fn try_pod(env: &Env, ns: &str, name: &str, spec: Value) -> std::process::Output {
-    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec});
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec});
     let file = std::env::temp_dir().join(format!("{ns}-{name}.json"));
     std::fs::write(&file, pod.to_string()).unwrap();
     env.kubectl(&["create", "--dry-run=server", "-f", file.to_str().unwrap()])
@@ -560,12 +561,16 @@ async fn a_pod_lacking_a_resource_a_quota_requires_is_told_which_quota_requires_
     let root = create_namespace(&client, &unique("hrq-required"), &[]).await;
     let team = format!("{root}-team");
     create_subns(&client, &root, &team).await.unwrap();
-    create_quota(&client, &root, "cap", json!({"requests.cpu": "2", "limits.memory": "1Gi", "pods": "5"})).await;
+    create_quota(&client, &root, "cap", json!({"requests.cpu": "2", "limits.memory": "1Gi", "pods": "5"}))
+        .await;
     create_quota(&client, &team, "team", json!({"requests.cpu": "1"})).await;
     // hns's ResourceQuota names the nearest quota for each resource every container must declare.
     let prefix = keys::REQUIRED_BY_PREFIX;
     eventually("the ResourceQuota to name the quotas requiring resources", WAIT, || async {
-        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team).get_opt(RESOURCE_QUOTA_NAME).await.ok()??;
+        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team)
+            .get_opt(RESOURCE_QUOTA_NAME)
+            .await
+            .ok()??;
         let a = rq.metadata.annotations.unwrap_or_default();
         let named = |r: &str| a.get(&format!("{prefix}{r}")).cloned();
         (named("requests.cpu") == Some(format!("{team}/team"))

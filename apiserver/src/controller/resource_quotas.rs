@@ -165,7 +165,11 @@ mod tests {
             pairs.iter().map(|(r, q)| (r.to_string(), q.to_string())).collect()
         };
         let required_by = named(&[("limits.memory", "acme/q"), ("requests.cpu", "team-a/q")]);
-        assert_eq!(plan(&f, "dev"), Action::Create(hard.clone(), required_by), "pods is not declared per container");
+        assert_eq!(
+            plan(&f, "dev"),
+            Action::Create(hard.clone(), required_by),
+            "pods is not declared per container"
+        );
         let o = ObservedQuota {
             hard,
             required_by: named(&[("requests.cpu", "acme/q"), ("memory", "acme/old")]),

@@ -151,7 +151,10 @@ pub fn required_by(forest: &Forest, ns: &str) -> BTreeMap<String, String> {
 
 /// [`required_by`] as the annotations of hns's ResourceQuota.
 pub fn required_by_annotations(required_by: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    required_by.iter().map(|(r, q)| (format!("{}{r}", hns_api::keys::REQUIRED_BY_PREFIX), q.clone())).collect()
+    required_by
+        .iter()
+        .map(|(r, q)| (format!("{}{r}", hns_api::keys::REQUIRED_BY_PREFIX), q.clone()))
+        .collect()
 }
 
 /// hns's ResourceQuota for `ns` with `hard` (labelled, so Kubernetes' quota admission sends its

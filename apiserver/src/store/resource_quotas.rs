@@ -51,7 +51,9 @@ pub fn allocation_of(rq: &ResourceQuota) -> Option<Amounts> {
 fn required_by_of(rq: &ResourceQuota) -> BTreeMap<String, String> {
     let annotations = rq.metadata.annotations.iter().flatten();
     annotations
-        .filter_map(|(k, v)| Some((k.strip_prefix(hns_api::keys::REQUIRED_BY_PREFIX)?.to_string(), v.clone())))
+        .filter_map(|(k, v)| {
+            Some((k.strip_prefix(hns_api::keys::REQUIRED_BY_PREFIX)?.to_string(), v.clone()))
+        })
         .collect()
 }
 

@@ -104,7 +104,10 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
         diagnosis.namespaces.iter().filter(|n| n.stuck()).map(|n| n.name.clone()).collect();
     if !args.fix || stuck.is_empty() {
         if text && !stuck.is_empty() {
-            outln!("Dry run: nothing was changed. To apply the remedies, asking before each: {}", fix_command(&target))?;
+            outln!(
+                "Dry run: nothing was changed. To apply the remedies, asking before each: {}",
+                fix_command(&target)
+            )?;
             if !args.details {
                 outln!("For the evidence, the exact API calls and their risks: add --details.")?;
             }

@@ -77,7 +77,8 @@ fn brief(out: &mut String, diagnosis: &Diagnosis, paint: &Paint) {
                 let _ = writeln!(out, "  {}", paint.good(NO_CAUSE_YET));
             }
             for (i, r) in roots.iter().enumerate() {
-                let _ = writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
+                let _ =
+                    writeln!(out, "  {} {}", paint.head(&format!("{}.", i + 1)), paint.bad(&r.cause.summary));
                 cause_fix(out, r.cause, paint);
             }
         }
@@ -101,7 +102,8 @@ fn remedy_limits(out: &mut String, r: &super::remedy::Remedy, paint: &Paint) {
         let _ = writeln!(out, "       {} {why}", paint.warn("refused without --force, because:"));
     }
     if !r.missing_rights.is_empty() {
-        let _ = writeln!(out, "       {} {}", paint.warn("you lack the rights to:"), r.missing_rights.join(", "));
+        let _ =
+            writeln!(out, "       {} {}", paint.warn("you lack the rights to:"), r.missing_rights.join(", "));
     }
 }
 
@@ -219,11 +221,7 @@ fn namespace(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &P
         condition(out, r, paint);
     }
     if n.causes.is_empty() {
-        let _ = writeln!(
-            out,
-            "  {}",
-            paint.good(NO_CAUSE_YET)
-        );
+        let _ = writeln!(out, "  {}", paint.good(NO_CAUSE_YET));
     } else {
         let _ = writeln!(out, "  Causes, in the order to fix them:");
         causes(out, n, roots, paint);
