@@ -298,7 +298,10 @@ fn dry_run(env: &Env, ns: &str) -> String {
     let brief = stdout(&out);
     // One stuck namespace is named in its heading; several, in the list each root cause blocks.
     let one = format!("Namespace {ns}: Terminating");
-    assert!(brief.contains(&one) || brief.contains(&format!(" {ns},")) || brief.contains(&format!(" {ns}\n")), "{brief}");
+    assert!(
+        brief.contains(&one) || brief.contains(&format!(" {ns},")) || brief.contains(&format!(" {ns}\n")),
+        "{brief}"
+    );
     let next = format!("Dry run: nothing was changed. To apply the remedies, asking before each: kubectl hns diagnose {ns} --fix\n");
     assert!(brief.contains(&next), "the command that fixes it: {brief}");
     assert!(!brief.contains("evidence:"), "evidence only with --details: {brief}");
