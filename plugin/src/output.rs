@@ -21,14 +21,14 @@ pub enum Error {
     Json(#[from] serde_json::Error),
     /// YAML encoding failed.
     #[error("encoding YAML: {0}")]
-    Yaml(#[from] serde_yaml::Error),
+    Yaml(#[from] serde_saphyr::ser::Error),
 }
 
 /// `value` in `format`, ending with a newline.
 pub fn data(value: &impl Serialize, format: DataFormat) -> Result<String, Error> {
     Ok(match format {
         DataFormat::Json => serde_json::to_string_pretty(value)? + "\n",
-        DataFormat::Yaml => serde_yaml::to_string(value)?,
+        DataFormat::Yaml => serde_saphyr::to_string(value)?,
     })
 }
 
@@ -106,5 +106,10 @@ mod tests {
         let v = serde_json::json!({"a": [1]});
         assert_eq!(data(&v, DataFormat::Json).unwrap(), "{\n  \"a\": [\n    1\n  ]\n}\n");
         assert_eq!(data(&v, DataFormat::Yaml).unwrap(), "a:\n- 1\n");
+        // Strings that YAML would read as something else stay strings (label values, above all).
+        let tricky = serde_json::json!({"labels": {"a": "yes", "b": "true", "c": "1", "d": "0755", "e": "null", "f": "~", "g": "", "h": "on"}});
+        let yaml = data(&tricky, DataFormat::Yaml).unwrap();
+        let back: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(back, tricky, "{yaml}");
     }
 }

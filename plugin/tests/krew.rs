@@ -62,7 +62,7 @@ const MANIFEST: &str = "../deploy/krew/hns.yaml";
 fn manifest() -> (String, Plugin) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(MANIFEST);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let plugin = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let plugin = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     (path.file_stem().unwrap().to_string_lossy().into_owned(), plugin)
 }
 

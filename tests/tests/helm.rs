@@ -44,10 +44,8 @@ fn render(sets: &[&str]) -> Vec<Value> {
 
 /// The objects of a multi-document YAML stream, as JSON values, empty documents left out.
 fn documents(yaml: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(yaml)
-        .map(|d| serde::Deserialize::deserialize(d).expect("valid YAML"))
-        .filter(|v: &Value| !v.is_null())
-        .collect()
+    let documents: Vec<Value> = serde_saphyr::from_str_multiple(yaml).expect("valid YAML");
+    documents.into_iter().filter(|v| !v.is_null()).collect()
 }
 
 fn manifest(file: &str) -> Vec<Value> {
@@ -100,8 +98,8 @@ fn assert_same(chart: Vec<Value>, manifest_file: &str, manifest: Vec<Value>) {
             (Some(a), Some(b)) if a == b => {}
             (Some(a), Some(b)) => differences.push(format!(
                 "{id} differs:\n--- chart\n{}\n--- {manifest_file}\n{}",
-                serde_yaml::to_string(a).unwrap(),
-                serde_yaml::to_string(b).unwrap()
+                serde_saphyr::to_string(a).unwrap(),
+                serde_saphyr::to_string(b).unwrap()
             )),
             (Some(_), None) => differences.push(format!("{id}: in the chart, not in {manifest_file}")),
             (None, _) => differences.push(format!("{id}: in {manifest_file}, not in the chart")),

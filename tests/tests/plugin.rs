@@ -285,7 +285,7 @@ async fn create_set_tree_describe_delete() {
             {"name": b, "subnamespace": false},
         ]}]})
     );
-    let yaml: Value = serde_yaml::from_str(&ok(hns(&env, &["tree", &root, "-o", "yaml"]))).unwrap();
+    let yaml: Value = serde_saphyr::from_str(&ok(hns(&env, &["tree", &root, "-o", "yaml"]))).unwrap();
     assert_eq!(yaml, data);
     let err = refused(hns(&env, &["tree"]));
     assert_eq!(
@@ -711,7 +711,7 @@ async fn version_reports_client_and_served_api() {
         lines[2],
         "hns API hnc.x-k8s.io/v1alpha2 served: hierarchicalresourcequotas, hierarchyconfigurations, hncconfigurations, subnamespaceanchors, subnamespaces"
     );
-    let v: Value = serde_yaml::from_str(&ok(hns(&env, &["version", "-o", "yaml"]))).unwrap();
+    let v: Value = serde_saphyr::from_str(&ok(hns(&env, &["version", "-o", "yaml"]))).unwrap();
     assert_eq!(v["hnsApi"]["served"], true);
     assert_eq!(v["hnsApi"]["resources"][4], "subnamespaces");
     assert_eq!(v["clientVersion"], format!("v{}", env!("CARGO_PKG_VERSION")));

@@ -180,7 +180,7 @@ async fn a_subtrees_pods_as_kubectl_prints_them_with_all_namespaces() {
     assert_eq!(key(&doc), key(&theirs));
     assert_eq!(key(&doc).len(), 5);
     let yaml: Value =
-        serde_yaml::from_str(&ok(hns(&env, &["get", "pods", "-n", root, "-o", "yaml"]))).unwrap();
+        serde_saphyr::from_str(&ok(hns(&env, &["get", "pods", "-n", root, "-o", "yaml"]))).unwrap();
     assert_eq!(key(&yaml), key(&doc));
 
     // Nothing found: kubectl's sentence, on stderr, and success.

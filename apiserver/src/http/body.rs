@@ -114,8 +114,11 @@ pub fn essence(content_type: Option<&str>) -> &str {
 
 /// Parses a server-side apply configuration: one YAML document (JSON is YAML too).
 pub fn parse_apply(bytes: &[u8]) -> Result<Value, ApiError> {
-    let value: Value = serde_yaml::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let value: Value = serde_saphyr::from_slice(bytes)
+        // The error alone: its rendering with the input quoted spans several lines.
+        .map_err(|e: serde_saphyr::Error| {
+            ApiError::bad_request(format!("error decoding YAML: {}", e.without_snippet()))
+        })?;
     if !value.is_object() {
         return Err(ApiError::bad_request("the applied configuration must be an object"));
     }
@@ -330,6 +333,11 @@ mod tests {
         assert_eq!(yaml["metadata"]["name"], "a");
         assert_eq!(parse_apply(br#"{"kind":"Subnamespace"}"#).unwrap()["kind"], "Subnamespace");
         assert_eq!(parse_apply(b"- 1").unwrap_err().code, 400);
-        assert_eq!(parse_apply(b"a: [").unwrap_err().code, 400);
+        let broken = parse_apply(b"a: [").unwrap_err();
+        assert_eq!(broken.code, 400);
+        assert_eq!(
+            broken.message, "error decoding YAML: unclosed bracket '[' at line 1, column 4",
+            "one line"
+        );
     }
 }

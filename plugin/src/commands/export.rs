@@ -195,11 +195,11 @@ pub fn for_hns(h: &Hierarchy) -> Vec<Value> {
 }
 
 /// `objects` as a YAML stream, one document each.
-fn yaml_stream(objects: &[Value]) -> Result<String, serde_yaml::Error> {
+fn yaml_stream(objects: &[Value]) -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(o)?);
+        out.push_str(&serde_saphyr::to_string(o)?);
     }
     Ok(out)
 }
@@ -297,9 +297,7 @@ mod tests {
     fn the_stream_reads_back_as_the_same_objects() {
         let objects = for_hnc(&sample());
         let text = yaml_stream(&objects).unwrap();
-        let back: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect();
+        let back: Vec<Value> = serde_saphyr::from_str_multiple(&text).unwrap();
         assert_eq!(back, objects);
     }
 }

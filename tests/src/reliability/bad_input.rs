@@ -328,12 +328,11 @@ parameters = {{ "path.name" = "config" }}
 }
 
 fn read_reports(vcr: &Path, json_report: &Path) -> anyhow::Result<Fuzzed> {
-    let cassette: serde_yaml::Value = serde_yaml::from_slice(&std::fs::read(vcr)?)?;
-    let interactions = cassette["http_interactions"].as_sequence().cloned().unwrap_or_default();
-    let code =
-        |i: &serde_yaml::Value| i["response"]["status"]["code"].as_str().and_then(|c| c.parse::<u16>().ok());
-    let failed = |i: &serde_yaml::Value, check: &str| {
-        i["checks"].as_sequence().is_some_and(|cs| {
+    let cassette: Value = serde_saphyr::from_slice(&std::fs::read(vcr)?)?;
+    let interactions = cassette["http_interactions"].as_array().cloned().unwrap_or_default();
+    let code = |i: &Value| i["response"]["status"]["code"].as_str().and_then(|c| c.parse::<u16>().ok());
+    let failed = |i: &Value, check: &str| {
+        i["checks"].as_array().is_some_and(|cs| {
             cs.iter().any(|c| c["name"].as_str() == Some(check) && c["status"].as_str() == Some("FAILURE"))
         })
     };
