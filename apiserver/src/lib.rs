@@ -28,7 +28,8 @@
 //! A new resource is one file in `resources/` that fills in a [`resources::ResourceDef`]
 //! (names, columns, schemas and a handler per verb it serves) and one line in
 //! [`resources::ALL`]; if it is derived from namespaces, its objects go in
-//! [`hierarchy::objects`] and its family of watch events in [`store::hub::Family`].
+//! [`hierarchy::objects`] and its kind in [`hierarchy::identity::Derived`], the one list of
+//! derived kinds (uid space, watch events, how one stands in the forest).
 
 pub mod admission;
 pub mod app;

@@ -12,9 +12,13 @@
 const NAMESPACE: [u8; 16] =
     [0x6b, 0x1f, 0x3c, 0x52, 0x9e, 0x0d, 0x4a, 0x87, 0xb2, 0x5e, 0x11, 0xc4, 0x7a, 0x90, 0xd3, 0x2f];
 
-/// The kinds of derived objects, each its own uid space. Both resources of a subnamespace
-/// (`subnamespaces`, `subnamespaceanchors`) serve one object, so they share a kind here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The kinds of objects hns serves, all derived from what the cluster stores: the one name of
+/// that concept wherever it is needed. Each kind is its own uid space ([`uid`]) and its own
+/// family of watch events (`store::hub`); how one stands in the forest is
+/// [`crate::hierarchy::objects::value`]. Both resources of a subnamespace (`subnamespaces`,
+/// `subnamespaceanchors`) serve one object, so they share a kind here. The order is the order
+/// of the events one namespace change publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Derived {
     /// A namespace's HierarchyConfiguration.
     HierarchyConfiguration,
@@ -22,14 +26,20 @@ pub enum Derived {
     Subnamespace,
     /// The HNCConfiguration, from its ConfigMap.
     HncConfiguration,
+    /// A HierarchicalResourceQuota, from its namespace's annotation (its uid is stored with it,
+    /// as a new object's is, rather than derived).
+    HierarchicalResourceQuota,
 }
 
 impl Derived {
+    /// Its kind, which names its uid space: these words are hashed into every uid, so they
+    /// never change.
     fn name(self) -> &'static str {
         match self {
             Derived::HierarchyConfiguration => "HierarchyConfiguration",
             Derived::Subnamespace => "Subnamespace",
             Derived::HncConfiguration => "HNCConfiguration",
+            Derived::HierarchicalResourceQuota => "HierarchicalResourceQuota",
         }
     }
 }

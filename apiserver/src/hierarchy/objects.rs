@@ -1,6 +1,7 @@
 //! The objects hns derives from the forest: a namespace's HierarchyConfiguration and a
-//! subnamespace's Subnamespace (or SubnamespaceAnchor). Reads, watch events and writes' replies
-//! all build them here, so every view of one namespace agrees.
+//! subnamespace's Subnamespace (or SubnamespaceAnchor), and, through [`value`], any kind of
+//! [`Derived`] object (HierarchicalResourceQuotas are built in `quotas`). Reads, watch events
+//! and writes' replies all build them here, so every view of one namespace agrees.
 
 use hns_api::hierarchy::HIERARCHY_SINGLETON;
 use hns_api::{
@@ -14,6 +15,7 @@ use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::identity::{self, Derived};
 use crate::hierarchy::kstatus;
 use crate::hierarchy::policy::Policy;
+use crate::hierarchy::quotas;
 
 // resourceVersions: both objects keep the namespace's numbers (the configuration also moves with
 // its children's), as two objects written in one etcd transaction share a revision. A
@@ -24,6 +26,21 @@ use crate::hierarchy::policy::Policy;
 // another kind's role. Distinct numbers would need a mapping that replicas cannot agree on
 // without storing it, or a second sequence that a watch resumed on another replica could not
 // place.
+
+/// The `derived` object `name` in namespace `ns` as it stands in `forest`, as JSON; `None` if
+/// there is none, and for the HNCConfiguration, which comes from its ConfigMap instead.
+pub fn value(derived: Derived, forest: &Forest, policy: &Policy, ns: &str, name: &str) -> Option<Value> {
+    match derived {
+        Derived::HierarchyConfiguration => hierarchy_configuration_value(forest, ns),
+        Derived::HncConfiguration => None,
+        Derived::HierarchicalResourceQuota => quotas::quota_value(forest, ns, name),
+        Derived::Subnamespace => forest
+            .get(name)
+            .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns))
+            .filter(|n| forest.anchor_exists(n))
+            .map(|n| subnamespace_value(policy, n, "Subnamespace")),
+    }
+}
 
 /// The hierarchy configuration of namespace `node`.
 ///

@@ -12,11 +12,11 @@ use super::item::Item;
 use crate::auth::authn::Identity;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
+use crate::hierarchy::identity::Derived;
 use crate::http::request_info::{ResourceRequest, Verb};
 use crate::http::status::{ApiError, GroupResource};
 use crate::http::table::{Column, RenderOptions};
 use crate::state::AppState;
-use crate::store::hub::Family;
 
 /// Serves one verb of one resource.
 pub type Handler = for<'a> fn(&'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, ApiError>>;
@@ -34,7 +34,7 @@ pub struct Handlers {
     /// `list`: a collection.
     pub list: Option<Handler>,
     /// `watch`: served by [`super::watch`] from the objects it starts with and the events of
-    /// [`ResourceDef::family`].
+    /// [`ResourceDef::derived`].
     pub watch: Option<CurrentObjects>,
     /// `create` (POST).
     pub create: Option<Handler>,
@@ -98,8 +98,8 @@ pub struct ResourceDef {
     pub cells: fn(&Item, jiff::Timestamp) -> Vec<Value>,
     /// What the kind is, for `kubectl explain`.
     pub description: &'static str,
-    /// The family of derived objects its watch follows.
-    pub family: Family,
+    /// The kind of derived objects its watch follows.
+    pub derived: Derived,
     /// Schemas of `spec` and `status` (OpenAPI), registered in the generator's definitions.
     pub schemas: fn(&mut schemars::SchemaGenerator) -> (schemars::Schema, Option<schemars::Schema>),
 }

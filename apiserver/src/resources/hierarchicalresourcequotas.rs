@@ -19,6 +19,7 @@ use super::listing;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, ObjectLabels, StoredQuota};
+use crate::hierarchy::identity::Derived;
 use crate::hierarchy::ledger;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::quantity::Amount;
@@ -32,7 +33,6 @@ use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
-use crate::store::hub::Family;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hierarchicalresourcequotas";
@@ -76,7 +76,7 @@ pub const DEF: ResourceDef = ResourceDef {
         AGE_COLUMN,
     ],
     cells,
-    family: Family::Quota,
+    derived: Derived::HierarchicalResourceQuota,
     description: "A hard limit on what the namespace it lives in and every namespace below it use together. \
                   spec.hard takes ResourceQuota's resource names; status.used is the usage of the whole subtree.",
     schemas: |g| {

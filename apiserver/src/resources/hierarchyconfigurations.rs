@@ -17,6 +17,7 @@ use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
+use crate::hierarchy::identity::Derived;
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules::{self, AuthzCheck, Refusal};
@@ -28,7 +29,6 @@ use crate::propagation::overwrites;
 use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
-use crate::store::hub::Family;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hierarchyconfigurations";
@@ -87,7 +87,7 @@ pub const DEF: ResourceDef = ResourceDef {
         },
     ],
     cells,
-    family: Family::Hierarchy,
+    derived: Derived::HierarchyConfiguration,
     description: "The hierarchical configuration of a namespace: its parent, whether cascading deletion is \
                   allowed, and its children. Every namespace has exactly one, named `hierarchy`.",
     schemas: |g| {

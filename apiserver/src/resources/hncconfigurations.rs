@@ -14,6 +14,7 @@ use super::item::Item;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Stored};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
+use crate::hierarchy::identity::Derived;
 use crate::hierarchy::rules::Refusal;
 use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
@@ -24,7 +25,6 @@ use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
 use crate::store::config_store;
-use crate::store::hub::Family;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hncconfigurations";
@@ -54,7 +54,7 @@ pub const DEF: ResourceDef = ResourceDef {
         AGE_COLUMN,
     ],
     cells,
-    family: Family::Config,
+    derived: Derived::HncConfiguration,
     description: "The cluster-wide configuration of hns: which kinds propagate down the hierarchy. One object, named `config`.",
     schemas: |g| (g.subschema_for::<HNCConfigurationSpec>(), Some(g.subschema_for::<HNCConfigurationStatus>())),
 };

@@ -28,7 +28,6 @@ use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::AppState;
-use crate::store::hub::Family;
 
 /// Both kinds serve every verb, with the same handlers.
 const HANDLERS: Handlers = Handlers {
@@ -73,7 +72,7 @@ pub const SUBNAMESPACES: ResourceDef = ResourceDef {
     short_names: &["subns"],
     columns: COLUMNS,
     cells,
-    family: Family::Subnamespace,
+    derived: Derived::Subnamespace,
     description:
         "A namespace created under the namespace this object lives in. Its name is the new namespace's \
                   name; deleting it deletes that namespace.",
@@ -92,7 +91,7 @@ pub const ANCHORS: ResourceDef = ResourceDef {
     short_names: &[],
     columns: COLUMNS,
     cells,
-    family: Family::Subnamespace,
+    derived: Derived::Subnamespace,
     description: "HNC's name for a Subnamespace: the anchor of a subnamespace in its parent namespace.",
     schemas: |g| {
         (g.subschema_for::<hns_api::SubnamespaceAnchorSpec>(), Some(g.subschema_for::<SubnamespaceStatus>()))

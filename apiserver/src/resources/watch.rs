@@ -17,6 +17,7 @@ use crate::auth::authn::Identity;
 use crate::auth::tls::PeerSocket;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
+use crate::hierarchy::identity::Derived;
 use crate::http::list::{ListOptions, Selectable};
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
@@ -27,7 +28,7 @@ use crate::resources::item::Item;
 use crate::resources::{listing, render};
 use crate::shutdown::Phase;
 use crate::state::AppState;
-use crate::store::hub::{watch_line, Event, Family, Message, Numbered};
+use crate::store::hub::{watch_line, Event, Message, Numbered};
 
 /// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).
 const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -79,7 +80,7 @@ enum Begin {
 /// Filters events for one watcher and renders them.
 struct Watcher {
     def: &'static ResourceDef,
-    family: Family,
+    derived: Derived,
     namespace: String,
     opts: ListOptions,
     render: RenderOptions,
@@ -89,7 +90,7 @@ struct Watcher {
 
 impl Watcher {
     fn wants(&self, e: &Event) -> bool {
-        e.family == self.family
+        e.derived == self.derived
             && (self.namespace.is_empty()
                 || e.object["metadata"]["namespace"].as_str() == Some(&self.namespace))
             && self.opts.selects(&e.object)
@@ -155,7 +156,7 @@ impl Watcher {
 
     fn line(&self, kind: &str, object: &Value) -> bytes::Bytes {
         let mut object = object.clone();
-        if self.family == Family::Subnamespace {
+        if self.derived == Derived::Subnamespace {
             object["kind"] = self.def.kind.into();
         }
         // Ages are computed when the event is sent, not when the watch began.
@@ -169,7 +170,7 @@ impl Watcher {
     /// The line for event `e`: the shared one when this watcher sends the object as it is.
     fn event_line(&self, e: &Event) -> bytes::Bytes {
         let as_is = self.render.representation == Representation::Object
-            && (self.family != Family::Subnamespace || e.object["kind"].as_str() == Some(self.def.kind));
+            && (self.derived != Derived::Subnamespace || e.object["kind"].as_str() == Some(self.def.kind));
         if as_is {
             e.object_line()
         } else {
@@ -250,7 +251,7 @@ pub async fn serve(
         .map_or(MAX_TIMEOUT, |t| t.min(MAX_TIMEOUT));
     let watcher = Watcher {
         def,
-        family: def.family,
+        derived: def.derived,
         namespace: req.namespace.clone(),
         opts: ListOptions { limit: None, after: None, ..ListOptions::from_query(query)? },
         render: *render,
@@ -473,7 +474,7 @@ mod tests {
         let include = crate::http::negotiation::IncludeObject::Metadata;
         Watcher {
             def,
-            family: def.family,
+            derived: def.derived,
             namespace: String::new(),
             opts: ListOptions::default(),
             render: RenderOptions { representation, include, now: jiff::Timestamp::now() },
@@ -489,7 +490,7 @@ mod tests {
     fn watchers_of_the_plain_object_share_one_line_and_the_others_get_their_own() {
         use crate::resources::subnamespaces::{ANCHORS, SUBNAMESPACES};
         let object = json!({"kind": "Subnamespace", "metadata": {"name": "s", "namespace": "p"}, "spec": {}});
-        let e = Event::new("ADDED", Family::Subnamespace, object, 3);
+        let e = Event::new("ADDED", Derived::Subnamespace, object, 3);
         let plain = watcher(&SUBNAMESPACES, Representation::Object);
         let shared = plain.event_line(&e);
         assert_eq!(shared, plain.line(e.kind, &e.object), "the same line as the watcher's own");

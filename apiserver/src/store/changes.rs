@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::identity::Derived;
 use crate::hierarchy::objects;
 use crate::hierarchy::policy::Policy;
-use crate::hierarchy::quotas;
-use crate::store::hub::{Event, Family};
+use crate::store::hub::Event;
 
-/// A derived object: its family, namespace and name.
-pub type Key = (Family, String, String);
+/// A derived object: its kind, namespace and name.
+pub type Key = (Derived, String, String);
 
 /// Derived objects by key, as they stand at one moment.
 pub type Snapshot = BTreeMap<Key, Value>;
@@ -24,8 +24,8 @@ pub type Snapshot = BTreeMap<Key, Value>;
 /// to exist ([`Forest::anchor_exists`]).
 pub fn keys_for(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
     let ns = node.name();
-    let hierarchy = |n: &str| (Family::Hierarchy, n.to_string(), "hierarchy".to_string());
-    let sub = |p: &str| (Family::Subnamespace, p.to_string(), ns.to_string());
+    let hierarchy = |n: &str| (Derived::HierarchyConfiguration, n.to_string(), "hierarchy".to_string());
+    let sub = |p: &str| (Derived::Subnamespace, p.to_string(), ns.to_string());
     let mut keys = vec![hierarchy(ns)];
     let terminating = !delete && node.is_terminating();
     let mut termination_changes = delete;
@@ -45,7 +45,7 @@ pub fn keys_for(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
     keys.extend(quota_keys(forest, node, delete));
     if termination_changes {
         keys.extend(
-            forest.subnamespaces(ns).map(|c| (Family::Subnamespace, ns.to_string(), c.name().to_string())),
+            forest.subnamespaces(ns).map(|c| (Derived::Subnamespace, ns.to_string(), c.name().to_string())),
         );
     }
     keys.sort();
@@ -63,7 +63,7 @@ fn quota_keys(forest: &Forest, node: &Node, delete: bool) -> Vec<Key> {
         .into_iter()
         .flat_map(|o| o.quotas().keys())
         .chain(node.quotas().keys())
-        .map(|q| (Family::Quota, ns.to_string(), q.clone()))
+        .map(|q| (Derived::HierarchicalResourceQuota, ns.to_string(), q.clone()))
         .collect();
     let old_parent = old.and_then(|o| o.parent.as_deref());
     let new_parent = if delete { None } else { node.parent.as_deref() };
@@ -78,7 +78,7 @@ pub fn quotas_above<'a>(namespaces: impl IntoIterator<Item = &'a str>, forest: &
     namespaces
         .into_iter()
         .flat_map(|n| forest.quotas_covering(n))
-        .map(|(n, q, _)| (Family::Quota, n.to_string(), q.to_string()))
+        .map(|(n, q, _)| (Derived::HierarchicalResourceQuota, n.to_string(), q.to_string()))
         .collect()
 }
 
@@ -86,18 +86,8 @@ pub fn quotas_above<'a>(namespaces: impl IntoIterator<Item = &'a str>, forest: &
 pub fn snapshot(forest: &Forest, policy: &Policy, keys: &[Key]) -> Snapshot {
     let mut snap = Snapshot::new();
     for key in keys {
-        let (family, ns, name) = key;
-        let value = match family {
-            Family::Hierarchy => objects::hierarchy_configuration_value(forest, ns),
-            Family::Config => None,
-            Family::Quota => quotas::quota_value(forest, ns, name),
-            Family::Subnamespace => forest
-                .get(name)
-                .filter(|n| n.is_subnamespace && n.parent.as_deref() == Some(ns.as_str()))
-                .filter(|n| forest.anchor_exists(n))
-                .map(|n| objects::subnamespace_value(policy, n, "Subnamespace")),
-        };
-        if let Some(v) = value {
+        let (derived, ns, name) = key;
+        if let Some(v) = objects::value(*derived, forest, policy, ns, name) {
             snap.insert(key.clone(), v);
         }
     }
@@ -145,10 +135,12 @@ mod tests {
         diff(&before, &snapshot(f, &p, &keys), 7)
     }
 
-    fn summary(events: &[Event]) -> Vec<(&'static str, Family, String)> {
+    fn summary(events: &[Event]) -> Vec<(&'static str, Derived, String)> {
         events
             .iter()
-            .map(|e| (e.kind, e.family, e.object["metadata"]["namespace"].as_str().unwrap_or("").to_string()))
+            .map(|e| {
+                (e.kind, e.derived, e.object["metadata"]["namespace"].as_str().unwrap_or("").to_string())
+            })
             .collect()
     }
 
@@ -159,9 +151,9 @@ mod tests {
         assert_eq!(
             summary(&events),
             [
-                ("ADDED", Family::Hierarchy, "dev".into()),
-                ("MODIFIED", Family::Hierarchy, "team-a".into()),
-                ("ADDED", Family::Subnamespace, "team-a".into())
+                ("ADDED", Derived::HierarchyConfiguration, "dev".into()),
+                ("MODIFIED", Derived::HierarchyConfiguration, "team-a".into()),
+                ("ADDED", Derived::Subnamespace, "team-a".into())
             ]
         );
         assert!(events.iter().all(|e| e.object["metadata"]["resourceVersion"] == "7"));
@@ -174,9 +166,9 @@ mod tests {
         assert_eq!(
             summary(&events),
             [
-                ("MODIFIED", Family::Hierarchy, "team-a".into()),
-                ("DELETED", Family::Hierarchy, "dev".into()),
-                ("DELETED", Family::Subnamespace, "team-a".into())
+                ("MODIFIED", Derived::HierarchyConfiguration, "team-a".into()),
+                ("DELETED", Derived::HierarchyConfiguration, "dev".into()),
+                ("DELETED", Derived::Subnamespace, "team-a".into())
             ]
         );
     }
@@ -190,15 +182,15 @@ mod tests {
         };
         let mut f = forest("team-a dev:~team-a");
         let events = change(&mut f, terminating(namespace("dev", Some("team-a"), true)), false);
-        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Family::Subnamespace).collect();
-        assert_eq!(subs, [("MODIFIED", Family::Subnamespace, "team-a".into())], "Terminating, still there");
+        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Derived::Subnamespace).collect();
+        assert_eq!(subs, [("MODIFIED", Derived::Subnamespace, "team-a".into())], "Terminating, still there");
         // The parent's own change must tell watchers of its Subnamespaces that dev's is gone.
         let events = change(&mut f, terminating(namespace("team-a", None, false)), false);
-        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Family::Subnamespace).collect();
-        assert_eq!(subs, [("DELETED", Family::Subnamespace, "team-a".into())]);
+        let subs: Vec<_> = summary(&events).into_iter().filter(|e| e.1 == Derived::Subnamespace).collect();
+        assert_eq!(subs, [("DELETED", Derived::Subnamespace, "team-a".into())]);
         // And nothing more when dev finally goes.
         let events = change(&mut f, namespace("dev", Some("team-a"), true), true);
-        assert!(summary(&events).iter().all(|e| e.1 != Family::Subnamespace));
+        assert!(summary(&events).iter().all(|e| e.1 != Derived::Subnamespace));
     }
 
     #[test]
@@ -211,7 +203,8 @@ mod tests {
             Some(crate::hierarchy::forest::ObservedQuota { used: used.into(), ..Default::default() }),
         );
         let events = change(&mut f, namespace("other", Some("team-a"), false), false);
-        let quota: Vec<_> = events.iter().filter(|e| e.family == Family::Quota).collect();
+        let quota: Vec<_> =
+            events.iter().filter(|e| e.derived == Derived::HierarchicalResourceQuota).collect();
         assert_eq!(quota.len(), 1, "{:?}", summary(&events));
         assert_eq!(quota[0].kind, "MODIFIED");
         assert_eq!(quota[0].object["status"]["used"]["pods"], "2");
@@ -224,9 +217,9 @@ mod tests {
         assert_eq!(
             summary(&events),
             [
-                ("MODIFIED", Family::Hierarchy, "a".into()),
-                ("MODIFIED", Family::Hierarchy, "b".into()),
-                ("MODIFIED", Family::Hierarchy, "c".into())
+                ("MODIFIED", Derived::HierarchyConfiguration, "a".into()),
+                ("MODIFIED", Derived::HierarchyConfiguration, "b".into()),
+                ("MODIFIED", Derived::HierarchyConfiguration, "c".into())
             ]
         );
     }

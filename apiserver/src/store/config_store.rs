@@ -23,7 +23,7 @@ use crate::hierarchy::forest::ObjectLabels;
 use crate::hierarchy::identity::{self, Derived};
 use crate::http::status::ApiError;
 use crate::resource_version;
-use crate::store::hub::{Event, Family, Hub};
+use crate::store::hub::{Event, Hub};
 use crate::store::reached::Reached;
 
 /// Name of the ConfigMap.
@@ -91,7 +91,7 @@ impl ConfigStore {
         let after = serde_json::to_value(obj).unwrap_or_default();
         let rv = cm.as_ref().map_or(0, |c| resource_version::number(&c.metadata));
         if before != after {
-            hub.publish(vec![Event::new("MODIFIED", Family::Config, after, rv)]);
+            hub.publish(vec![Event::new("MODIFIED", Derived::HncConfiguration, after, rv)]);
         }
         self.reached.set(rv);
     }

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
+use crate::hierarchy::identity::Derived;
+
 /// Events kept for resumes and for watchers catching up: at 300 events/s (100 hierarchy writes
 /// a second) about half a minute, more than the time between two bookmarks, so a watcher that
 /// reconnects from its last bookmark is not sent back to relist. A client further behind gets
@@ -24,26 +26,13 @@ const HISTORY_BYTES: usize = 32 << 20;
 /// history.
 const CHANNEL: usize = 1_024;
 
-/// Which derived family an event belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Family {
-    /// HierarchyConfigurations.
-    Hierarchy,
-    /// Subnamespaces (served as both kinds).
-    Subnamespace,
-    /// The HNC configuration.
-    Config,
-    /// HierarchicalResourceQuotas.
-    Quota,
-}
-
 /// One change.
 #[derive(Debug)]
 pub struct Event {
     /// `ADDED`, `MODIFIED` or `DELETED`.
     pub kind: &'static str,
-    /// The family of the object.
-    pub family: Family,
+    /// Which kind of derived object it is.
+    pub derived: Derived,
     /// The object after the change (before it, for `DELETED`), with the event's resourceVersion.
     pub object: Value,
     /// The resourceVersion of the namespace event behind it.
@@ -55,8 +44,8 @@ pub struct Event {
 
 impl Event {
     /// A change of `object`, of `kind` (`ADDED`, `MODIFIED` or `DELETED`), at `rv`.
-    pub fn new(kind: &'static str, family: Family, object: Value, rv: u64) -> Event {
-        Event { kind, family, object, rv, line: OnceLock::new() }
+    pub fn new(kind: &'static str, derived: Derived, object: Value, rv: u64) -> Event {
+        Event { kind, derived, object, rv, line: OnceLock::new() }
     }
 
     /// The event as a line of a watch of the plain representation.
@@ -102,7 +91,7 @@ impl std::fmt::Debug for Hub {
 struct Stored {
     n: u64,
     kind: &'static str,
-    family: Family,
+    derived: Derived,
     rv: u64,
     object: Box<[u8]>,
 }
@@ -111,14 +100,14 @@ impl Stored {
     fn new(n: u64, e: &Event) -> Stored {
         let json = serde_json::to_vec(&e.object).expect("a Value serializes");
         let object = lz4_flex::compress_prepend_size(&json).into_boxed_slice();
-        Stored { n, kind: e.kind, family: e.family, rv: e.rv, object }
+        Stored { n, kind: e.kind, derived: e.derived, rv: e.rv, object }
     }
 
     fn event(&self) -> Arc<Event> {
         let json =
             lz4_flex::decompress_size_prepended(&self.object).expect("the history holds what it compressed");
         let object = serde_json::from_slice(&json).expect("the history holds JSON it wrote");
-        Arc::new(Event::new(self.kind, self.family, object, self.rv))
+        Arc::new(Event::new(self.kind, self.derived, object, self.rv))
     }
 }
 
@@ -215,7 +204,7 @@ mod tests {
     #[test]
     fn history_serves_resumes_and_expires() {
         let hub = Hub::default();
-        let ev = |rv| Event::new("ADDED", Family::Hierarchy, json!({"rv": rv}), rv);
+        let ev = |rv| Event::new("ADDED", Derived::HierarchyConfiguration, json!({"rv": rv}), rv);
         hub.reset(10);
         hub.publish(vec![ev(11), ev(12)]);
         let resumed = hub.since(11).unwrap();
@@ -228,7 +217,7 @@ mod tests {
     #[test]
     fn a_lagging_watcher_catches_up_while_the_history_reaches_back() {
         let hub = Hub::default();
-        let ev = |rv| Event::new("ADDED", Family::Hierarchy, json!({}), rv);
+        let ev = |rv| Event::new("ADDED", Derived::HierarchyConfiguration, json!({}), rv);
         assert_eq!(hub.last(), 0);
         hub.publish(vec![ev(5), ev(5), ev(6)]);
         assert_eq!(hub.last(), 3);
@@ -244,7 +233,7 @@ mod tests {
     fn the_events_of_one_change_reach_watchers_together() {
         let hub = Hub::default();
         let mut rx = hub.tx.subscribe();
-        let ev = |kind| Event::new(kind, Family::Hierarchy, json!({}), 8);
+        let ev = |kind| Event::new(kind, Derived::HierarchyConfiguration, json!({}), 8);
         hub.publish(vec![ev("ADDED"), ev("MODIFIED")]);
         hub.publish(Vec::new());
         match rx.try_recv() {
@@ -268,7 +257,9 @@ mod tests {
                 .map(|i| format!("{:016x}", (rv * 4_096 + i).wrapping_mul(0x9E37_79B9_7F4A_7C15)))
                 .collect()
         };
-        let ev = |rv| Event::new("MODIFIED", Family::Hierarchy, json!({ "children": noise(rv) }), rv);
+        let ev = |rv| {
+            Event::new("MODIFIED", Derived::HierarchyConfiguration, json!({ "children": noise(rv) }), rv)
+        };
         hub.reset(0);
         let events = (HISTORY_BYTES / 65_536 * 2) as u64;
         for rv in 1..=events {
