@@ -1,7 +1,7 @@
 //! The hierarchy controller: makes every namespace's metadata match the hierarchy (tree labels,
 //! membership, managed labels and annotations, recorded conditions).
 //!
-//! Reconciling is an idempotent function of the forest ([`namespaces::patch`]): the controller
+//! Reconciling is an idempotent function of the forest ([`upkeep::patch`]): the controller
 //! only decides *which* namespaces to look at. Every namespace change enqueues the namespace,
 //! its old and new parents and its descendants, except one of only its resourceVersion or
 //! finalizers, which enqueues the namespace alone; a re-list enqueues everything. Only the leader writes; the
@@ -10,7 +10,6 @@
 
 pub mod error;
 pub mod events;
-pub mod namespaces;
 pub mod quota_ledger;
 pub mod resource_quotas;
 
@@ -21,6 +20,7 @@ use tokio::sync::{broadcast, watch, Notify};
 
 use kube::api::{DeleteParams, PostParams, Preconditions};
 
+use crate::hierarchy::plan::upkeep;
 use crate::hierarchy::policy::Policy;
 use crate::propagation::{Action, Propagation, Syncer};
 use crate::store::cache::{Cache, Change};
@@ -309,7 +309,7 @@ impl Controller {
         self.cascade(ns).await?;
         let write = {
             let forest = self.cache.read();
-            namespaces::patch(&forest, &self.policy, ns, jiff::Timestamp::now()).map(|patch| {
+            upkeep::patch(&forest, &self.policy, ns, jiff::Timestamp::now()).map(|patch| {
                 // Conditions new since the last write are told as Events once it succeeds; a
                 // namespace with nothing to write has none.
                 let node = forest.get(ns);

@@ -1,8 +1,12 @@
-//! What to write to Namespace objects for a hierarchy change: pure functions from the forest
-//! and the desired state to a Namespace or a JSON merge patch. [`crate::store::writer`] sends them.
+//! What to write to Namespace objects, as pure functions of the forest: for a hierarchy change
+//! someone asked for (here: from the forest and the desired state to a Namespace or a JSON
+//! merge patch, which [`crate::store::writer`] sends), and for what the controller keeps on
+//! every namespace ([`upkeep`]).
 //!
 //! Every change to one namespace is one write, so a crash leaves either the old or the new
 //! state of that namespace, never half of it.
+
+pub mod upkeep;
 
 use std::collections::BTreeMap;
 

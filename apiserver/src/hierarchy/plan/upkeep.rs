@@ -1,6 +1,7 @@
 //! What hns's controller keeps on each namespace: tree labels, the membership label, managed
 //! labels and annotations inherited down the tree, and recorded conditions. A pure function of
-//! the forest: the desired metadata, as a merge patch against what the namespace has.
+//! the forest: the desired metadata, as a merge patch against what the namespace has; the
+//! controller (`crate::controller`) sends it.
 
 use std::collections::BTreeMap;
 
