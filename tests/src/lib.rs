@@ -128,6 +128,13 @@ impl Env {
         kubectl_with(&self.kubeconfig, args)
     }
 
+    /// Binds ClusterRole `role` to `user` in `namespace`, as RoleBinding `USER-ROLE`.
+    pub fn grant(&self, user: &str, role: &str, namespace: &str) {
+        let name = format!("{user}-{role}");
+        let (role, user) = (format!("--clusterrole={role}"), format!("--user={user}"));
+        ok(self.kubectl(&["create", "rolebinding", &name, "-n", namespace, &role, &user]));
+    }
+
     /// A client acting as `user` (in `groups`): with a client certificate on a local control
     /// plane, by impersonation elsewhere.
     pub async fn client_as(&self, user: &str, groups: &[&str]) -> Client {

@@ -127,15 +127,7 @@ async fn namespaces_in_the_users_view_for_whom_may_not_list_them() {
     create_subns(&client, &team, &dev).await.expect("create the subnamespace");
     let other = create_namespace(&client, &format!("{team}x"), &[]).await;
     let user = unique("compl-admin");
-    ok(env.kubectl(&[
-        "create",
-        "rolebinding",
-        &user,
-        "-n",
-        &team,
-        "--clusterrole=admin",
-        &format!("--user={user}"),
-    ]));
+    env.grant(&user, "admin", &team);
     let listed = env.kubectl_as(&user, &[], &["get", "namespaces"]);
     assert!(!listed.status.success(), "the user may not list namespaces");
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use hns_e2e::*;
 use serde_json::Value;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 
 /// One scenario at a time: see the module docs.
 static SERIAL: Mutex<()> = Mutex::const_new(());
@@ -81,6 +81,29 @@ async fn condition(env: &Env, ns: &str, type_: &str) {
     .await;
 }
 
+/// A scenario's start: its turn (scenarios run one at a time: see the module docs), the
+/// environment, and the clean-up, which ends the turn once it has undone the scenario.
+async fn turn() -> (Env, Cleanup) {
+    let turn = SERIAL.lock().await;
+    let env = Env::get();
+    let cleanup = Cleanup::new(&env, turn);
+    (env, cleanup)
+}
+
+/// [`turn`], and the name of a namespace of the scenario's own, `PREFIX-…`, which the clean-up
+/// removes (it is not created yet).
+async fn scenario(prefix: &str) -> (Env, Cleanup, String) {
+    let (env, mut cleanup) = turn().await;
+    let ns = unique(prefix);
+    cleanup.namespace(&ns);
+    (env, cleanup, ns)
+}
+
+/// Deletes namespace `ns` without waiting for it to go.
+fn delete_now(env: &Env, ns: &str) {
+    ok(env.kubectl(&["delete", "namespace", ns, "--wait=false"]));
+}
+
 /// What must survive a scenario untouched: a namespace with a ConfigMap, and optionally an
 /// object carrying the same finalizer as the scenario's.
 struct Witness {
@@ -122,6 +145,8 @@ impl Witness {
 /// Undoes a scenario, whatever happened: the dead APIService and webhooks first (they block
 /// every deletion), then finalizers, namespaces and CRDs.
 struct Cleanup {
+    /// The scenario's turn, held until the clean-up is done (fields drop after [`Drop::drop`]).
+    _turn: MutexGuard<'static, ()>,
     kubeconfig: PathBuf,
     api_service: bool,
     webhooks: Vec<String>,
@@ -132,8 +157,9 @@ struct Cleanup {
 }
 
 impl Cleanup {
-    fn new(env: &Env) -> Cleanup {
+    fn new(env: &Env, turn: MutexGuard<'static, ()>) -> Cleanup {
         Cleanup {
+            _turn: turn,
             kubeconfig: env.kubeconfig.clone(),
             api_service: false,
             webhooks: Vec::new(),
@@ -341,11 +367,7 @@ mod controllers;
 
 #[tokio::test]
 async fn diagnose_nothing_stuck() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
-    let ns = unique("diag-active");
-    cleanup.namespace(&ns);
+    let (env, _cleanup, ns) = scenario("diag-active").await;
     ok(env.kubectl(&["create", "namespace", &ns]));
     let out = hns(&env, &["diagnose", &ns]);
     assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
@@ -364,16 +386,12 @@ async fn diagnose_nothing_stuck() {
 
 #[tokio::test]
 async fn diagnose_dead_api_service() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup, ns) = scenario("diag-api").await;
     let witness = Witness::new(&env, &mut cleanup, None);
-    let ns = unique("diag-api");
-    cleanup.namespace(&ns);
     ok(env.kubectl(&["create", "namespace", &ns]));
     ok(env.kubectl(&["create", "configmap", "data", "-n", &ns, "--from-literal=a=b"]));
     dead_api_service(&env, &mut cleanup).await;
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceDeletionDiscoveryFailure").await;
 
     let api_service = version(&env, &["apiservice", DEAD_API_SERVICE]);
@@ -400,18 +418,14 @@ async fn diagnose_dead_api_service() {
 
 #[tokio::test]
 async fn diagnose_crd_finalizer_without_controller() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
+    let (env, mut cleanup, ns) = scenario("diag-cr").await;
     let group = "diag-finalizer.example.com";
-    let mut cleanup = Cleanup::new(&env);
     widget_crd(&env, &mut cleanup, group);
     let witness = Witness::new(&env, &mut cleanup, Some(group));
-    let ns = unique("diag-cr");
-    cleanup.namespace(&ns);
     cleanup.unfinalize(group, &ns);
     ok(env.kubectl(&["create", "namespace", &ns]));
     apply(&env, &widget_yaml(group, &ns));
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
     let widget = version(&env, &["widgets", "w", "-n", &ns]);
@@ -435,17 +449,13 @@ async fn diagnose_crd_finalizer_without_controller() {
 
 #[tokio::test]
 async fn diagnose_foreign_spec_finalizer() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup, ns) = scenario("diag-spec").await;
     let witness = Witness::new(&env, &mut cleanup, None);
-    let ns = unique("diag-spec");
-    cleanup.namespace(&ns);
     apply(
         &env,
         &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\nspec: {{finalizers: [openshift.com/origin]}}\n"),
     );
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     // The namespace controller removes its own `kubernetes` and leaves the foreign entry.
     eventually("only the foreign spec finalizer left", WAIT, || async {
         let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
@@ -473,19 +483,15 @@ async fn diagnose_foreign_spec_finalizer() {
 
 #[tokio::test]
 async fn diagnose_namespace_metadata_finalizer() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup, ns) = scenario("diag-meta").await;
     let witness = Witness::new(&env, &mut cleanup, None);
-    let ns = unique("diag-meta");
-    cleanup.namespace(&ns);
     apply(
         &env,
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\n"
         ),
     );
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     eventually("the namespace controller is done with its part", WAIT, || async {
         let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
         (!f.contains("kubernetes")).then_some(())
@@ -518,19 +524,15 @@ async fn diagnose_namespace_metadata_finalizer() {
 /// is not the controller of `bars.example.com`'s, though that group is a subdomain of it.
 #[tokio::test]
 async fn diagnose_names_no_owner_on_a_near_match() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup, ns) = scenario("diag-owner").await;
     widget_crd(&env, &mut cleanup, "bars.example.com");
-    let ns = unique("diag-owner");
-    cleanup.namespace(&ns);
     apply(
         &env,
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/keep]}}\n"
         ),
     );
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     eventually("the namespace controller is done with its part", WAIT, || async {
         let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
         (!f.contains("kubernetes")).then_some(())
@@ -571,9 +573,7 @@ webhooks:
 
 #[tokio::test]
 async fn diagnose_dead_webhook_blocking_deletion() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let witness = Witness::new(&env, &mut cleanup, None);
     let ns = unique("diag-hook");
     let hook = format!("{ns}-deny");
@@ -582,7 +582,7 @@ async fn diagnose_dead_webhook_blocking_deletion() {
     ok(env.kubectl(&["create", "namespace", &ns]));
     ok(env.kubectl(&["create", "configmap", "victim", "-n", &ns, "--from-literal=a=b"]));
     dead_webhook(&env, &hook, &ns);
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceDeletionContentFailure").await;
 
     let before = version(&env, &["validatingwebhookconfiguration", &hook]);
@@ -611,19 +611,15 @@ async fn diagnose_dead_webhook_blocking_deletion() {
 
 #[tokio::test]
 async fn diagnose_two_causes_at_once() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
+    let (env, mut cleanup, ns) = scenario("diag-two").await;
     let group = "diag-two.example.com";
-    let mut cleanup = Cleanup::new(&env);
     widget_crd(&env, &mut cleanup, group);
     let witness = Witness::new(&env, &mut cleanup, Some(group));
-    let ns = unique("diag-two");
-    cleanup.namespace(&ns);
     cleanup.unfinalize(group, &ns);
     ok(env.kubectl(&["create", "namespace", &ns]));
     apply(&env, &widget_yaml(group, &ns));
     dead_api_service(&env, &mut cleanup).await;
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceDeletionDiscoveryFailure").await;
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
@@ -683,9 +679,7 @@ fn fixed_with_one_write(env: &Env, out: &Output, levels: [&String; 3], write: &s
 /// must free all three by removing that one finalizer and nothing else.
 #[tokio::test]
 async fn diagnose_follows_a_stuck_subtree() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let witness = Witness::new(&env, &mut cleanup, None);
     let (h1, c, g) = three_levels(&env, &mut cleanup).await;
     cleanup.finalized.push(("configmaps".into(), g.clone()));
@@ -734,9 +728,7 @@ async fn diagnose_follows_a_stuck_subtree() {
 /// that webhook configuration (the one write) frees all three.
 #[tokio::test]
 async fn diagnose_follows_a_subtree_held_by_a_webhook() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let witness = Witness::new(&env, &mut cleanup, None);
     let (h1, c, g) = three_levels(&env, &mut cleanup).await;
     let hook = format!("{h1}-deny");
@@ -768,9 +760,7 @@ async fn diagnose_follows_a_subtree_held_by_a_webhook() {
 /// `h1`), refuses to finalize `h1` while they exist, and deleting the APIService frees all three.
 #[tokio::test]
 async fn diagnose_follows_a_subtree_held_by_an_api_service() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let witness = Witness::new(&env, &mut cleanup, None);
     let (h1, c, g) = three_levels(&env, &mut cleanup).await;
     dead_api_service(&env, &mut cleanup).await;
@@ -800,18 +790,14 @@ async fn diagnose_follows_a_subtree_held_by_an_api_service() {
 async fn diagnose_stale_remedies_change_nothing() {
     use kubectl_hns::diagnose::{diagnose, scan, CauseKind, Error, Target};
 
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
-    let ns = unique("diag-stale");
-    cleanup.namespace(&ns);
+    let (env, _cleanup, ns) = scenario("diag-stale").await;
     apply(
         &env,
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\nspec: {{finalizers: [openshift.com/origin]}}\n"
         ),
     );
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     let client = env.admin().await;
     let evidence = scan(&client, &Target::Named(vec![ns.clone()]), &()).await.unwrap();
     let diagnosis = diagnose(&evidence);
@@ -843,24 +829,20 @@ async fn diagnose_stale_remedies_change_nothing() {
 
 #[tokio::test]
 async fn diagnose_with_read_rights_only() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
+    let (env, mut cleanup, ns) = scenario("diag-read").await;
     let Some(local) = env.local_or_skip("diagnose_with_read_rights_only") else { return };
-    let mut cleanup = Cleanup::new(&env);
     let reader = unique("diag-reader");
     cleanup.cluster_rbac.push(reader.clone());
     ok(env.kubectl(&["create", "clusterrole", &reader, "--verb=get,list", "--resource=*.*"]));
     ok(env.kubectl(&["create", "clusterrolebinding", &reader, "--clusterrole", &reader, "--user", &reader]));
     let kubeconfig = local.user_kubeconfig(&reader, &[]);
-    let ns = unique("diag-read");
-    cleanup.namespace(&ns);
     apply(
         &env,
         &format!(
             "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\n"
         ),
     );
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     // The namespace controller's last write, so that the one checked for below is the fix's.
     eventually("the namespace controller is done with the namespace", WAIT, || async {
         let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
@@ -893,9 +875,7 @@ async fn diagnose_with_read_rights_only() {
 async fn diagnose_bench_scan() {
     const NAMESPACES: usize = 5;
     const RUNS: usize = 5;
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let names: Vec<String> = (0..NAMESPACES).map(|_| unique("diag-bench")).collect();
     for ns in &names {
         cleanup.namespace(ns);

@@ -13,20 +13,6 @@ use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Binds ClusterRole `role` to `user` in `namespace`.
-fn grant(env: &Env, user: &str, role: &str, namespace: &str) {
-    let name = format!("{user}-{role}");
-    ok(env.kubectl(&[
-        "create",
-        "rolebinding",
-        &name,
-        "-n",
-        namespace,
-        &format!("--clusterrole={role}"),
-        &format!("--user={user}"),
-    ]));
-}
-
 /// The namespace's labels and annotations, to show a refused request changed nothing.
 async fn state_of(client: &Client, ns: &str) -> (Value, Value) {
     let n: Namespace = Api::all(client.clone()).get(ns).await.unwrap();
@@ -40,7 +26,7 @@ async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
     let team = create_namespace(&client, &unique("team-a"), &[]).await;
     let alice = unique("alice");
     let bob = unique("bob");
-    grant(&env, &alice, "hns-subnamespace-creator", &team);
+    env.grant(&alice, "hns-subnamespace-creator", &team);
 
     let (anchor, subns) = (format!("{team}-dev"), format!("{team}-test"));
     let manifests = format!(
@@ -158,7 +144,7 @@ async fn moves_need_rights_on_the_trees_they_touch() {
     // binding: a binding of the same name of x's own would be in the way of t2's after the move,
     // and the move refused for it (a_move_that_would_overwrite_… in propagation.rs).
     for ns in [&t1, &t2] {
-        grant(&env, &carol, "admin", ns);
+        env.grant(&carol, "admin", ns);
     }
     let move_x = |to: &str| {
         let patch = format!("{{\"spec\":{{\"parent\":\"{to}\"}}}}");

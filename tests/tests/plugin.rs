@@ -47,19 +47,6 @@ fn refused(out: Output) -> String {
     stderr(&out)
 }
 
-/// Binds ClusterRole `role` to `user` in `namespace`.
-fn grant(env: &Env, user: &str, role: &str, namespace: &str) {
-    ok(env.kubectl(&[
-        "create",
-        "rolebinding",
-        &format!("{user}-{role}"),
-        "-n",
-        namespace,
-        &format!("--clusterrole={role}"),
-        &format!("--user={user}"),
-    ]));
-}
-
 async fn hierarchy(client: &Client, ns: &str) -> HierarchyConfiguration {
     Api::<HierarchyConfiguration>::namespaced(client.clone(), ns).get("hierarchy").await.unwrap()
 }
@@ -173,7 +160,7 @@ async fn hnc_lines_that_scripts_grep() {
     // A team admin may list the events in their namespace, not those about it kept in default:
     // describe shows what they may read and names what they may not.
     let admin = format!("{kid}-admin");
-    grant(&env, &admin, "admin", &kid);
+    env.grant(&admin, "admin", &kid);
     let described = ok(hns(&env, &["describe", &kid, &format!("--as={admin}")]));
     assert!(
         described.contains("No recent HNC events for objects in this namespace\n")
@@ -477,7 +464,7 @@ async fn kubectl_impersonation_flags_through_kubectl_dispatch() {
 
     let err = refused(hns(&env, &["tree", &team, &as_dev]));
     assert!(err.starts_with("Error: ") && err.contains("forbidden") && err.contains(&dev), "{err}");
-    grant(&env, &dev, "admin", &team);
+    env.grant(&dev, "admin", &team);
     let drawn = format!("{team}\n└── [s] {kid}\n\n[s] indicates subnamespaces\n");
     eventually("the user's rights to reach hns (SAR cache, propagation)", WAIT, || async {
         let out = hns(&env, &["tree", &team, &as_dev, "--request-timeout=30s", "-v=6"]);
@@ -616,7 +603,7 @@ async fn without_permission_the_server_says_so() {
 
     // A namespace admin may not list cluster-wide, but sees the trees it may read; the binding
     // reaches the subnamespace by propagation.
-    grant(&env, &admin, "admin", &team);
+    env.grant(&admin, "admin", &team);
     let drawn = format!("{team}\n└── [s] {kid}\n\n[s] indicates subnamespaces\n");
     eventually("the admin's rights to reach hns (SAR cache, propagation)", WAIT, || async {
         let out = hns_as(&env, &admin, &["tree", &team]).unwrap();

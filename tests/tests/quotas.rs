@@ -16,20 +16,6 @@ use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Binds ClusterRole `role` to `user` in `namespace`.
-fn grant(env: &Env, user: &str, role: &str, namespace: &str) {
-    let name = format!("{user}-{role}");
-    ok(env.kubectl(&[
-        "create",
-        "rolebinding",
-        &name,
-        "-n",
-        namespace,
-        &format!("--clusterrole={role}"),
-        &format!("--user={user}"),
-    ]));
-}
-
 /// Quotas of `ns` as untyped objects, so that bodies the typed API would not allow can be sent.
 fn dynamic(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<HierarchicalResourceQuota>(&()))
@@ -360,7 +346,7 @@ async fn only_admins_of_a_quotas_namespace_may_set_it() {
     create_subns(&client, &root, &sub).await.unwrap();
     create_quota(&client, &root, "org", json!({"pods": "10"})).await;
     let alice = unique("alice");
-    grant(&env, &alice, "admin", &sub);
+    env.grant(&alice, "admin", &sub);
     eventually("alice's grant to take effect", WAIT, || async {
         env.kubectl_as(
             &alice,

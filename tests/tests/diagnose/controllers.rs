@@ -53,9 +53,7 @@ fn load_balancer(env: &Env, ns: &str) {
 
 #[tokio::test]
 async fn diagnose_load_balancer_without_cloud_controller() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let witness = Witness::new(&env, &mut cleanup, None);
     let other = unique("diag-lb-witness");
     let ns = unique("diag-lb");
@@ -71,7 +69,7 @@ async fn diagnose_load_balancer_without_cloud_controller() {
     load_balancer(&env, &other);
     ok(env.kubectl(&["create", "namespace", &ns]));
     load_balancer(&env, &ns);
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
     let service = version(&env, &["service", "web", "-n", &ns]);
@@ -106,11 +104,7 @@ const GONE_SINCE: &str = "2026-01-01T00:00:00Z";
 
 #[tokio::test]
 async fn diagnose_controller_manager_down() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
-    let ns = unique("diag-kcm");
-    cleanup.namespace(&ns);
+    let (env, _cleanup, ns) = scenario("diag-kcm").await;
     let lease = "kube-controller-manager";
     let existing = get(&env, &["lease", lease, "-n", "kube-system"], "{.metadata.name}");
     assert_eq!(existing, None, "this control plane's kube-controller-manager runs without leader election");
@@ -131,7 +125,7 @@ async fn diagnose_controller_manager_down() {
     ok(env.kubectl(&["create", "configmap", "held", "-n", &ns]));
     let finalizers = r#"{"metadata":{"finalizers":["kubernetes.io/pv-protection"]}}"#;
     ok(env.kubectl(&["patch", "configmap", "held", "-n", &ns, "--type", "merge", "-p", finalizers]));
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
     let report = dry_run(&env, &ns);
@@ -199,7 +193,7 @@ async fn diagnose_disabled_pvc_protection_controller() {
         &env,
         &format!("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data, namespace: {ns}}}\nspec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Mi}}}}}}\n"),
     );
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
     // Just deleted, the claim may still be waiting for a running controller.
     assert_eq!(cause_kinds(&json(&env, &ns)), ["pending_finalizer"]);

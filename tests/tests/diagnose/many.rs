@@ -46,9 +46,7 @@ async fn all_blocked(env: &Env, names: &[String]) {
 
 #[tokio::test]
 async fn diagnose_all_leads_with_each_root_cause_once() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup) = turn().await;
     let prefix = unique("diag-many");
     let names: Vec<String> = (1..=MANY).map(|i| format!("{prefix}-{i:02}")).collect();
     for ns in &names {

@@ -80,14 +80,10 @@ async fn deleted_pod_on(env: &Env, ns: &str, node: &str, claim: bool) {
 
 #[tokio::test]
 async fn diagnose_pod_on_a_not_ready_node() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, mut cleanup, ns) = scenario("diag-node").await;
     let witness = Witness::new(&env, &mut cleanup, None);
     let node = unique("diag-lost-node");
     let _node = lost_node(&env, &node);
-    let ns = unique("diag-node");
-    cleanup.namespace(&ns);
     deleted_pod_on(&env, &ns, &node, true).await;
 
     let pod = version(&env, &["pod", "web", "-n", &ns]);
@@ -126,14 +122,10 @@ async fn diagnose_pod_on_a_not_ready_node() {
 
 #[tokio::test]
 async fn diagnose_pod_on_a_missing_node() {
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, _cleanup, ns) = scenario("diag-nonode").await;
     // No Node object of that name. The pod garbage collector removes the pod 40 to 60s after
     // it first sees it; the diagnosis below comes a few seconds after its creation.
     let node = unique("diag-missing-node");
-    let ns = unique("diag-nonode");
-    cleanup.namespace(&ns);
     deleted_pod_on(&env, &ns, &node, false).await;
 
     let report = dry_run(&env, &ns);
@@ -179,12 +171,8 @@ impl Drop for NodesBack {
 #[tokio::test]
 async fn diagnose_pods_on_a_really_lost_node() {
     let Some(dir) = node_cluster() else { return };
-    let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let mut cleanup = Cleanup::new(&env);
+    let (env, _cleanup, ns) = scenario("diag-real-node").await;
     let node = "hns-node-2";
-    let ns = unique("diag-real-node");
-    cleanup.namespace(&ns);
     let toolbox = std::fs::read_to_string(dir.join("env"))
         .unwrap()
         .lines()
@@ -223,7 +211,7 @@ async fn diagnose_pods_on_a_really_lost_node() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/nodes.sh");
     let stopped = Command::new(&script).arg("stop").arg(&dir).arg(node).output().unwrap();
     assert!(stopped.status.success(), "{}", String::from_utf8_lossy(&stopped.stderr));
-    ok(env.kubectl(&["delete", "namespace", &ns, "--wait=false"]));
+    delete_now(&env, &ns);
     eventually("pod web is deleted", WAIT, || async {
         get(&env, &["pod", "web", "-n", &ns], "{.metadata.deletionTimestamp}")
             .filter(|t| !t.is_empty())
