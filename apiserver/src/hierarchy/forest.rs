@@ -1222,20 +1222,8 @@ mod tests {
     #[test]
     fn quotas_cover_their_namespace_and_everything_below() {
         let mut f = forest("acme team-a:~acme svc:team-a other");
-        let mut ns = f.get("acme").unwrap().namespace();
-        let quota = r#"{"org":{"uid":"u1","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"10"}}}"#;
-        ns.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
-        f.upsert(sealed(ns));
-        let mut ns = f.get("team-a").unwrap().namespace();
-        let quota = r#"{"team":{"uid":"u2","creationTimestamp":"2026-01-01T00:00:00Z","hard":{"pods":"4"}}}"#;
-        ns.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(hns_api::keys::RESOURCE_QUOTAS.into(), quota.into());
-        f.upsert(sealed(ns));
+        super::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
+        super::testing::with_quota(&mut f, "team-a", "team", r#"{"pods":"4"}"#);
         let names = |ns: &str| -> Vec<(String, String)> {
             f.quotas_covering(ns).into_iter().map(|(n, q, _)| (n.to_string(), q.to_string())).collect()
         };

@@ -259,16 +259,13 @@ fn check_ledger_room(
     if after <= ledger::BUDGET_BYTES || forest.get(ns).is_some_and(|node| after <= projected(node.quotas())) {
         return Ok(());
     }
-    Err(invalid(
+    Err(invalid_hard(
         name,
-        vec![(
-            "spec.hard".into(),
-            format!(
-                "Too long: the quota ledger of the tree under namespace {root:?} would hold {} KiB with this quota, over its limit of {} KiB (it holds the limits of every hierarchical quota in the tree and a grant of each limited resource for every namespace under one): limit fewer resources, or put the quota on a smaller subtree",
-                after.div_ceil(1024),
-                ledger::BUDGET_BYTES / 1024
-            ),
-        )],
+        format!(
+            "Too long: the quota ledger of the tree under namespace {root:?} would hold {} KiB with this quota, over its limit of {} KiB (it holds the limits of every hierarchical quota in the tree and a grant of each limited resource for every namespace under one): limit fewer resources, or put the quota on a smaller subtree",
+            after.div_ceil(1024),
+            ledger::BUDGET_BYTES / 1024
+        ),
     ))
 }
 
@@ -290,6 +287,11 @@ fn served(call: &Call<'_>, name: &str, as_if: Option<Namespace>) -> Result<Value
 /// A 422 for quota `name` with one cause per field.
 fn invalid(name: &str, causes: Vec<(String, String)>) -> ApiError {
     refused(&DEF, name, Refusal::Invalid(causes))
+}
+
+/// A 422 for quota `name` whose `spec.hard` as a whole is wrong, saying why.
+fn invalid_hard(name: &str, message: String) -> ApiError {
+    invalid(name, vec![("spec.hard".into(), message)])
 }
 
 /// Every limit of `spec.hard` (as written) is a quantity: a string Kubernetes reads or a JSON
@@ -323,15 +325,12 @@ fn check_hard_size(name: &str, hard: &Value) -> Result<(), ApiError> {
     if count <= ledger::MAX_RESOURCES_PER_QUOTA {
         return Ok(());
     }
-    Err(invalid(
+    Err(invalid_hard(
         name,
-        vec![(
-            "spec.hard".into(),
-            format!(
-                "Too many: {count}: must have at most {} resources; split the limits over several quotas only if the tree's ledger has room for them",
-                ledger::MAX_RESOURCES_PER_QUOTA
-            ),
-        )],
+        format!(
+            "Too many: {count}: must have at most {} resources; split the limits over several quotas only if the tree's ledger has room for them",
+            ledger::MAX_RESOURCES_PER_QUOTA
+        ),
     ))
 }
 

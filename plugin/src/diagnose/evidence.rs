@@ -299,6 +299,11 @@ pub struct ResourceType {
 }
 
 impl ResourceType {
+    /// Pods (`v1`).
+    pub fn pods() -> ResourceType {
+        ResourceType { group: String::new(), version: "v1".into(), plural: "pods".into(), kind: "Pod".into() }
+    }
+
     /// `plural.group` (`configmaps` for the core group), as kubectl names types.
     pub fn qualified(&self) -> String {
         if self.group.is_empty() {

@@ -410,12 +410,7 @@ pub(crate) mod testing {
     /// A deletion of Pod `ns/p` (uid `u`, resourceVersion 9).
     pub fn delete_pod(force: bool) -> Action {
         Action::DeleteObject {
-            resource: ResourceType {
-                group: String::new(),
-                version: "v1".into(),
-                plural: "pods".into(),
-                kind: "Pod".into(),
-            },
+            resource: ResourceType::pods(),
             namespace: "ns".into(),
             name: "p".into(),
             uid: "u".into(),

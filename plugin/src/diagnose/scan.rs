@@ -434,28 +434,29 @@ async fn read_webhooks(client: &Client) -> Result<Vec<Webhook>> {
         .list(&ListParams::default())
         .await
         .map_err(read("listing MutatingWebhookConfigurations"))?;
+    // The two kinds of webhook are two types with the same fields.
+    macro_rules! parts {
+        ($cfg:expr) => {
+            $cfg.webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|w| WebhookParts {
+                    name: w.name,
+                    failure_policy: w.failure_policy,
+                    client_config: w.client_config,
+                    rules: w.rules,
+                    namespace_selector: w.namespace_selector,
+                    object_selector: w.object_selector,
+                })
+                .collect()
+        };
+    }
     let mut hooks = Vec::new();
     for cfg in validating.items {
-        let parts = cfg.webhooks.unwrap_or_default().into_iter().map(|w| WebhookParts {
-            name: w.name,
-            failure_policy: w.failure_policy,
-            client_config: w.client_config,
-            rules: w.rules,
-            namespace_selector: w.namespace_selector,
-            object_selector: w.object_selector,
-        });
-        hooks.extend(webhooks_of(false, &cfg.metadata, parts.collect()));
+        hooks.extend(webhooks_of(false, &cfg.metadata, parts!(cfg)));
     }
     for cfg in mutating.items {
-        let parts = cfg.webhooks.unwrap_or_default().into_iter().map(|w| WebhookParts {
-            name: w.name,
-            failure_policy: w.failure_policy,
-            client_config: w.client_config,
-            rules: w.rules,
-            namespace_selector: w.namespace_selector,
-            object_selector: w.object_selector,
-        });
-        hooks.extend(webhooks_of(true, &cfg.metadata, parts.collect()));
+        hooks.extend(webhooks_of(true, &cfg.metadata, parts!(cfg)));
     }
     check_services(client, &mut hooks).await;
     Ok(hooks)

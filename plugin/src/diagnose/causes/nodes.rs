@@ -226,12 +226,7 @@ fn missing(who: &str, node: &str) -> (String, String, String) {
 
 fn force_delete(p: &BoundPod) -> Action {
     Action::DeleteObject {
-        resource: ResourceType {
-            group: String::new(),
-            version: "v1".into(),
-            plural: "pods".into(),
-            kind: "Pod".into(),
-        },
+        resource: ResourceType::pods(),
         namespace: p.namespace.clone(),
         name: p.name.clone(),
         uid: p.uid.clone(),
