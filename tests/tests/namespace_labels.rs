@@ -134,6 +134,17 @@ async fn lone_namespaces_cost_nothing(client: &Client) {
         policies(client).get_opt(POLICY).await.unwrap().is_none().then_some(())
     })
     .await;
+    // kube-apiserver stops applying a deleted policy (and a changed webhook) a moment after: wait
+    // until a plain namespace, created as a dry run, carries nothing of hns's.
+    eventually("kube-apiserver to stop labelling plain namespaces", WAIT, || async {
+        let mut probe = Namespace::default();
+        probe.metadata.name = Some(unique("probe"));
+        let dry_run = PostParams { dry_run: true, ..Default::default() };
+        let ns = Api::<Namespace>::all(client.clone()).create(&dry_run, &probe).await.ok()?;
+        let labels = ns.metadata.labels.unwrap_or_default();
+        (!labels.keys().any(|k| k.contains("hnc.x-k8s.io"))).then_some(())
+    })
+    .await;
     let before = webhook_calls(client).await;
     let mut created = Vec::new();
     for _ in 0..3 {

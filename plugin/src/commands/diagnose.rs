@@ -211,7 +211,8 @@ impl FixUi for Console {
             ),
             FixEvent::Applied { action, already_gone } => {
                 let done = if already_gone { "already gone:" } else { "done:" };
-                eprintln!("  {} {}", p.good(done), action.describe());
+                // The whole call was shown with the remedy, before it was made.
+                eprintln!("  {} {}", p.good(done), action.request_line());
             }
             FixEvent::Changed { action } => eprintln!(
                 "  {} {}",

@@ -253,6 +253,12 @@ impl std::fmt::Display for Right {
 }
 
 impl Action {
+    /// The method and path of its call, without the body and preconditions [`Action::describe`]
+    /// adds: what a narration says once the call is made.
+    pub fn request_line(&self) -> String {
+        self.describe().splitn(3, ' ').take(2).collect::<Vec<_>>().join(" ")
+    }
+
     /// The exact API call, as the report prints it.
     pub fn describe(&self) -> String {
         match self {
@@ -451,6 +457,11 @@ mod tests {
             "DELETE /api/v1/namespaces/ns/pods/p with preconditions uid=u, resourceVersion=9, gracePeriodSeconds=0"
         );
         assert_eq!(pod.right().to_string(), "delete pods in namespace ns");
+        assert_eq!(
+            pod.request_line(),
+            "DELETE /api/v1/namespaces/ns/pods/p",
+            "what a narration says once done"
+        );
     }
 
     #[test]
