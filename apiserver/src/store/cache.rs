@@ -241,7 +241,10 @@ impl Cache {
         if old == observed {
             return;
         }
-        let controller_cares = old.as_ref().map(|o| &o.hard) != observed.as_ref().map(|o| &o.hard);
+        // What hns writes on it (limits, the quotas named as requiring resources), so that a
+        // hand edit is put back; usage alone is no business of the controller's.
+        let controller_cares = old.as_ref().map(|o| (&o.hard, &o.required_by))
+            != observed.as_ref().map(|o| (&o.hard, &o.required_by));
         let keys = changes::quotas_above([ns], &forest);
         let before = changes::snapshot(&forest, &self.policy, &keys);
         forest.observe_quota(ns, observed);

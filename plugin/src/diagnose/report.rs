@@ -64,7 +64,7 @@ fn full(out: &mut String, diagnosis: &Diagnosis, paint: &Paint) {
 /// The namespaces that are not stuck in a line each, then the root causes with their fixes.
 fn brief(out: &mut String, diagnosis: &Diagnosis, paint: &Paint) {
     for n in diagnosis.namespaces.iter().filter(|n| !n.stuck()) {
-        let _ = writeln!(out, "{}", not_terminating(n, paint));
+        let _ = writeln!(out, "{}", not_terminating(n, paint, " (their causes follow)"));
     }
     let stuck: Vec<&NamespaceDiagnosis> = diagnosis.namespaces.iter().filter(|n| n.stuck()).collect();
     let roots = summary::roots(diagnosis);
@@ -120,8 +120,8 @@ fn title(n: &NamespaceDiagnosis) -> String {
 }
 
 /// The line for a namespace that is not Terminating: nothing to do there, or namespaces below it
-/// are stuck.
-fn not_terminating(n: &NamespaceDiagnosis, paint: &Paint) -> String {
+/// are stuck, followed by `then` (what comes after the line: its causes, or the root causes).
+fn not_terminating(n: &NamespaceDiagnosis, paint: &Paint, then: &str) -> String {
     let state = match n.status {
         NamespaceStatus::NotFound => "not found",
         _ => "Active, not being deleted",
@@ -130,7 +130,7 @@ fn not_terminating(n: &NamespaceDiagnosis, paint: &Paint) -> String {
     if n.causes.is_empty() {
         format!("{name}: {}", paint.good(&format!("{state} (nothing to do)")))
     } else {
-        format!("{name}: {state}, but namespaces below it are stuck:")
+        format!("{name}: {state}, but namespaces below it are stuck{then}")
     }
 }
 
@@ -198,7 +198,7 @@ fn namespace_list(out: &mut String, indent: &str, lead: &str, names: &[&str]) {
 
 fn namespace(out: &mut String, n: &NamespaceDiagnosis, roots: &[Root], paint: &Paint) {
     if !n.stuck() {
-        let _ = writeln!(out, "{}", not_terminating(n, paint));
+        let _ = writeln!(out, "{}", not_terminating(n, paint, ":"));
         if !n.causes.is_empty() {
             causes(out, n, roots, paint);
         }
