@@ -25,11 +25,21 @@
 //! | [`ssa`], [`resource_version`], [`replicas`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the controller's Lease and replicas watching each other; stopping without failing anyone |
 //! | [`watching`] | how hns watches kube-apiserver |
 //!
-//! A new resource is one file in `resources/` that fills in a [`resources::ResourceDef`]
-//! (names, columns, schemas and a handler per verb it serves) and one line in
-//! [`resources::ALL`]; if it is derived from namespaces, its objects go in
-//! [`hierarchy::objects`] and its kind in [`hierarchy::identity::Derived`], the one list of
-//! derived kinds (uid space, watch events, how one stands in the forest).
+//! A new resource is one file in `resources/` and one line in [`resources::ALL`]:
+//!
+//! 1. its API type in `api/` (the second file, shared with the plugin);
+//! 2. in its file, a [`resources::ResourceDef`]: names, columns, schemas, and a handler per verb
+//!    it serves (a verb without one is neither listed nor routed);
+//! 3. for writes, a [`resources::write::Strategy`]: where its objects are stored, what a write
+//!    starts from, its own validation and its store; create, update and patch then route to
+//!    `write::write::<ItsStrategy>`, which runs the sequence every resource shares (managed
+//!    fields, decoding, metadata, resourceVersion, retries);
+//! 4. if it is derived from namespaces, its kind in [`hierarchy::identity::Derived`], the one
+//!    list of derived kinds (uid space, watch events, how one stands in the forest), and its
+//!    objects in [`hierarchy::objects`];
+//! 5. its RBAC rule in `config/base/rbac.yaml` (and the chart's), if hns needs new rights.
+//!
+//! `resources/hierarchicalresourcequotas.rs` is the example that uses every step.
 
 pub mod admission;
 pub mod app;

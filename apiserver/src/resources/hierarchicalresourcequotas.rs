@@ -9,15 +9,16 @@ use std::future::ready;
 use hns_api::{HierarchicalResourceQuota, HierarchicalResourceQuotaSpec, HierarchicalResourceQuotaStatus};
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
-use super::checks::{await_write, check_metadata, check_name, check_namespace, refused};
+use super::checks::{await_write, check_name, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA};
-use super::write::{self, Failure, Stored};
+use super::write::{self, Failure, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, ObjectLabels, StoredQuota};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::ledger;
@@ -25,7 +26,7 @@ use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
 use crate::hierarchy::rules::{is_dns1123_label, Refusal};
-use crate::http::body::{self, WriteOptions};
+use crate::http::body;
 use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
 use crate::http::status::ApiError;
@@ -48,9 +49,9 @@ pub const DEF: ResourceDef = ResourceDef {
         get: Some(|c| Box::pin(ready(get(c)))),
         list: Some(|c| Box::pin(ready(listing::list(c, current)))),
         watch: Some(current),
-        create: Some(|c| Box::pin(write(c))),
-        update: Some(|c| Box::pin(write(c))),
-        patch: Some(|c| Box::pin(write(c))),
+        create: Some(|c| Box::pin(write::write::<Quota>(c))),
+        update: Some(|c| Box::pin(write::write::<Quota>(c))),
+        patch: Some(|c| Box::pin(write::write::<Quota>(c))),
         delete: Some(|c| Box::pin(delete(c))),
         delete_collection: Some(|c| Box::pin(delete_collection(c))),
     },
@@ -108,10 +109,6 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     Ok(Reply::ok(render::object(&DEF, obj, call.render)?))
 }
 
-async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
-    write::retrying(call, Stored::Namespace(&call.req.namespace), || write_once(call)).await
-}
-
 /// The object a write starts from and the quota's name: nothing for a create (or an apply
 /// creating one), the quota as served otherwise.
 async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiError> {
@@ -146,58 +143,57 @@ async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiE
     }
 }
 
-/// One attempt of a create, update or patch.
-async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
-    let ns = call.req.namespace.as_str();
-    let opts = WriteOptions::from_query(call.query)?;
-    let (name, current) = starting_point(call).await?;
-    let bare = json!({
-        "apiVersion": hns_api::API_VERSION, "kind": DEF.kind,
-        "metadata": {"name": name, "namespace": ns},
-    });
-    let base = current.clone().unwrap_or(bare);
-    let (mut desired, mut warnings) = match (call.req.verb, &current) {
-        (Verb::Create, _) => {
-            let value = body::parse_json(call.body, call.content_type)?;
-            (managed::track_update(call, &opts, &SHAPE, &json!({}), value)?, Vec::new())
-        }
-        _ => managed::desired::<HierarchicalResourceQuota>(call, &opts, &SHAPE, &base)?,
-    };
-    // The current resourceVersion a patch carries over is no precondition of the client's.
-    if current.is_some()
-        && desired.pointer("/metadata/resourceVersion") == base.pointer("/metadata/resourceVersion")
-    {
-        desired.get_mut("metadata").and_then(Value::as_object_mut).map(|m| m.remove("resourceVersion"));
+/// A quota is stored on its namespace, beside its hierarchy.
+struct Quota;
+
+impl Strategy for Quota {
+    type Object = HierarchicalResourceQuota;
+    type Before = ();
+    const SHAPE: Shape = SHAPE;
+
+    fn metadata(hrq: &HierarchicalResourceQuota) -> &ObjectMeta {
+        &hrq.metadata
     }
-    check_hard_syntax(call, &name, &desired["spec"]["hard"]).await?;
-    check_hard_size(&name, &desired["spec"]["hard"])?;
-    let (hrq, more): (HierarchicalResourceQuota, _) = body::decode(desired, DEF.kind, opts.field_validation)?;
-    warnings.extend(more);
-    check_metadata(&DEF, &name, &hrq.metadata)?;
-    check_namespace(ns, hrq.metadata.namespace.as_deref())?;
-    check_subdomain(&name)?;
-    let client_precondition = match &current {
-        Some(current) => write::check_resource_version(
-            call,
-            DEF.group_resource(),
-            &name,
-            current,
-            hrq.metadata.resource_version.as_deref(),
-        )?,
-        None => false,
-    };
-    validate_hard(call, &name, &hrq.spec.hard).await?;
-    let uid = current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
-    let written = store(call, &name, uid, &hrq, opts.dry_run).await.map_err(|e| {
-        write::write_failed(e, client_precondition.then_some((DEF.group_resource(), name.as_str())))
-    })?;
-    let code = if current.is_none() { 201 } else { 200 };
-    Ok(Reply::json(code, render::object(&DEF, written, call.render).map_err(Failure::Final)?, warnings))
+
+    fn stored<'a>(call: &'a Call<'_>, _: &'a str) -> Stored<'a> {
+        Stored::Namespace(&call.req.namespace)
+    }
+
+    async fn start(call: &Call<'_>) -> Result<Start<()>, ApiError> {
+        let (name, current) = starting_point(call).await?;
+        Ok(Start { name, current, before: () })
+    }
+
+    async fn check_desired(call: &Call<'_>, name: &str, desired: &Value) -> Result<(), ApiError> {
+        check_hard_syntax(call, name, &desired["spec"]["hard"]).await?;
+        check_hard_size(name, &desired["spec"]["hard"])
+    }
+
+    async fn validate(
+        call: &Call<'_>,
+        _: &Start<()>,
+        name: &str,
+        hrq: &HierarchicalResourceQuota,
+    ) -> Result<(), ApiError> {
+        check_subdomain(name)?;
+        validate_hard(call, name, &hrq.spec.hard).await
+    }
+
+    async fn store(
+        call: &Call<'_>,
+        start: &Start<()>,
+        name: &str,
+        hrq: &HierarchicalResourceQuota,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let uid = start.current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
+        write_quota(call, name, uid, hrq, dry_run).await
+    }
 }
 
 /// Writes quota `hrq` onto its namespace (keeping the uid and creation time of the one it
 /// replaces, whose uid the write started from: `None` for a create) and returns it as served.
-async fn store(
+async fn write_quota(
     call: &Call<'_>,
     name: &str,
     uid: Option<&str>,
@@ -391,10 +387,7 @@ async fn kube_hard_causes(
     }
     let api: Api<ResourceQuota> = Api::namespaced(call.state.client.clone(), &call.req.namespace);
     let probe = ResourceQuota {
-        metadata: kube::api::ObjectMeta {
-            generate_name: Some("hns-hrq-validation-".into()),
-            ..Default::default()
-        },
+        metadata: ObjectMeta { generate_name: Some("hns-hrq-validation-".into()), ..Default::default() },
         spec: Some(k8s_openapi::api::core::v1::ResourceQuotaSpec {
             hard: Some(hard.clone()),
             ..Default::default()

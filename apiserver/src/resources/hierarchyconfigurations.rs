@@ -10,18 +10,17 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::checks::{await_write, check_metadata, check_namespace, refused};
+use super::checks::{await_write, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
-use super::managed::{self, METADATA, META_KVPS};
-use super::write::{self, Failure, Stored};
+use super::managed::{METADATA, META_KVPS};
+use super::write::{write, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules::{self, AuthzCheck, Refusal};
-use crate::http::body::{self, WriteOptions};
 use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
@@ -45,9 +44,9 @@ pub const DEF: ResourceDef = ResourceDef {
         list: Some(|c| Box::pin(ready(listing::list(c, current)))),
         watch: Some(current),
         // HNC's plugin POSTs a configuration it could not find: a create is the first write.
-        create: Some(|c| Box::pin(write(c))),
-        update: Some(|c| Box::pin(write(c))),
-        patch: Some(|c| Box::pin(write(c))),
+        create: Some(|c| Box::pin(write::<Hierarchy>(c))),
+        update: Some(|c| Box::pin(write::<Hierarchy>(c))),
+        patch: Some(|c| Box::pin(write::<Hierarchy>(c))),
         delete: None,
         delete_collection: None,
     },
@@ -133,89 +132,86 @@ fn is_pristine(node: &Node) -> bool {
     HierarchyState { quotas: Default::default(), ..HierarchyState::of(node) } == HierarchyState::default()
 }
 
-async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
-    write::retrying(call, Stored::Namespace(&call.req.namespace), || write_once(call)).await
+/// A write of the configuration is one patch of its namespace.
+struct Hierarchy;
+
+impl Strategy for Hierarchy {
+    type Object = HierarchyConfiguration;
+    /// The namespace's hierarchy as it was.
+    type Before = HierarchyState;
+    const SHAPE: Shape = SHAPE;
+
+    fn metadata(hc: &HierarchyConfiguration) -> &ObjectMeta {
+        &hc.metadata
+    }
+
+    fn stored<'a>(call: &'a Call<'_>, _: &'a str) -> Stored<'a> {
+        Stored::Namespace(&call.req.namespace)
+    }
+
+    async fn start(call: &Call<'_>) -> Result<Start<HierarchyState>, ApiError> {
+        let ns = call.req.namespace.as_str();
+        let forest = call.state.cache.read();
+        let node =
+            forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
+        if call.req.verb == Verb::Create && !is_pristine(node) {
+            return Err(ApiError::already_exists(DEF.group_resource(), HIERARCHY_SINGLETON));
+        }
+        Ok(Start {
+            name: call.req.name.clone(),
+            current: Some(objects::hierarchy_configuration_value(&forest, ns).unwrap_or_default()),
+            before: HierarchyState::of(node),
+        })
+    }
+
+    async fn validate(
+        call: &Call<'_>,
+        start: &Start<HierarchyState>,
+        name: &str,
+        hc: &HierarchyConfiguration,
+    ) -> Result<(), ApiError> {
+        if name != HIERARCHY_SINGLETON {
+            let why = format!(
+                "Invalid value: \"{name}\": a HierarchyConfiguration must be named \"{HIERARCHY_SINGLETON}\""
+            );
+            return Err(refused(&DEF, name, Refusal::Invalid(vec![("metadata.name".into(), why)])));
+        }
+        authorize_and_validate(call, &start.before, &desired_state(&start.before, hc)).await
+    }
+
+    async fn store(
+        call: &Call<'_>,
+        start: &Start<HierarchyState>,
+        _: &str,
+        hc: &HierarchyConfiguration,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let desired = desired_state(&start.before, hc);
+        let written = apply(call, &call.req.namespace, &desired, dry_run).await?;
+        let obj = match written {
+            Some(updated) => {
+                let forest = call.state.cache.read();
+                serde_json::to_value(objects::hierarchy_configuration(&forest, &forest.node_of(updated)))
+                    .unwrap_or_default()
+            }
+            None => start.current.clone().unwrap_or_default(),
+        };
+        Ok(dry_run_view(obj, &desired, dry_run))
+    }
 }
 
-/// One attempt of a write.
-async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
-    let gr = DEF.group_resource();
-    let ns = call.req.namespace.as_str();
-    // Everything before the write is the answer: only the write's own conflicts are retried.
-    let fail = Failure::Final;
-    let opts = WriteOptions::from_query(call.query).map_err(fail)?;
-    let (current, current_state, pristine) = {
-        let forest = call.state.cache.read();
-        let node = forest.get(ns).ok_or_else(|| fail(ApiError::not_found(gr, HIERARCHY_SINGLETON)))?;
-        (
-            objects::hierarchy_configuration_value(&forest, ns).unwrap_or_default(),
-            HierarchyState::of(node),
-            is_pristine(node),
-        )
-    };
-    // Nothing in working out the desired object is worth retrying: an apply's conflicts are
-    // with other managers, not with a concurrent write.
-    let (mut desired, mut warnings) =
-        managed::desired::<HierarchyConfiguration>(call, &opts, &SHAPE, &current).map_err(fail)?;
-    // The current resourceVersion that a patch carries over (or sets again, as kubectl's JSON
-    // patch moving managedFields to server-side apply does) is no precondition of the client's.
-    if desired.pointer("/metadata/resourceVersion") == current.pointer("/metadata/resourceVersion") {
-        desired.get_mut("metadata").and_then(Value::as_object_mut).map(|m| m.remove("resourceVersion"));
-    }
-    let (hc, more): (HierarchyConfiguration, _) =
-        body::decode(desired, DEF.kind, opts.field_validation).map_err(fail)?;
-    warnings.extend(more);
-    let name = check_metadata(&DEF, &call.req.name, &hc.metadata).map_err(fail)?;
-    check_namespace(ns, hc.metadata.namespace.as_deref()).map_err(fail)?;
-    if name != HIERARCHY_SINGLETON {
-        return Err(fail(refused(
-            &DEF,
-            &name,
-            rules::Refusal::Invalid(vec![(
-                "metadata.name".into(),
-                format!("Invalid value: \"{name}\": a HierarchyConfiguration must be named \"{HIERARCHY_SINGLETON}\""),
-            )]),
-        )));
-    }
-    if call.req.verb == Verb::Create && !pristine {
-        return Err(fail(ApiError::already_exists(gr, HIERARCHY_SINGLETON)));
-    }
-    let client_precondition = write::check_resource_version(
-        call,
-        gr,
-        HIERARCHY_SINGLETON,
-        &current,
-        hc.metadata.resource_version.as_deref(),
-    )?;
-    let desired = HierarchyState {
+/// The namespace's hierarchy as `hc` asks for it; what the configuration does not hold (its
+/// namespace's subnamespace metadata and quotas) stays as it was.
+fn desired_state(before: &HierarchyState, hc: &HierarchyConfiguration) -> HierarchyState {
+    HierarchyState {
         parent: hc.spec.parent.clone().filter(|p| !p.is_empty()),
         allow_cascading_deletion: hc.spec.allow_cascading_deletion,
         managed_labels: hc.spec.labels.clone(),
         managed_annotations: hc.spec.annotations.clone(),
         hierarchy_meta: ObjectLabels::of(&hc.metadata),
-        subnamespace_meta: current_state.subnamespace_meta.clone(),
-        quotas: current_state.quotas.clone(),
-    };
-    authorize_and_validate(call, &current_state, &desired).await.map_err(fail)?;
-    let written = apply(call, ns, &desired, opts.dry_run).await.map_err(|e| match e.code {
-        503 if !client_precondition => Failure::LockTurn(e),
-        _ => write::write_failed(e, client_precondition.then_some((gr, HIERARCHY_SINGLETON))),
-    })?;
-    let forest = call.state.cache.read();
-    let obj = match written {
-        Some(updated) => {
-            serde_json::to_value(objects::hierarchy_configuration(&forest, &forest.node_of(updated)))
-                .unwrap_or_default()
-        }
-        None => current,
-    };
-    let code = if call.req.verb == Verb::Create { 201 } else { 200 };
-    Ok(Reply::json(
-        code,
-        render::object(&DEF, dry_run_view(obj, &desired, opts.dry_run), call.render)
-            .map_err(Failure::Final)?,
-        warnings,
-    ))
+        subnamespace_meta: before.subnamespace_meta.clone(),
+        quotas: before.quotas.clone(),
+    }
 }
 
 /// Checks the change against the hierarchy rules and HNC's permission rule for moves.

@@ -5,18 +5,18 @@ use std::future::ready;
 
 use hns_api::config::{Mode, CONFIG_SINGLETON};
 use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use serde_json::Value;
 
-use super::checks::{check_metadata, refused};
+use super::checks::refused;
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::item::Item;
-use super::managed::{self, METADATA};
-use super::write::{self, Failure, Stored};
+use super::managed::METADATA;
+use super::write::{write, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::rules::Refusal;
-use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions};
 use crate::http::status::{kube_message, ApiError};
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
@@ -41,8 +41,8 @@ pub const DEF: ResourceDef = ResourceDef {
         list: Some(|c| Box::pin(ready(list(c)))),
         watch: Some(current),
         create: None,
-        update: Some(|c| Box::pin(write(c))),
-        patch: Some(|c| Box::pin(write(c))),
+        update: Some(|c| Box::pin(write::<Config>(c))),
+        patch: Some(|c| Box::pin(write::<Config>(c))),
         delete: None,
         delete_collection: None,
     },
@@ -103,66 +103,59 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     Ok(Reply::ok(render::list(&DEF, paginate(vec![obj], &opts, &rv), &rv, call.render)))
 }
 
-async fn write(call: &Call<'_>) -> Result<Reply, ApiError> {
-    write::retrying(call, Stored::Config, || write_once(call)).await
-}
+/// The configuration is stored in a ConfigMap of hns's own namespace.
+struct Config;
 
-/// One attempt of a write: only the final write's conflict is retried (the ConfigMap changed
-/// since the store read it); everything before it is the answer.
-async fn write_once(call: &Call<'_>) -> Result<Reply, Failure> {
-    let current = with_current_status(call);
-    let opts = WriteOptions::from_query(call.query).map_err(Failure::Final)?;
-    let (desired, mut warnings) =
-        managed::desired::<HNCConfiguration>(call, &opts, &SHAPE, &current).map_err(Failure::Final)?;
-    let (obj, more): (HNCConfiguration, _) =
-        body::decode(desired, DEF.kind, opts.field_validation).map_err(Failure::Final)?;
-    warnings.extend(more);
-    let name = check_metadata(&DEF, &call.req.name, &obj.metadata).map_err(Failure::Final)?;
-    if name != CONFIG_SINGLETON {
-        return Err(Failure::Final(refused(
-            &DEF,
-            &name,
-            Refusal::Invalid(vec![(
-                "metadata.name".into(),
-                format!("Invalid value: \"{name}\": the HNCConfiguration must be named \"config\""),
-            )]),
-        )));
+impl Strategy for Config {
+    type Object = HNCConfiguration;
+    /// The configuration as it was.
+    type Before = HNCConfigurationSpec;
+    const SHAPE: Shape = SHAPE;
+
+    fn metadata(obj: &HNCConfiguration) -> &ObjectMeta {
+        &obj.metadata
     }
-    let client_precondition = write::check_resource_version(
-        call,
-        DEF.group_resource(),
-        CONFIG_SINGLETON,
-        &current,
-        obj.metadata.resource_version.as_deref(),
-    )?;
-    check_spec(&call.state.client, &obj.spec)
-        .await
-        .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
-        .map_err(Failure::Final)?;
-    let before: HNCConfigurationSpec = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
-    check_rights(&call.state.client, &before, &obj.spec)
-        .await
-        .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
-        .map_err(Failure::Final)?;
-    check_overwrites(call, &before, &obj.spec)
-        .await
-        .map_err(|r| refused(&DEF, CONFIG_SINGLETON, r))
-        .map_err(Failure::Final)?;
-    let meta = ObjectLabels::of(&obj.metadata);
-    let written = call
-        .state
-        .config
-        .write(&call.state.client, &call.state.namespace, &obj.spec, &meta, opts.dry_run)
-        .await
-        .map_err(|e| {
-            write::write_failed(e, client_precondition.then_some((DEF.group_resource(), CONFIG_SINGLETON)))
-        })?;
-    let body = with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?);
-    Ok(Reply::json(200, render::object(&DEF, body, call.render).map_err(Failure::Final)?, warnings))
+
+    fn stored<'a>(_: &'a Call<'_>, _: &'a str) -> Stored<'a> {
+        Stored::Config
+    }
+
+    async fn start(call: &Call<'_>) -> Result<Start<HNCConfigurationSpec>, ApiError> {
+        let current = with_current_status(call);
+        let before = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
+        Ok(Start { name: call.req.name.clone(), current: Some(current), before })
+    }
+
+    async fn validate(
+        call: &Call<'_>,
+        start: &Start<HNCConfigurationSpec>,
+        name: &str,
+        obj: &HNCConfiguration,
+    ) -> Result<(), ApiError> {
+        if name != CONFIG_SINGLETON {
+            let why = format!("Invalid value: \"{name}\": the HNCConfiguration must be named \"config\"");
+            return Err(refused(&DEF, name, Refusal::Invalid(vec![("metadata.name".into(), why)])));
+        }
+        let refusal = |r| refused(&DEF, CONFIG_SINGLETON, r);
+        check_spec(&call.state.client, &obj.spec).await.map_err(refusal)?;
+        check_rights(&call.state.client, &start.before, &obj.spec).await.map_err(refusal)?;
+        check_overwrites(call, &start.before, &obj.spec).await.map_err(refusal)
+    }
+
+    async fn store(
+        call: &Call<'_>,
+        _: &Start<HNCConfigurationSpec>,
+        _: &str,
+        obj: &HNCConfiguration,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        let meta = ObjectLabels::of(&obj.metadata);
+        let state = call.state;
+        let written = state.config.write(&state.client, &state.namespace, &obj.spec, &meta, dry_run).await?;
+        Ok(with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?))
+    }
 }
 
-/// The configuration with its status: every propagated kind, its mode and counts, the kinds
-/// that cannot propagate, and a summary of the namespaces' conditions.
 fn with_status(call: &Call<'_>, mut obj: Value) -> Value {
     let mut conditions = call.state.propagation.conditions();
     conditions.extend(namespace_conditions(&call.state.cache.read()));

@@ -10,19 +10,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::checks::{await_write, check_metadata, check_namespace, refused};
+use super::checks::{await_write, refused};
 use super::def::{Call, Handlers, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
-use super::write::{self, Failure, Stored};
+use super::write::{self, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::{self, Derived};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::rules;
-use crate::http::body::{self, WriteOptions};
 use crate::http::list::{paginate, ListOptions, Selectable};
+use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::resources::render;
@@ -34,9 +34,9 @@ const HANDLERS: Handlers = Handlers {
     get: Some(|c| Box::pin(ready(get(c)))),
     list: Some(|c| Box::pin(ready(listing::list(c, current)))),
     watch: Some(current),
-    create: Some(|c| Box::pin(create(c))),
-    update: Some(|c| Box::pin(update(c))),
-    patch: Some(|c| Box::pin(update(c))),
+    create: Some(|c| Box::pin(write::write::<Sub>(c))),
+    update: Some(|c| Box::pin(write::write::<Sub>(c))),
+    patch: Some(|c| Box::pin(write::write::<Sub>(c))),
     delete: Some(|c| Box::pin(delete(c))),
     delete_collection: Some(|c| Box::pin(delete_collection(c))),
 };
@@ -146,43 +146,88 @@ struct Written {
     _status: Option<SubnamespaceStatus>,
 }
 
-async fn create(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let opts = WriteOptions::from_query(call.query)?;
-    let value = body::parse_json(call.body, call.content_type)?;
-    let value = managed::track_update(call, &opts, &SHAPE, &serde_json::json!({}), value)?;
-    create_object(call, &opts, value, Vec::new()).await
+/// A subnamespace is its own namespace: creating one creates the namespace, and a change of its
+/// labels and annotations is a patch of it.
+struct Sub;
+
+impl Strategy for Sub {
+    type Object = Written;
+    /// The namespace's hierarchy as it was; `None` when the write creates it.
+    type Before = Option<HierarchyState>;
+    const SHAPE: Shape = SHAPE;
+
+    fn metadata(obj: &Written) -> &ObjectMeta {
+        &obj.metadata
+    }
+
+    fn stored<'a>(_: &'a Call<'_>, name: &'a str) -> Stored<'a> {
+        Stored::Namespace(name)
+    }
+
+    async fn start(call: &Call<'_>) -> Result<Start<Option<HierarchyState>>, ApiError> {
+        let name = call.req.name.clone();
+        if call.req.verb == Verb::Create {
+            return Ok(Start { name, current: None, before: None });
+        }
+        let found = {
+            let forest = call.state.cache.read();
+            subnamespace(&forest, &call.req.namespace, &name).map(|node| {
+                (
+                    objects::subnamespace_value(&call.state.policy, node, call.def.kind),
+                    HierarchyState::of(node),
+                )
+            })
+        };
+        match found {
+            Some((current, before)) => Ok(Start { name, current: Some(current), before: Some(before) }),
+            // A server-side apply to a subnamespace that does not exist creates it, as a POST
+            // would: the caller needs `create` on top of `patch`, as kube-apiserver asks.
+            None if managed::is_apply(call) => {
+                let create = ResourceRequest { verb: Verb::Create, ..call.req.clone() };
+                call.state.authz.authorize(call.who, &RequestInfo::Resource(create)).await?;
+                Ok(Start { name, current: None, before: None })
+            }
+            None => Err(ApiError::not_found(call.def.group_resource(), &name)),
+        }
+    }
+
+    async fn validate(
+        call: &Call<'_>,
+        start: &Start<Option<HierarchyState>>,
+        name: &str,
+        obj: &Written,
+    ) -> Result<(), ApiError> {
+        let policy = &call.state.policy;
+        let refusal = |r| refused(call.def, name, r);
+        let Some(before) = &start.before else {
+            let forest = call.state.cache.read();
+            rules::check_new_subnamespace(&forest, policy, &call.req.namespace, name).map_err(refusal)?;
+            return rules::check_managed(policy, &obj.spec.labels, &obj.spec.annotations).map_err(refusal);
+        };
+        if (&obj.spec.labels, &obj.spec.annotations) != (&before.managed_labels, &before.managed_annotations)
+        {
+            rules::check_managed(policy, &obj.spec.labels, &obj.spec.annotations).map_err(refusal)?;
+        }
+        Ok(())
+    }
+
+    async fn store(
+        call: &Call<'_>,
+        start: &Start<Option<HierarchyState>>,
+        name: &str,
+        obj: &Written,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        match (&start.before, &start.current) {
+            (Some(before), Some(current)) => update(call, before, current, name, obj, dry_run).await,
+            _ => create(call, name, obj, dry_run).await,
+        }
+    }
 }
 
-/// A server-side apply to a subnamespace that does not exist creates it, as a POST would: the
-/// caller needs `create` on top of `patch`, as kube-apiserver asks for a create by apply.
-async fn create_by_apply(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let opts = WriteOptions::from_query(call.query)?;
-    let create = crate::http::request_info::ResourceRequest {
-        verb: crate::http::request_info::Verb::Create,
-        ..call.req.clone()
-    };
-    call.state.authz.authorize(call.who, &crate::http::request_info::RequestInfo::Resource(create)).await?;
-    let bare = serde_json::json!({
-        "apiVersion": hns_api::API_VERSION,
-        "kind": call.def.kind,
-        "metadata": {"name": call.req.name, "namespace": call.req.namespace},
-    });
-    let (value, warnings) = managed::desired::<Written>(call, &opts, &SHAPE, &bare)?;
-    create_object(call, &opts, value, warnings).await
-}
-
-/// Creates the subnamespace `value` describes, after the hierarchy rules.
-async fn create_object(
-    call: &Call<'_>,
-    opts: &WriteOptions,
-    value: Value,
-    mut warnings: Vec<String>,
-) -> Result<Reply, ApiError> {
-    let (obj, more): (Written, _) = body::decode(value, call.def.kind, opts.field_validation)?;
-    warnings.extend(more);
+/// Creates the subnamespace `obj` describes; returns it as served.
+async fn create(call: &Call<'_>, name: &str, obj: &Written, dry_run: bool) -> Result<Value, ApiError> {
     let parent = call.req.namespace.as_str();
-    let name = check_metadata(call.def, &call.req.name, &obj.metadata)?;
-    check_namespace(parent, obj.metadata.namespace.as_deref())?;
     let state = HierarchyState {
         parent: Some(parent.to_string()),
         managed_labels: obj.spec.labels.clone(),
@@ -192,33 +237,19 @@ async fn create_object(
     };
     let (namespace, mark) = {
         let forest = call.state.cache.read();
-        let policy = &call.state.policy;
-        rules::check_new_subnamespace(&forest, policy, parent, &name)
-            .map_err(|r| refused(call.def, &name, r))?;
-        rules::check_managed(policy, &state.managed_labels, &state.managed_annotations)
-            .map_err(|r| refused(call.def, &name, r))?;
         let mark = forest.get(parent).and_then(plan::mark_member);
-        (plan::new_subnamespace(&forest, policy, parent, &name, &state), mark)
+        (plan::new_subnamespace(&forest, &call.state.policy, parent, name, &state), mark)
     };
-    if let (Some(m), false) = (mark, opts.dry_run) {
+    if let (Some(m), false) = (mark, dry_run) {
         call.state.writer.patch(parent, &m, false).await?;
     }
-    let created = call
-        .state
-        .writer
-        .create(&namespace, opts.dry_run)
-        .await
-        .map_err(|e| already_there(call, &name, e))?;
-    if !opts.dry_run {
+    let created =
+        call.state.writer.create(&namespace, dry_run).await.map_err(|e| already_there(call, name, e))?;
+    if !dry_run {
         await_write(call.state, &created).await;
     }
     let node = call.state.cache.read().node_of(created);
-    let body = render::object(
-        call.def,
-        objects::subnamespace_value(&call.state.policy, &node, call.def.kind),
-        call.render,
-    )?;
-    Ok(Reply::json(201, body, warnings))
+    Ok(objects::subnamespace_value(&call.state.policy, &node, call.def.kind))
 }
 
 /// A namespace made by someone else between our check and our create is the same conflict.
@@ -234,68 +265,34 @@ fn already_there(call: &Call<'_>, name: &str, e: ApiError) -> ApiError {
     }
 }
 
-/// Updates (or, by server-side apply, creates) a subnamespace.
-async fn update(call: &Call<'_>) -> Result<Reply, ApiError> {
-    write::retrying(call, Stored::Namespace(&call.req.name), || update_once(call)).await
-}
-
-/// One attempt of an update.
-async fn update_once(call: &Call<'_>) -> Result<Reply, Failure> {
-    let opts = WriteOptions::from_query(call.query)?;
-    let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
-    let gr = call.def.group_resource();
-    let found = {
-        let forest = call.state.cache.read();
-        subnamespace(&forest, parent, name).map(|node| {
-            (objects::subnamespace_value(&call.state.policy, node, call.def.kind), HierarchyState::of(node))
-        })
-    };
-    let (current, current_state) = match found {
-        Some(found) => found,
-        None if managed::is_apply(call) => return create_by_apply(call).await.map_err(Failure::Final),
-        None => return Err(Failure::Final(ApiError::not_found(gr, name))),
-    };
-    let (desired, mut warnings) = managed::desired::<Written>(call, &opts, &SHAPE, &current)?;
-    let (obj, more): (Written, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
-    warnings.extend(more);
-    check_metadata(call.def, name, &obj.metadata)?;
-    check_namespace(parent, obj.metadata.namespace.as_deref())?;
-    let client_precondition =
-        write::check_resource_version(call, gr, name, &current, obj.metadata.resource_version.as_deref())?;
+/// Writes the subnamespace's labels and annotations onto its namespace; returns it as served.
+async fn update(
+    call: &Call<'_>,
+    before: &HierarchyState,
+    current: &Value,
+    name: &str,
+    obj: &Written,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
     let desired = HierarchyState {
         managed_labels: obj.spec.labels.clone(),
         managed_annotations: obj.spec.annotations.clone(),
         subnamespace_meta: ObjectLabels::of(&obj.metadata),
-        ..current_state.clone()
+        ..before.clone()
     };
-    if (&desired.managed_labels, &desired.managed_annotations)
-        != (&current_state.managed_labels, &current_state.managed_annotations)
-    {
-        rules::check_managed(&call.state.policy, &desired.managed_labels, &desired.managed_annotations)
-            .map_err(|r| refused(call.def, name, r))?;
-    }
     let patch = {
         let forest = call.state.cache.read();
         forest.get(name).and_then(|node| plan::hierarchy_patch(&forest, &call.state.policy, node, &desired))
     };
-    let mut node = None;
-    if let Some(p) = patch {
-        let updated = call
-            .state
-            .writer
-            .patch(name, &p, opts.dry_run)
-            .await
-            .map_err(|e| write::write_failed(e, client_precondition.then_some((gr, name))))?;
-        if !opts.dry_run {
-            await_write(call.state, &updated).await;
-        }
-        node = Some(call.state.cache.read().node_of(updated));
-    }
-    let obj = match node {
-        Some(n) => objects::subnamespace_value(&call.state.policy, &n, call.def.kind),
-        None => current,
+    let Some(p) = patch else {
+        return Ok(current.clone());
     };
-    Ok(Reply::json(200, render::object(call.def, obj, call.render).map_err(Failure::Final)?, warnings))
+    let updated = call.state.writer.patch(name, &p, dry_run).await?;
+    if !dry_run {
+        await_write(call.state, &updated).await;
+    }
+    let node = call.state.cache.read().node_of(updated);
+    Ok(objects::subnamespace_value(&call.state.policy, &node, call.def.kind))
 }
 
 /// Deletes one subnamespace after the checks, held first for its own subnamespaces if it has
@@ -403,8 +400,7 @@ mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::forest;
     use crate::hierarchy::policy::testing::policy;
-    use crate::http::body::FieldValidation;
-    use crate::http::request_info::Verb;
+    use crate::http::body::{self, FieldValidation};
     use crate::resources::testing::{send, state};
     use serde_json::json;
 

@@ -1,24 +1,38 @@
-//! The one skeleton every write follows, as kube-apiserver's update does: an attempt reads the
-//! object as the cache holds it, checks the client's resourceVersion, plans the change and
-//! writes it, then waits for the cache to bring the write back. When the object changed between
-//! the read and the write (a 409 the client did not ask for, e.g. the controller relabelled the
+//! The one write every resource makes, as kube-apiserver's generic registry Store makes it
+//! for every storage: [`write`] runs the sequence, and a [`Strategy`] per resource says what is
+//! its own (as `RESTCreateStrategy` and `RESTUpdateStrategy` do there).
+//!
+//! An attempt reads the object as the cache holds it, works out the object the client asks for
+//! (its body, patch or apply configuration, with managed fields), decodes it, checks its
+//! metadata and the client's resourceVersion, lets the resource validate it, and stores it; the
+//! store waits for the cache to bring the write back. When the object changed between the read
+//! and the write (a 409 the client did not ask for, e.g. the controller relabelled the
 //! namespace), the attempt is made again from a fresh read; a client that named the
 //! resourceVersion it wrote against gets its 409, as from kube-apiserver.
 
 use std::future::Future;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::checks::{check_metadata, check_namespace};
 use super::def::{Call, Reply};
-use crate::http::body;
+use super::managed;
+use super::render;
+use crate::http::body::{self, WriteOptions};
 use crate::http::request_info::Verb;
 use crate::http::status::{ApiError, GroupResource};
+use crate::ssa::Shape;
 use crate::store::config_store;
 
 /// How often a write is tried when the object changed under it.
 const WRITE_ATTEMPTS: usize = 10;
 
-/// How often a write is tried when its turn of the parent lock ran out (kube-apiserver slow to
-/// answer the ancestry check): the client asked once, and the next turn usually goes through.
-const LOCK_ATTEMPTS: usize = 3;
+/// How often a write is tried when the store answered 503, most often because its turn of the
+/// parent lock ran out (kube-apiserver slow to answer the ancestry check): the client asked
+/// once, and the next turn usually goes through.
+const UNAVAILABLE_ATTEMPTS: usize = 3;
 
 /// Why an attempt failed, which decides whether another one is made.
 #[derive(Debug)]
@@ -27,8 +41,134 @@ pub enum Failure {
     Final(ApiError),
     /// The stored object changed under the attempt: read it again and retry.
     Changed(ApiError),
-    /// The attempt's turn of the parent lock ran out: take another turn.
-    LockTurn(ApiError),
+    /// The store answered 503 (the attempt's turn of the parent lock ran out): try again.
+    Unavailable(ApiError),
+}
+
+/// Where a write starts from.
+pub struct Start<B> {
+    /// The object's name as the URL gives it (empty for a POST: the body names it).
+    pub name: String,
+    /// The object as served, or `None` when the write creates it.
+    pub current: Option<Value>,
+    /// What the resource read with it, for its validation and its store to compare against.
+    pub before: B,
+}
+
+/// What is a resource's own in the one write. Everything else, in the same order for every
+/// resource, is [`write`]'s: a new resource implements this and routes its create, update and
+/// patch to `write::<ItsStrategy>`.
+//
+// Not `Send`: handlers run on actix's single-threaded workers (`LocalBoxFuture`).
+#[allow(async_fn_in_trait)]
+pub trait Strategy {
+    /// The object as clients write it.
+    type Object: DeserializeOwned;
+    /// What [`Strategy::start`] reads beside the object.
+    type Before;
+    /// The fields writers own, for managed fields and server-side apply.
+    const SHAPE: Shape;
+
+    /// The object's metadata.
+    fn metadata(obj: &Self::Object) -> &ObjectMeta;
+
+    /// Where the object named `name` is stored, to read it afresh after a conflict.
+    fn stored<'a>(call: &'a Call<'_>, name: &'a str) -> Stored<'a>;
+
+    /// What the write starts from: 404 when there is nothing to update, 409 when a create finds
+    /// the object there already.
+    async fn start(call: &Call<'_>) -> Result<Start<Self::Before>, ApiError>;
+
+    /// Checks of the object the client asks for, before it is decoded, where the decoder would
+    /// say less. None by default.
+    async fn check_desired(_call: &Call<'_>, _name: &str, _desired: &Value) -> Result<(), ApiError> {
+        Ok(())
+    }
+
+    /// The resource's rules for the object as it would be written: names, the hierarchy's
+    /// rules, the caller's rights beyond the request's own.
+    async fn validate(
+        call: &Call<'_>,
+        start: &Start<Self::Before>,
+        name: &str,
+        obj: &Self::Object,
+    ) -> Result<(), ApiError>;
+
+    /// Stores the object (or, with `dry_run`, only checks that it could); returns it as served.
+    /// A 409 means it changed since [`Strategy::start`].
+    async fn store(
+        call: &Call<'_>,
+        start: &Start<Self::Before>,
+        name: &str,
+        obj: &Self::Object,
+        dry_run: bool,
+    ) -> Result<Value, ApiError>;
+}
+
+/// A create, update or patch of a resource, retried from a fresh read while the object changes
+/// under it.
+pub async fn write<S: Strategy>(call: &Call<'_>) -> Result<Reply, ApiError> {
+    // Each attempt reads the object afresh itself after a conflict: it knows the name.
+    retry(|| write_once::<S>(call), || async { Ok(()) }).await
+}
+
+/// One attempt: everything before the store is the answer; only the store's own conflicts and
+/// 503s are tried again.
+async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
+    let opts = WriteOptions::from_query(call.query)?;
+    let start = S::start(call).await?;
+    let (desired, mut warnings) = desired::<S>(call, &opts, &start)?;
+    S::check_desired(call, &start.name, &desired).await?;
+    let (obj, more): (S::Object, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
+    warnings.extend(more);
+    let meta = S::metadata(&obj);
+    let name = check_metadata(call.def, &start.name, meta)?;
+    if call.def.namespaced {
+        check_namespace(&call.req.namespace, meta.namespace.as_deref())?;
+    }
+    let gr = call.def.group_resource();
+    let guarded = match &start.current {
+        Some(current) => check_resource_version(call, gr, &name, current, meta.resource_version.as_deref())?,
+        None => false,
+    };
+    S::validate(call, &start, &name, &obj).await?;
+    let written = match S::store(call, &start, &name, &obj, opts.dry_run).await {
+        Ok(written) => written,
+        Err(e) => {
+            let failure = write_failed(e, guarded.then_some((gr, name.as_str())));
+            if matches!(failure, Failure::Changed(_)) {
+                refresh(call, S::stored(call, &name)).await?;
+            }
+            return Err(failure);
+        }
+    };
+    let code = if start.current.is_none() || call.req.verb == Verb::Create { 201 } else { 200 };
+    Ok(Reply::json(code, render::object(call.def, written, call.render)?, warnings))
+}
+
+/// The object the client asks for, with its managed fields, and the warnings of reading it: a
+/// POST's body as it is; a PUT's body, a patch or an apply configuration over the current object
+/// (over a bare one of the URL's name for an apply that creates).
+fn desired<S: Strategy>(
+    call: &Call<'_>,
+    opts: &WriteOptions,
+    start: &Start<S::Before>,
+) -> Result<(Value, Vec<String>), ApiError> {
+    match (&start.current, call.req.verb) {
+        (None, Verb::Create) => {
+            let value = body::parse_json(call.body, call.content_type)?;
+            Ok((managed::track_update(call, opts, &S::SHAPE, &json!({}), value)?, Vec::new()))
+        }
+        (None, _) => {
+            let bare = json!({
+                "apiVersion": hns_api::API_VERSION,
+                "kind": call.def.kind,
+                "metadata": {"name": start.name, "namespace": call.req.namespace},
+            });
+            managed::desired::<S::Object>(call, opts, &S::SHAPE, &bare)
+        }
+        (Some(current), _) => managed::desired::<S::Object>(call, opts, &S::SHAPE, current),
+    }
 }
 
 impl From<ApiError> for Failure {
@@ -72,10 +212,10 @@ where
         match attempt().await {
             Ok(done) => return Ok(done),
             Err(Failure::Changed(_)) if tries < WRITE_ATTEMPTS => refresh().await?,
-            Err(Failure::LockTurn(e)) if tries < LOCK_ATTEMPTS => {
-                tracing::info!(reason = %e, "write retried for another turn of the parent lock");
+            Err(Failure::Unavailable(e)) if tries < UNAVAILABLE_ATTEMPTS => {
+                tracing::info!(reason = %e, "write retried after a 503 (another turn of the parent lock)");
             }
-            Err(Failure::Final(e) | Failure::Changed(e) | Failure::LockTurn(e)) => return Err(e),
+            Err(Failure::Final(e) | Failure::Changed(e) | Failure::Unavailable(e)) => return Err(e),
         }
     }
 }
@@ -150,15 +290,17 @@ pub fn patch_resource_version(body: &[u8], content_type: Option<&str>) -> Option
     }
 }
 
-/// A failed write: a conflict means the object changed since the attempt read it, which is
-/// retried unless the client guarded the write with its own resourceVersion of `guarded`
-/// (its resource and name). Then the conflict is the client's, and names what the client wrote
-/// rather than the Namespace or ConfigMap that stores it.
+/// A failed write: a conflict means the object changed since the attempt read it, and a 503
+/// that the store asked to be tried again; both are retried unless the client guarded the
+/// write with its own resourceVersion of `guarded` (its resource and name). Then a conflict is
+/// the client's, and names what the client wrote rather than the Namespace or ConfigMap that
+/// stores it.
 pub fn write_failed(e: ApiError, guarded: Option<(GroupResource<'_>, &str)>) -> Failure {
     match guarded {
-        _ if e.code != 409 => Failure::Final(e),
-        None => Failure::Changed(e),
-        Some((gr, name)) => Failure::Final(ApiError::stale(gr, name)),
+        None if e.code == 409 => Failure::Changed(e),
+        None if e.code == 503 => Failure::Unavailable(e),
+        Some((gr, name)) if e.code == 409 => Failure::Final(ApiError::stale(gr, name)),
+        _ => Failure::Final(e),
     }
 }
 
@@ -229,9 +371,9 @@ mod tests {
     #[test]
     fn final_answers_are_not_retried_and_lock_turns_are_few() {
         assert_eq!(run(vec![|| Failure::Final(ApiError::stale(GR, "x"))]), (Err(409), 1, 0));
-        let turn = || Failure::LockTurn(ApiError::service_unavailable("turn ran out"));
+        let turn = || Failure::Unavailable(ApiError::service_unavailable("turn ran out"));
         assert_eq!(run(vec![turn]), (Ok(2), 2, 0));
-        assert_eq!(run(vec![turn; 5]), (Err(503), LOCK_ATTEMPTS, 0));
+        assert_eq!(run(vec![turn; 5]), (Err(503), UNAVAILABLE_ATTEMPTS, 0));
     }
 
     #[test]
@@ -244,6 +386,9 @@ mod tests {
             _ => panic!("a guarded write's conflict is the client's"),
         }
         assert!(matches!(write_failed(ApiError::bad_request("no"), None), Failure::Final(_)));
+        let busy = || ApiError::service_unavailable("turn ran out");
+        assert!(matches!(write_failed(busy(), None), Failure::Unavailable(_)));
+        assert!(matches!(write_failed(busy(), Some((GR, "x"))), Failure::Final(_)), "the client's to retry");
     }
 }
 
