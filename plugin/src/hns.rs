@@ -14,6 +14,9 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use kube::{Api, Client};
+/// Every error of the plugin is worded as the diagnoser words kube's.
+pub use namespace_diagnose::error::message;
+use namespace_diagnose::error::server_message;
 use serde_json::json;
 
 /// The items of a list, and nothing else of it.
@@ -151,40 +154,6 @@ pub fn classify(e: kube::Error) -> Error {
         }
         kube::Error::Api(s) => Error::Server(s),
         e => Error::Kube(e),
-    }
-}
-
-/// A kube error as users should read it: an API server's answer by its `Status` message (kube's
-/// own Display of it appends the `Status`'s debug form), anything else as kube words it, with
-/// the causes kube leaves out (`client error (Connect)` says nothing of a refused connection,
-/// an untrusted certificate or a timeout).
-pub fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => server_message(s),
-        e => with_causes(e),
-    }
-}
-
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let words = c.to_string();
-        // Many layers repeat their cause's words in their own.
-        if !text.contains(&words) {
-            text.push_str(": ");
-            text.push_str(&words);
-        }
-        cause = c.source();
-    }
-    text
-}
-
-fn server_message(s: &Status) -> String {
-    if s.message.is_empty() {
-        format!("the server answered {} {}", s.code, s.reason)
-    } else {
-        s.message.clone()
     }
 }
 
@@ -408,16 +377,6 @@ mod tests {
         assert!(e.to_string().contains("Status {"), "kube's Display carries the Debug form");
         assert_eq!(message(&e), "events is forbidden: User \"bob\" cannot list");
         assert_eq!(Error::Kube(e).to_string(), "events is forbidden: User \"bob\" cannot list");
-    }
-
-    #[test]
-    fn other_errors_say_their_causes_once() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("client error (Connect)")]
-        struct Connect(#[source] std::io::Error);
-        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
-        let e = kube::Error::Service(Box::new(Connect(refused)));
-        assert_eq!(message(&e), "ServiceError: client error (Connect): Connection refused");
     }
 
     #[test]

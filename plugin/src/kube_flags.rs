@@ -63,6 +63,38 @@ pub struct KubeFlags {
     pub verbosity: Option<u8>,
 }
 
+impl KubeFlags {
+    /// The flags that chose the cluster, the identity and the connection, as they would be
+    /// typed again in a command the plugin suggests, so that it runs where the user's did. A
+    /// token is left out (it would print a secret), and so is `-n`: the suggestion names its
+    /// namespaces.
+    pub fn repeated(&self) -> Vec<String> {
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let words = [
+            ("--kubeconfig", path(&self.kubeconfig)),
+            ("--context", self.context.clone()),
+            ("--cluster", self.cluster.clone()),
+            ("--user", self.user.clone()),
+            ("--server", self.server.clone()),
+            ("--as", self.as_user.clone()),
+            ("--as-uid", self.as_uid.clone()),
+            ("--certificate-authority", self.certificate_authority.clone()),
+            ("--client-certificate", self.client_certificate.clone()),
+            ("--client-key", self.client_key.clone()),
+            ("--tls-server-name", self.tls_server_name.clone()),
+            ("--insecure-skip-tls-verify", self.insecure_skip_tls_verify.map(|b| b.to_string())),
+        ];
+        let groups = self.as_group.iter().map(|g| ("--as-group", Some(g.clone())));
+        words
+            .into_iter()
+            .chain(groups)
+            // shlex quotes only what a shell would misread; a value it cannot quote (a NUL byte)
+            // could not have come from a shell either.
+            .filter_map(|(flag, value)| Some(format!("{flag}={}", shlex::try_quote(&value?).ok()?)))
+            .collect()
+    }
+}
+
 /// kubectl's `--request-timeout`: a bare number of seconds, or numbers with units (`500ms`,
 /// `1m30s`, `2h`).
 pub(crate) fn parse_request_timeout(s: &str) -> Result<Duration, String> {
@@ -90,4 +122,33 @@ pub(crate) fn parse_request_timeout(s: &str) -> Result<Duration, String> {
         rest = &rest[unit_len..];
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_suggested_command_repeats_the_cluster_and_identity_but_no_secret() {
+        let flags = KubeFlags {
+            kubeconfig: Some(PathBuf::from("/home/me/my clusters/prod")),
+            context: Some("prod".into()),
+            as_group: vec!["ops".into(), "sre".into()],
+            token: Some("s3cret".into()),
+            namespace: Some("team-a".into()),
+            insecure_skip_tls_verify: Some(true),
+            ..Default::default()
+        };
+        assert_eq!(
+            flags.repeated(),
+            [
+                "--kubeconfig='/home/me/my clusters/prod'",
+                "--context=prod",
+                "--insecure-skip-tls-verify=true",
+                "--as-group=ops",
+                "--as-group=sre"
+            ]
+        );
+        assert!(KubeFlags::default().repeated().is_empty());
+    }
 }

@@ -4,7 +4,6 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod complete;
-pub mod diagnose;
 pub mod fanout;
 pub mod forest;
 pub mod hns;

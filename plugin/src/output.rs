@@ -28,8 +28,17 @@ pub enum Error {
 pub fn data(value: &impl Serialize, format: DataFormat) -> Result<String, Error> {
     Ok(match format {
         DataFormat::Json => serde_json::to_string_pretty(value)? + "\n",
-        DataFormat::Yaml => serde_saphyr::to_string(value)?,
+        DataFormat::Yaml => yaml(value)?,
     })
+}
+
+/// `value` as YAML, the way kubectl writes it: a long string stays on its line (where a `grep`
+/// finds it whole), a string with newlines is a literal block.
+pub fn yaml(value: &impl Serialize) -> Result<String, serde_saphyr::ser::Error> {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    // Strings longer than this would be folded into `>` blocks: none is.
+    options.folded_wrap_chars = usize::MAX;
+    serde_saphyr::to_string_with_options(value, options)
 }
 
 /// A condition as HNC prints it: `Type (Reason): Message`.
@@ -111,5 +120,9 @@ mod tests {
         let yaml = data(&tricky, DataFormat::Yaml).unwrap();
         let back: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
         assert_eq!(back, tricky, "{yaml}");
+        let message = "ActivitiesHalted: the parent of this namespace, team-a, does not exist; hns will not propagate anything into it";
+        let text = serde_json::json!({"message": message, "script": "one\ntwo\n"});
+        let yaml = data(&text, DataFormat::Yaml).unwrap();
+        assert_eq!(yaml, format!("message: \"{message}\"\nscript: |\n  one\n  two\n"));
     }
 }

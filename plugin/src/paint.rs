@@ -62,6 +62,25 @@ impl Paint {
     }
 }
 
+/// The diagnoser's report, coloured as the rest of the plugin's output.
+impl namespace_diagnose::report::Style for Paint {
+    fn bad(&self, s: &str) -> String {
+        Paint::bad(self, s)
+    }
+    fn good(&self, s: &str) -> String {
+        Paint::good(self, s)
+    }
+    fn warn(&self, s: &str) -> String {
+        Paint::warn(self, s)
+    }
+    fn dim(&self, s: &str) -> String {
+        Paint::dim(self, s)
+    }
+    fn head(&self, s: &str) -> String {
+        Paint::head(self, s)
+    }
+}
+
 /// The rule: a terminal, and `NO_COLOR` unset or empty (an empty one does not count, as the
 /// convention says).
 fn color(terminal: bool, no_color: Option<OsString>) -> bool {

@@ -788,7 +788,7 @@ async fn diagnose_follows_a_subtree_held_by_an_api_service() {
 
 #[tokio::test]
 async fn diagnose_stale_remedies_change_nothing() {
-    use kubectl_hns::diagnose::{diagnose, scan, CauseKind, Error, Target};
+    use namespace_diagnose::{diagnose, scan, CauseKind, Error, Target};
 
     let (env, _cleanup, ns) = scenario("diag-stale").await;
     apply(

@@ -1,6 +1,6 @@
 //! `kubectl hns diagnose [NS…] [-n NS] [-A] [--fix [--yes] [--force]] [-o json]`: why namespaces are
 //! stuck in Terminating, and the safe way out. This layer parses, prompts and prints; the
-//! library in [`crate::diagnose`] decides.
+//! library, [`namespace_diagnose`], decides.
 
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -9,13 +9,13 @@ use std::time::Duration;
 use clap::{ArgGroup, ValueEnum};
 use hns_api::duration::human_duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
-use crate::client::KubeFlags;
-use crate::diagnose::report::{self, Detail};
-use crate::diagnose::{
+use namespace_diagnose::report::{self, Detail};
+use namespace_diagnose::{
     access, diagnose, fix, scan, Cause, FixEvent, FixOptions, FixUi, NamespaceStatus, Outcome, Progress,
     Target,
 };
+
+use crate::client::KubeFlags;
 use crate::paint::Paint;
 use crate::prompt;
 use crate::{out, outln};
@@ -106,7 +106,7 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
         if text && !stuck.is_empty() {
             outln!(
                 "Dry run: nothing was changed. To apply the remedies, asking before each: {}",
-                fix_command(&target)
+                fix_command(kube, &target)
             )?;
             if !args.details {
                 outln!("For the evidence, the exact API calls and their risks: add --details.")?;
@@ -148,13 +148,21 @@ pub async fn run(kube: &KubeFlags, args: DiagnoseArgs) -> anyhow::Result<ExitCod
     Ok(if outcome.fixed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
 }
 
-/// The command that applies the remedies of what was diagnosed.
-fn fix_command(target: &Target) -> String {
+/// The command that applies the remedies of what was diagnosed, on the same cluster as the
+/// same user.
+fn fix_command(kube: &KubeFlags, target: &Target) -> String {
     let which = match target {
-        Target::AllTerminating => "-A".to_string(),
-        Target::Named(names) => names.join(" "),
+        Target::AllTerminating => vec!["-A".to_string()],
+        Target::Named(names) => names.clone(),
     };
-    format!("kubectl hns diagnose {which} --fix")
+    let words: Vec<String> = ["kubectl", "hns", "diagnose"]
+        .into_iter()
+        .map(String::from)
+        .chain(which)
+        .chain(["--fix".to_string()])
+        .chain(kube.repeated())
+        .collect();
+    words.join(" ")
 }
 
 /// `diagnose` was given no namespace.
@@ -340,6 +348,15 @@ mod tests {
         assert!(Wrapper::try_parse_from(["x", "-A", "--yes"]).is_err(), "--yes needs --fix");
         let j = Wrapper::try_parse_from(["x", "-A", "-o", "json"]).unwrap();
         assert_eq!(j.args.output, Format::Json);
+    }
+
+    #[test]
+    fn the_suggested_fix_runs_against_the_same_cluster() {
+        let kube = KubeFlags { context: Some("prod".into()), ..Default::default() };
+        let target = Target::Named(vec!["a".into(), "b".into()]);
+        assert_eq!(fix_command(&kube, &target), "kubectl hns diagnose a b --fix --context=prod");
+        let all = fix_command(&KubeFlags::default(), &Target::AllTerminating);
+        assert_eq!(all, "kubectl hns diagnose -A --fix");
     }
 
     #[test]

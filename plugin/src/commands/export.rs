@@ -199,7 +199,7 @@ fn yaml_stream(objects: &[Value]) -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(o)?);
+        out.push_str(&crate::output::yaml(o)?);
     }
     Ok(out)
 }

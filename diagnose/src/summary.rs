@@ -109,9 +109,9 @@ pub fn wrap(lead: &str, names: &[&str], width: usize, max_lines: usize) -> Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::causes::{diagnose, NamespaceDiagnosis};
-    use crate::diagnose::conditions::DISCOVERY_FAILURE;
+    use crate::causes::fixtures::*;
+    use crate::causes::{diagnose, NamespaceDiagnosis};
+    use crate::conditions::DISCOVERY_FAILURE;
 
     /// `count` namespaces held by the dead APIService; the ones in `held` also carry a finalizer
     /// `example.com/hold` of their own.
@@ -192,7 +192,7 @@ mod tests {
     #[test]
     fn only_stuck_namespaces_are_counted() {
         let mut d = many(2, &[]);
-        d.namespaces[1].status = crate::diagnose::NamespaceStatus::Active;
+        d.namespaces[1].status = crate::NamespaceStatus::Active;
         assert_eq!(roots(&d)[0].namespaces, ["ns-01"]);
     }
 

@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn answers_mean_done_gone_changed_or_failed() {
-        let (patch, delete) = (remove_finalizer(), crate::diagnose::remedy::testing::delete_pod(false));
+        let (patch, delete) = (remove_finalizer(), crate::remedy::testing::delete_pod(false));
         assert_eq!(delete.outcome(Ok(())).unwrap(), Applied::Done);
         assert_eq!(delete.outcome(Err(api_error(404))).unwrap(), Applied::AlreadyGone);
         assert!(matches!(delete.outcome(Err(api_error(409))), Err(Error::Changed { .. })));

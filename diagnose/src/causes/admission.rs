@@ -2,10 +2,10 @@
 //! controller's DELETEs of the content, and the remedies' PATCHes of finalizers.
 
 use super::{listing, single, Cause, CauseKind};
-use crate::diagnose::conditions::{self, CONTENT_FAILURE};
-use crate::diagnose::evidence::{Evidence, Leftover, NamespaceState, Webhook};
-use crate::diagnose::remedy::{Action, RemedyId};
-use crate::diagnose::webhooks::{backend_down, backend_state, intercepts};
+use crate::conditions::{self, CONTENT_FAILURE};
+use crate::evidence::{Evidence, Leftover, NamespaceState, Webhook};
+use crate::remedy::{Action, RemedyId};
+use crate::webhooks::{backend_down, backend_state, intercepts};
 
 /// Webhooks that block this namespace: named by its content-failure condition as failing, or
 /// failing closed with a dead backend while intercepting the calls its leftovers need.
@@ -133,8 +133,8 @@ pub fn unexplained_content_failure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::evidence::{Rule, ServiceHealth, ServiceRef, WebhookClient};
+    use crate::causes::fixtures::*;
+    use crate::evidence::{Rule, ServiceHealth, ServiceRef, WebhookClient};
 
     fn dead_hook(health: ServiceHealth) -> Webhook {
         Webhook {

@@ -15,6 +15,12 @@
 //! namespace; the diagnosis reads them first and backs every cause with evidence gathered from
 //! the API (never from timing alone). Everything here works on any cluster from 1.20 on, with or
 //! without hns, and needs only read rights until a fix is applied.
+//!
+//! A library of its own, so that a team without hns can use it and it can ship as a kubectl
+//! plugin of its own: it depends on no part of hns but `hns-api`, for the keys HNC and hns
+//! write on hierarchies (hnc.x-k8s.io) and kubectl's way of printing a duration. The caller
+//! brings the terminal: [`report::Style`] colours the report, [`Progress`] shows the scan, and
+//! [`FixUi`] asks before each remedy. `kubectl hns diagnose` is one such caller.
 
 pub mod access;
 pub mod apply;

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use hns_api::duration::human_duration;
 
 use super::{age, listing, Cause, CauseKind};
-use crate::diagnose::conditions::{self, CONTENT_FAILURE};
-use crate::diagnose::evidence::{Evidence, NamespaceState, ResourceType};
-use crate::diagnose::nodes::{BoundPod, NodeHealth};
-use crate::diagnose::remedy::{Action, Remedy, RemedyId};
+use crate::conditions::{self, CONTENT_FAILURE};
+use crate::evidence::{Evidence, NamespaceState, ResourceType};
+use crate::nodes::{BoundPod, NodeHealth};
+use crate::remedy::{Action, Remedy, RemedyId};
 
 /// kube-controller-manager's pod garbage collector (pkg/controller/podgc) deletes the pods of
 /// a node that is still missing this long after it first noticed it missing…
@@ -238,9 +238,9 @@ fn force_delete(p: &BoundPod) -> Action {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::conditions::CONTENT_REMAINING;
-    use crate::diagnose::nodes::NodeState;
+    use crate::causes::fixtures::*;
+    use crate::conditions::CONTENT_REMAINING;
+    use crate::nodes::NodeState;
 
     fn pod(ns: &str, name: &str, node: &str) -> BoundPod {
         BoundPod {
@@ -356,7 +356,7 @@ mod tests {
         stale.deletion_timestamp = Some(ago(90));
         ev.leftovers.push(stale);
         ev.leftovers.push(leftover(core("configmaps", "ConfigMap"), "ns", "kube-root-ca.crt"));
-        let d = crate::diagnose::diagnose(&ev);
+        let d = crate::diagnose(&ev);
         let kinds: Vec<CauseKind> = d.namespaces[0].causes.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, [CauseKind::PodsWaitingForNode], "the content failure is the pod's");
         let evidence = &d.namespaces[0].causes[0].evidence;
@@ -366,7 +366,7 @@ mod tests {
             .any(|e| e.ends_with("only once its pods are gone: 1 wait (configmaps/kube-root-ca.crt)")));
         ev.namespaces[0].conditions[1].message =
             "Failed to delete all resource types, 1 remaining: admission webhook denied it".into();
-        let d = crate::diagnose::diagnose(&ev);
+        let d = crate::diagnose(&ev);
         assert_eq!(d.namespaces[0].causes[0].kind, CauseKind::ContentDeletionFailure, "not the pod's");
     }
 }

@@ -72,7 +72,7 @@ pub fn selects(selector: &Selector, labels: &BTreeMap<String, String>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::evidence::{Requirement, ResourceType, ServiceRef};
+    use crate::evidence::{Requirement, ResourceType, ServiceRef};
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

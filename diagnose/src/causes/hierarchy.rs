@@ -14,9 +14,9 @@ use hns_api::keys::{ALLOW_CASCADING_DELETION, HAS_SUBNAMESPACE_FINALIZER, SUBNAM
 
 use super::namespace::finalizer_removal;
 use super::{listing, single, Cause, CauseKind};
-use crate::diagnose::conditions::{self, CONTENT_FAILURE};
-use crate::diagnose::evidence::{Evidence, NamespaceState};
-use crate::diagnose::remedy::{Action, RemedyId};
+use crate::conditions::{self, CONTENT_FAILURE};
+use crate::evidence::{Evidence, NamespaceState};
+use crate::remedy::{Action, RemedyId};
 
 /// The subnamespaces of `ns` whose deletion hns refuses, one cause each.
 pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
@@ -155,7 +155,7 @@ mod tests {
     use hns_api::keys::PARENT;
 
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
+    use crate::causes::fixtures::*;
 
     fn ns(name: &str, annotations: &[(&str, &str)]) -> NamespaceState {
         NamespaceState {
@@ -242,7 +242,7 @@ mod tests {
             &remedy.actions[..],
             [Action::RemoveFinalizer { finalizer, index: 1, .. }] if finalizer == HAS_SUBNAMESPACE_FINALIZER
         ));
-        let generic = crate::diagnose::causes::namespace::metadata_finalizers(&parent, &ev);
+        let generic = crate::causes::namespace::metadata_finalizers(&parent, &ev);
         assert_eq!(generic.len(), 1, "example.com/x only: hns's is judged here");
     }
 

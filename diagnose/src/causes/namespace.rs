@@ -1,12 +1,12 @@
 //! Finalizers on the Namespace object itself, and finalizing it by hand as the last resort.
 
 use super::{listing, single, Cause, CauseKind};
-use crate::diagnose::conditions::{self, DISCOVERY_FAILURE};
-use crate::diagnose::evidence::{Evidence, NamespaceState};
-use crate::diagnose::finalizers::attribute;
+use crate::conditions::{self, DISCOVERY_FAILURE};
+use crate::evidence::{Evidence, NamespaceState};
+use crate::finalizers::attribute;
 use hns_api::keys::HAS_SUBNAMESPACE_FINALIZER;
 
-use crate::diagnose::remedy::{Action, Holder, Remedy, RemedyId};
+use crate::remedy::{Action, Holder, Remedy, RemedyId};
 
 /// The namespace controller's own entry in `spec.finalizers`.
 const KUBERNETES: &str = "kubernetes";
@@ -163,8 +163,8 @@ fn remaining_content(ns: &NamespaceState, ev: &Evidence) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::evidence::DiscoveryFailure;
+    use crate::causes::fixtures::*;
+    use crate::evidence::DiscoveryFailure;
 
     #[test]
     fn drops_only_the_foreign_spec_finalizer() {

@@ -320,7 +320,7 @@ pub(crate) mod fixtures {
 
     use k8s_openapi::jiff::Timestamp;
 
-    use crate::diagnose::evidence::*;
+    use crate::evidence::*;
 
     /// The scan's "now": 2026-01-01T00:00:00Z.
     pub fn now() -> Timestamp {
@@ -409,7 +409,7 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::*;
     use super::*;
-    use crate::diagnose::conditions::DISCOVERY_FAILURE;
+    use crate::conditions::DISCOVERY_FAILURE;
 
     #[test]
     fn reports_targets_that_are_not_stuck() {
@@ -460,7 +460,7 @@ mod tests {
     #[test]
     fn lists_what_the_scan_could_not_see() {
         let mut ev = evidence(vec![terminating("ns")]);
-        ev.discovery_failures.push(crate::diagnose::evidence::DiscoveryFailure {
+        ev.discovery_failures.push(crate::evidence::DiscoveryFailure {
             group_version: "dead.example.com/v1".into(),
             message: "503".into(),
         });

@@ -2,9 +2,9 @@
 //! itself not running, unavailable APIServices, and discovery it cannot complete.
 
 use super::{age, single, Cause, CauseKind};
-use crate::diagnose::conditions::{self, DISCOVERY_FAILURE, GV_PARSING_FAILURE};
-use crate::diagnose::evidence::{ApiServiceState, Evidence, NamespaceState};
-use crate::diagnose::remedy::{Action, RemedyId};
+use crate::conditions::{self, DISCOVERY_FAILURE, GV_PARSING_FAILURE};
+use crate::evidence::{ApiServiceState, Evidence, NamespaceState};
+use crate::remedy::{Action, RemedyId};
 
 /// How long the namespace controller may take before its silence is a sign: it writes the
 /// conditions on its first pass, normally within seconds of the deletion.
@@ -153,8 +153,8 @@ pub fn group_version_parsing_failure(ns: &NamespaceState) -> Option<Cause> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::evidence::DiscoveryFailure;
+    use crate::causes::fixtures::*;
+    use crate::evidence::DiscoveryFailure;
 
     const FAILING: &str = "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request";
 

@@ -9,9 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::content::remove_finalizer;
 use super::{age, listing, Cause, CauseKind};
-use crate::diagnose::conditions;
-use crate::diagnose::controllers::{LeaseState, CLOUD_CONTROLLER_LEASE, CONTROLLER_MANAGER_LEASE};
-use crate::diagnose::evidence::{Evidence, Leftover, NamespaceState};
+use crate::conditions;
+use crate::controllers::{LeaseState, CLOUD_CONTROLLER_LEASE, CONTROLLER_MANAGER_LEASE};
+use crate::evidence::{Evidence, Leftover, NamespaceState};
 
 /// The component that runs a built-in controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -375,10 +375,10 @@ fn failing_cloud_controller(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::controllers::{ClaimUse, Leases, LoadBalancer};
-    use crate::diagnose::evidence::ResourceType;
-    use crate::diagnose::remedy::RemedyId;
+    use crate::causes::fixtures::*;
+    use crate::controllers::{ClaimUse, Leases, LoadBalancer};
+    use crate::evidence::ResourceType;
+    use crate::remedy::RemedyId;
 
     fn lease(renewed_ago: i64) -> LeaseState {
         LeaseState { holder: "cp1_abc".into(), renewed: Some(ago(renewed_ago)), duration_seconds: 15 }
@@ -576,11 +576,11 @@ mod tests {
     #[test]
     fn the_diagnosis_says_the_manager_is_down_once_instead_of_each_symptom() {
         let (_, mut ev) = with(manager(600), vec![claim(900)]);
-        let d = crate::diagnose::diagnose(&ev);
+        let d = crate::diagnose(&ev);
         let kinds: Vec<CauseKind> = d.namespaces[0].causes.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, [CauseKind::ControllerManagerDown], "no stalled controller, no pending finalizer");
         ev.controllers.leases = manager(2);
-        let d = crate::diagnose::diagnose(&ev);
+        let d = crate::diagnose(&ev);
         let kinds: Vec<CauseKind> = d.namespaces[0].causes.iter().map(|c| c.kind).collect();
         assert_eq!(kinds, [CauseKind::ControllerStalled, CauseKind::PendingFinalizer], "claim users unread");
     }

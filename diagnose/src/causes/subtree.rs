@@ -6,8 +6,8 @@
 //! whereas finalizing one above would orphan what is below.
 
 use super::{Cause, CauseKind, NamespaceDiagnosis};
-use crate::diagnose::evidence::{Evidence, NamespaceState};
-use crate::diagnose::remedy::RemedyId;
+use crate::evidence::{Evidence, NamespaceState};
+use crate::remedy::RemedyId;
 
 /// The Terminating namespaces below `name`, deepest first: the order to fix them in.
 pub fn stuck_below<'a>(name: &'a str, ev: &'a Evidence) -> Vec<&'a NamespaceState> {
@@ -107,10 +107,10 @@ mod tests {
     use hns_api::keys::{ALLOW_CASCADING_DELETION, HAS_SUBNAMESPACE_FINALIZER, SUBNAMESPACE_OF};
 
     use super::*;
-    use crate::diagnose::causes::diagnose;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::plan::{refusal, Outcome};
-    use crate::diagnose::remedy::Action;
+    use crate::causes::diagnose;
+    use crate::causes::fixtures::*;
+    use crate::plan::{refusal, Outcome};
+    use crate::remedy::Action;
 
     /// `name`, Terminating, a subnamespace of `parent`.
     fn sub(name: &str, parent: &str) -> NamespaceState {

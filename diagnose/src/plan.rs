@@ -99,8 +99,8 @@ pub fn remaining(n: &NamespaceDiagnosis) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::causes::{diagnose, CauseKind};
+    use crate::causes::fixtures::*;
+    use crate::causes::{diagnose, CauseKind};
 
     /// A namespace held by a finalizer of its own, Terminating long enough that the silent
     /// namespace controller is a cause too (one without a remedy, listed first).

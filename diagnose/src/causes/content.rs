@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::{age, listing, Cause, CauseKind};
-use crate::diagnose::conditions::{self, CONTENT_FAILURE, FINALIZERS_REMAINING};
-use crate::diagnose::evidence::{Evidence, Leftover, NamespaceState};
-use crate::diagnose::finalizers::attribute;
-use crate::diagnose::remedy::{Action, Holder, Remedy, RemedyId};
+use crate::conditions::{self, CONTENT_FAILURE, FINALIZERS_REMAINING};
+use crate::evidence::{Evidence, Leftover, NamespaceState};
+use crate::finalizers::attribute;
+use crate::remedy::{Action, Holder, Remedy, RemedyId};
 
 /// Before the controller's first pass, undeleted content is normal: it deletes it on that pass.
 const FIRST_PASS_SECONDS: i64 = 60;
@@ -191,8 +191,8 @@ pub(super) fn remove_finalizer(namespace: &str, finalizer: &str, objects: &[&Lef
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diagnose::causes::fixtures::*;
-    use crate::diagnose::conditions::CONTENT_REMAINING;
+    use crate::causes::fixtures::*;
+    use crate::conditions::CONTENT_REMAINING;
 
     #[test]
     fn undeleted_content_waits_for_the_controllers_first_pass() {

@@ -1,10 +1,12 @@
 //! What can go wrong while diagnosing or fixing, and how kube-apiserver's answers are read.
 
+use kube::core::Status;
+
 /// What can go wrong while diagnosing or fixing.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A read the diagnosis cannot do without (listing namespaces, for one) failed.
-    #[error("{what}: {}", crate::hns::message(.source))]
+    #[error("{what}: {}", message(.source))]
     Read {
         /// What was being read.
         what: String,
@@ -13,7 +15,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// A write of a remedy was rejected or could not be sent.
-    #[error("{action}: {}", crate::hns::message(.source))]
+    #[error("{action}: {}", message(.source))]
     Write {
         /// The API call, as the report prints it.
         action: String,
@@ -45,7 +47,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub(crate) fn error_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if !s.message.is_empty() => format!("{} ({})", s.message, s.code),
-        e => crate::hns::message(e),
+        e => message(e),
     }
 }
 
@@ -66,10 +68,44 @@ pub(crate) fn is_unprocessable(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 422)
 }
 
+/// A kube error as users should read it (the plugin words all of its errors so): an API
+/// server's answer by its `Status` message (kube's own Display of it appends the `Status`'s
+/// debug form), anything else as kube words it, with the causes kube leaves out (`client error
+/// (Connect)` says nothing of a refused connection, an untrusted certificate or a timeout).
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => server_message(s),
+        e => with_causes(e),
+    }
+}
+
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let words = c.to_string();
+        // Many layers repeat their cause's words in their own.
+        if !text.contains(&words) {
+            text.push_str(": ");
+            text.push_str(&words);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+/// An API server's answer by its message, or by its code when it gave none.
+pub fn server_message(s: &Status) -> String {
+    if s.message.is_empty() {
+        format!("the server answered {} {}", s.code, s.reason)
+    } else {
+        s.message.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::Status;
 
     #[test]
     fn failed_reads_and_writes_say_the_servers_message() {
@@ -80,5 +116,15 @@ mod tests {
         assert_eq!(read.to_string(), "namespaces: namespaces is forbidden");
         let write = Error::Write { action: "patch namespace a".into(), source: forbidden() };
         assert_eq!(write.to_string(), "patch namespace a: namespaces is forbidden");
+    }
+
+    #[test]
+    fn other_errors_say_their_causes_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Connect(#[source] std::io::Error);
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e = kube::Error::Service(Box::new(Connect(refused)));
+        assert_eq!(message(&e), "ServiceError: client error (Connect): Connection refused");
     }
 }
