@@ -549,7 +549,8 @@ async fn a_pod_lacking_a_resource_a_quota_requires_is_told_which_quota_requires_
     create_subns(&client, &root, &team).await.unwrap();
     create_quota(&client, &root, "cap", json!({"requests.cpu": "2", "limits.memory": "1Gi", "pods": "5"}))
         .await;
-    create_quota(&client, &team, "team", json!({"requests.cpu": "1"})).await;
+    // "cpu" is "requests.cpu": a quota limiting both asks for it once.
+    create_quota(&client, &team, "team", json!({"requests.cpu": "1", "cpu": "1"})).await;
     // hns's ResourceQuota names the nearest quota for each resource every container must declare.
     let prefix = keys::REQUIRED_BY_PREFIX;
     eventually("the ResourceQuota to name the quotas requiring resources", WAIT, || async {
@@ -583,13 +584,14 @@ async fn a_pod_lacking_a_resource_a_quota_requires_is_told_which_quota_requires_
     assert!(message.contains("(Forbidden)"), "{message}");
     assert!(
         message.contains(&format!(
-            "every container must set resources.requests.cpu (missing in app): HierarchicalResourceQuota {team}/team limits requests.cpu here"
+            "every container must set resources.requests.cpu (missing in app): HierarchicalResourceQuota {team}/team limits requests.cpu in namespace {team}"
         )),
         "the nearest quota, and only the container lacking it: {message}"
     );
+    assert_eq!(message.matches("must set resources.requests.cpu").count(), 1, "once: {message}");
     assert!(
         message.contains(&format!(
-            "every container must set resources.limits.memory (missing in app, init): HierarchicalResourceQuota {root}/cap limits limits.memory here"
+            "every container must set resources.limits.memory (missing in app, init): HierarchicalResourceQuota {root}/cap limits limits.memory in namespace {team}"
         )),
         "{message}"
     );
