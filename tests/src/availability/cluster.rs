@@ -94,6 +94,20 @@ impl Cluster {
         self.replicas().await.into_iter().find(|r| r.pod == pod)
     }
 
+    /// The leader, waiting up to `within` for the Lease to name a running replica: right after
+    /// a rollout or a drain it may still name the pod that went, until the other replica has
+    /// seen it go and taken over.
+    pub async fn settled_leader(&self, within: Duration) -> Option<Replica> {
+        let started = Instant::now();
+        loop {
+            match self.leader().await {
+                Some(leader) => return Some(leader),
+                None if started.elapsed() >= within => return None,
+                None => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+    }
+
     /// Runs kubectl against the cluster; its output, or why it failed.
     pub fn kubectl(&self, args: &[&str]) -> Result<String, String> {
         let out = Command::new("kubectl")

@@ -357,6 +357,9 @@ fn set_image(cluster: &Cluster, image: &str) -> Result<(), String> {
         .map(|_| ())
 }
 
+/// How long a disruption waits for the Lease to name a running replica.
+const LEADER_WAIT: Duration = Duration::from_secs(120);
+
 /// The disruption itself; the node it takes away, if it does.
 async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result<Option<String>, String> {
     match scenario {
@@ -365,7 +368,7 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
             .map(|_| None),
         Scenario::ImageUpgrade => set_image(cluster, &options.image).map(|()| None),
         Scenario::Drain => {
-            let leader = cluster.leader().await.ok_or("no leader")?;
+            let leader = cluster.settled_leader(LEADER_WAIT).await.ok_or("no leader within 2 minutes")?;
             cluster.kubectl(&[
                 "drain",
                 &leader.node,
@@ -376,7 +379,7 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
             cluster.kubectl(&["uncordon", &leader.node]).map(|_| Some(leader.node))
         }
         Scenario::KillLeader => {
-            let leader = cluster.leader().await.ok_or("no leader")?;
+            let leader = cluster.settled_leader(LEADER_WAIT).await.ok_or("no leader within 2 minutes")?;
             let pids = cluster::processes_of(&leader.uid, "hns-apiserver");
             if pids.is_empty() {
                 return Err(format!("no process of pod {} found", leader.pod));
@@ -402,7 +405,7 @@ async fn act(cluster: &Cluster, scenario: Scenario, options: &Options) -> Result
                 .map(|_| None)
         }
         Scenario::NodeLoss => {
-            let leader = cluster.leader().await.ok_or("no leader")?;
+            let leader = cluster.settled_leader(LEADER_WAIT).await.ok_or("no leader within 2 minutes")?;
             cluster.nodes("stop", &[&leader.node]).map(|()| Some(leader.node))
         }
     }
