@@ -29,15 +29,18 @@
 //!
 //! 1. its API type in `api/` (the second file, shared with the plugin);
 //! 2. in its file, a [`resources::ResourceDef`]: names, columns, schemas, and a handler per verb
-//!    it serves (a verb without one is neither listed nor routed);
-//! 3. for writes, a [`resources::write::Strategy`]: where its objects are stored, what a write
-//!    starts from, its own validation and its store; create, update and patch then route to
-//!    `write::write::<ItsStrategy>`, which runs the sequence every resource shares (managed
-//!    fields, decoding, metadata, resourceVersion, retries);
-//! 4. if it is derived from namespaces, its kind in [`hierarchy::identity::Derived`], the one
+//!    it serves (a verb without one is neither listed nor routed; a list of the objects its
+//!    watch starts from is `List::Current` and needs no handler);
+//! 3. its context, a [`state::Context`]: the parts of the server's state it touches, which is
+//!    all its handlers can reach (`call.context()`), so the compiler says what it may touch;
+//! 4. for writes, a [`resources::write::Strategy`] over that context: where its objects are
+//!    stored, what a write starts from, its own validation and its store; create, update and
+//!    patch then route to `write::write::<ItsStrategy>`, which runs the sequence every resource
+//!    shares (managed fields, decoding, metadata, resourceVersion, retries);
+//! 5. if it is derived from namespaces, its kind in [`hierarchy::identity::Derived`], the one
 //!    list of derived kinds (uid space, watch events, how one stands in the forest), and its
 //!    objects in [`hierarchy::objects`];
-//! 5. its RBAC rule in `config/base/rbac.yaml` (and the chart's), if hns needs new rights.
+//! 6. its RBAC rule in `config/base/rbac.yaml` (and the chart's), if hns needs new rights.
 //!
 //! `resources/hierarchicalresourcequotas.rs` is the example that uses every step.
 

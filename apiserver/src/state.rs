@@ -47,3 +47,13 @@ pub struct AppState {
     /// Whether the replica was told to stop, and how far it got.
     pub shutdown: Arc<Shutdown>,
 }
+
+/// A narrow view of the state: the parts one resource (or one piece of the generic machinery)
+/// touches, as metrics-server hands its API layer a narrow storage interface rather than the
+/// whole server. A resource declares its own and reaches the state only through it
+/// ([`crate::resources::def::Call::context`]), so what it may touch is written in one struct and
+/// the compiler holds it to that.
+pub trait Context<'a> {
+    /// The parts of `state` this context holds.
+    fn of(state: &'a AppState) -> Self;
+}

@@ -8,6 +8,7 @@ use super::def::ResourceDef;
 use crate::hierarchy::rules::Refusal;
 use crate::http::status::{ApiError, GroupResource};
 use crate::state::AppState;
+use crate::store::cache::Cache;
 
 /// Makes sure the cache has seen namespace `ns` if it exists: a namespace created a moment ago
 /// (perhaps through another replica) may not have reached this replica's watch yet, and a
@@ -41,8 +42,8 @@ pub async fn ensure_seen_under(state: &AppState, parent: &str, name: &str) -> Re
 /// Waits until the cache holds a namespace as one of hns's writes returned it, so the client's
 /// next read from this replica includes its write. The write is made either way; a watch that
 /// lags this long is only logged (responses are rendered from the written object).
-pub async fn await_write(state: &AppState, written: &Namespace) {
-    if !state.cache.caught_up_with(written).await {
+pub async fn await_write(cache: &Cache, written: &Namespace) {
+    if !cache.caught_up_with(written).await {
         tracing::warn!(
             namespace = written.metadata.name.as_deref().unwrap_or_default(),
             "the namespace watch has not brought hns's own write yet"

@@ -13,10 +13,12 @@ use crate::auth::authn::Identity;
 use crate::auth::view::View;
 use crate::hierarchy::forest::Forest;
 use crate::hierarchy::identity::Derived;
+use crate::hierarchy::policy::Policy;
 use crate::http::request_info::{ResourceRequest, Verb};
 use crate::http::status::{ApiError, GroupResource};
 use crate::http::table::{Column, RenderOptions};
-use crate::state::AppState;
+use crate::state::{AppState, Context};
+use crate::store::config_store::ConfigStore;
 
 /// Serves one verb of one resource.
 pub type Handler = for<'a> fn(&'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, ApiError>>;
@@ -25,14 +27,39 @@ pub type Handler = for<'a> fn(&'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, 
 /// them) as they stand in the forest, in key order: what lists show and a watch from the current
 /// state starts with. Lists across namespaces ask namespace after namespace
 /// ([`super::listing::objects`]), so that no answer is built whole.
-pub type CurrentObjects = fn(&AppState, &Forest, &ResourceDef, &str) -> Vec<Item>;
+pub type CurrentObjects = fn(&Reads<'_>, &Forest, &ResourceDef, &str) -> Vec<Item>;
+
+/// What [`CurrentObjects`] reads beside the forest: the settings that decide how an object
+/// shows, and the HNC configuration (its one object).
+pub struct Reads<'a> {
+    /// The administrator's settings.
+    pub policy: &'a Policy,
+    /// The HNC configuration.
+    pub config: &'a ConfigStore,
+}
+
+impl<'a> Context<'a> for Reads<'a> {
+    fn of(state: &'a AppState) -> Self {
+        Reads { policy: &state.policy, config: &state.config }
+    }
+}
+
+/// How a resource serves `list`.
+#[derive(Clone, Copy)]
+pub enum List {
+    /// From the objects it holds now, as its watch starts ([`super::listing::list`]): pages,
+    /// selectors, views and streaming come with it.
+    Current(CurrentObjects),
+    /// By a handler of its own.
+    Handler(Handler),
+}
 
 /// The verbs a resource serves, each with its handler; `None` is not served.
 pub struct Handlers {
     /// `get`: one object.
     pub get: Option<Handler>,
     /// `list`: a collection.
-    pub list: Option<Handler>,
+    pub list: Option<List>,
     /// `watch`: served by [`super::watch`] from the objects it starts with and the events of
     /// [`ResourceDef::derived`].
     pub watch: Option<CurrentObjects>,
@@ -49,11 +76,15 @@ pub struct Handlers {
 }
 
 impl Handlers {
-    /// The handler of `verb` (watch is not a plain handler: see [`Handlers::watch`]).
+    /// The handler of `verb` (a list from the current objects and a watch are not plain
+    /// handlers: see [`Handlers::list`] and [`Handlers::watch`]).
     pub fn handler(&self, verb: Verb) -> Option<Handler> {
         match verb {
             Verb::Get => self.get,
-            Verb::List => self.list,
+            Verb::List => match self.list {
+                Some(List::Handler(handler)) => Some(handler),
+                Some(List::Current(_)) | None => None,
+            },
             Verb::Watch => None,
             Verb::Create => self.create,
             Verb::Update => self.update,
@@ -67,6 +98,7 @@ impl Handlers {
     pub fn serves(&self, verb: Verb) -> bool {
         match verb {
             Verb::Watch => self.watch.is_some(),
+            Verb::List => self.list.is_some(),
             verb => self.handler(verb).is_some(),
         }
     }
@@ -121,10 +153,21 @@ impl ResourceDef {
     }
 }
 
+/// The server's state as a resource module holds it: only through a [`Context`] of its own.
+#[derive(Clone, Copy)]
+pub struct Shared<'a>(&'a AppState);
+
+impl<'a> Shared<'a> {
+    /// `state`, reachable from here on only through contexts.
+    pub fn new(state: &'a AppState) -> Self {
+        Shared(state)
+    }
+}
+
 /// One API call, as the resource modules see it.
 pub struct Call<'a> {
-    /// Shared state (shared, since an answer streamed after the handler returns reads it).
-    pub state: &'a actix_web::web::Data<AppState>,
+    /// The server's state, behind the resource's narrow [`Context`] ([`Call::context`]).
+    pub state: Shared<'a>,
     /// The caller.
     pub who: &'a Identity,
     /// What is asked.
@@ -143,6 +186,13 @@ pub struct Call<'a> {
     pub user_agent: Option<&'a str>,
     /// For a list the user may not make across all namespaces: what they may see of it.
     pub view: Option<View>,
+}
+
+impl<'a> Call<'a> {
+    /// The parts of the server's state that `C` holds.
+    pub fn context<C: Context<'a>>(&self) -> C {
+        C::of(self.state.0)
+    }
 }
 
 /// A body written a piece at a time, as it is rendered.

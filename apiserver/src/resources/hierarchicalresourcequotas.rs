@@ -14,15 +14,17 @@ use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
 use super::checks::{await_write, check_name, refused};
-use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA};
 use super::write::{self, Failure, Start, Stored, Strategy};
+use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, ObjectLabels, StoredQuota};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::ledger;
 use crate::hierarchy::plan::{self, HierarchyState};
+use crate::hierarchy::policy::Policy;
 use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
 use crate::hierarchy::rules::{is_dns1123_label, Refusal};
@@ -33,7 +35,10 @@ use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::resources::render;
 use crate::ssa::Shape;
-use crate::state::AppState;
+use crate::state::{AppState, Context};
+use crate::store::cache::Cache;
+use crate::store::ledger::LedgerStore;
+use crate::store::writer::Writer;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hierarchicalresourcequotas";
@@ -47,7 +52,7 @@ pub const DEF: ResourceDef = ResourceDef {
     namespaced: true,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
-        list: Some(|c| Box::pin(ready(listing::list(c, current)))),
+        list: Some(List::Current(current)),
         watch: Some(current),
         create: Some(|c| Box::pin(write::write::<Quota>(c))),
         update: Some(|c| Box::pin(write::write::<Quota>(c))),
@@ -92,8 +97,38 @@ pub const DEF: ResourceDef = ResourceDef {
 const SHAPE: Shape =
     Shape::Struct(&[("metadata", METADATA), ("spec", Shape::Struct(&[("hard", Shape::Map)]))]);
 
+/// What serving hierarchical quotas touches of the server's state.
+struct QuotaContext<'a> {
+    cache: &'a Cache,
+    policy: &'a Policy,
+    writer: &'a Writer,
+    /// For a server-side apply that creates, which needs `create` on top of `patch`.
+    authz: &'a Authorizer,
+    /// For the room a quota takes in its tree's ledger.
+    ledgers: &'a LedgerStore,
+    /// For kube-apiserver's own validation of the limits (a dry-run ResourceQuota).
+    client: &'a kube::Client,
+}
+
+impl<'a> Context<'a> for QuotaContext<'a> {
+    fn of(state: &'a AppState) -> Self {
+        QuotaContext {
+            cache: &state.cache,
+            policy: &state.policy,
+            writer: &state.writer,
+            authz: &state.authz,
+            ledgers: &state.ledgers,
+            client: &state.client,
+        }
+    }
+}
+
 /// The quotas of `namespace`, or of every namespace when empty, in key order.
-fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
+fn current(_: &Reads<'_>, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
+    quotas_in(forest, namespace)
+}
+
+fn quotas_in(forest: &Forest, namespace: &str) -> Vec<Item> {
     match forest.get(namespace) {
         Some(node) if !node.quotas().is_empty() => {
             quotas::quotas_in(forest, namespace).into_iter().map(Item::Quota).collect()
@@ -103,7 +138,7 @@ fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> V
 }
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let forest = call.state.cache.read();
+    let forest = call.context::<QuotaContext>().cache.read();
     let obj = quotas::quota_value(&forest, &call.req.namespace, &call.req.name)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
     Ok(Reply::ok(render::object(&DEF, obj, call.render)?))
@@ -111,10 +146,10 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
 
 /// The object a write starts from and the quota's name: nothing for a create (or an apply
 /// creating one), the quota as served otherwise.
-async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiError> {
+async fn starting_point(cx: &QuotaContext<'_>, call: &Call<'_>) -> Result<(String, Option<Value>), ApiError> {
     let gr = DEF.group_resource();
     let ns = call.req.namespace.as_str();
-    if call.state.cache.read().get(ns).is_none() {
+    if cx.cache.read().get(ns).is_none() {
         return Err(ApiError::not_found(
             crate::http::status::GroupResource { group: "", resource: "namespaces" },
             ns,
@@ -123,20 +158,20 @@ async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiE
     if call.req.verb == Verb::Create {
         let value = body::parse_json(call.body, call.content_type)?;
         let name = check_name(&DEF, "", value.pointer("/metadata/name").and_then(Value::as_str))?;
-        if quotas::quota_value(&call.state.cache.read(), ns, &name).is_some() {
+        if quotas::quota_value(&cx.cache.read(), ns, &name).is_some() {
             return Err(ApiError::already_exists(gr, &name));
         }
         return Ok((name, None));
     }
     let name = call.req.name.clone();
     // Bound first: the cache's lock must not be held across the authorization below.
-    let found = quotas::quota_value(&call.state.cache.read(), ns, &name);
+    let found = quotas::quota_value(&cx.cache.read(), ns, &name);
     match found {
         Some(current) => Ok((name, Some(current))),
         None if managed::is_apply(call) => {
             // An apply that creates needs `create` on top of `patch`, as kube-apiserver asks.
             let create = ResourceRequest { verb: Verb::Create, ..call.req.clone() };
-            call.state.authz.authorize(call.who, &RequestInfo::Resource(create)).await?;
+            cx.authz.authorize(call.who, &RequestInfo::Resource(create)).await?;
             Ok((name, None))
         }
         None => Err(ApiError::not_found(gr, &name)),
@@ -147,6 +182,7 @@ async fn starting_point(call: &Call<'_>) -> Result<(String, Option<Value>), ApiE
 struct Quota;
 
 impl Strategy for Quota {
+    type Context<'a> = QuotaContext<'a>;
     type Object = HierarchicalResourceQuota;
     type Before = ();
     const SHAPE: Shape = SHAPE;
@@ -159,27 +195,34 @@ impl Strategy for Quota {
         Stored::Namespace(&call.req.namespace)
     }
 
-    async fn start(call: &Call<'_>) -> Result<Start<()>, ApiError> {
-        let (name, current) = starting_point(call).await?;
+    async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<()>, ApiError> {
+        let (name, current) = starting_point(cx, call).await?;
         Ok(Start { name, current, before: () })
     }
 
-    async fn check_desired(call: &Call<'_>, name: &str, desired: &Value) -> Result<(), ApiError> {
-        check_hard_syntax(call, name, &desired["spec"]["hard"]).await?;
+    async fn check_desired(
+        cx: &Self::Context<'_>,
+        call: &Call<'_>,
+        name: &str,
+        desired: &Value,
+    ) -> Result<(), ApiError> {
+        check_hard_syntax(cx, call, name, &desired["spec"]["hard"]).await?;
         check_hard_size(name, &desired["spec"]["hard"])
     }
 
     async fn validate(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         _: &Start<()>,
         name: &str,
         hrq: &HierarchicalResourceQuota,
     ) -> Result<(), ApiError> {
         check_subdomain(name)?;
-        validate_hard(call, name, &hrq.spec.hard).await
+        validate_hard(cx, call, name, &hrq.spec.hard).await
     }
 
     async fn store(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<()>,
         name: &str,
@@ -187,13 +230,14 @@ impl Strategy for Quota {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         let uid = start.current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
-        write_quota(call, name, uid, hrq, dry_run).await
+        write_quota(cx, call, name, uid, hrq, dry_run).await
     }
 }
 
 /// Writes quota `hrq` onto its namespace (keeping the uid and creation time of the one it
 /// replaces, whose uid the write started from: `None` for a create) and returns it as served.
 async fn write_quota(
+    cx: &QuotaContext<'_>,
     call: &Call<'_>,
     name: &str,
     uid: Option<&str>,
@@ -202,7 +246,7 @@ async fn write_quota(
 ) -> Result<Value, ApiError> {
     let ns = call.req.namespace.as_str();
     let patch = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let node = forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), name))?;
         let mut desired = HierarchyState::of(node);
         let meta = ObjectLabels::of(&hrq.metadata);
@@ -218,24 +262,25 @@ async fn write_quota(
             None => quotas::new_stored(hrq.spec.hard.clone(), meta),
         };
         desired.quotas.insert(name.to_string(), stored);
-        check_ledger_room(call, &forest, name, &desired.quotas)?;
-        plan::hierarchy_patch(&forest, &call.state.policy, node, &desired)
+        check_ledger_room(cx, call, &forest, name, &desired.quotas)?;
+        plan::hierarchy_patch(&forest, cx.policy, node, &desired)
     };
     let Some(patch) = patch else {
-        return served(call, name, None);
+        return served(cx, call, name, None);
     };
-    let updated = call.state.writer.patch(ns, &patch, dry_run).await?;
+    let updated = cx.writer.patch(ns, &patch, dry_run).await?;
     if !dry_run {
-        await_write(call.state, &updated).await;
-        return served(call, name, None);
+        await_write(cx.cache, &updated).await;
+        return served(cx, call, name, None);
     }
-    served(call, name, Some(updated))
+    served(cx, call, name, Some(updated))
 }
 
 /// Refuses a quota that would take its tree's ledger beyond [`ledger::BUDGET_BYTES`] (422, with
 /// what to do), unless the namespace's quotas `quotas` (as they would be after the write) take
 /// no more room than they do now: a tree already that full may still lower and remove quotas.
 fn check_ledger_room(
+    cx: &QuotaContext<'_>,
     call: &Call<'_>,
     forest: &Forest,
     name: &str,
@@ -243,7 +288,7 @@ fn check_ledger_room(
 ) -> Result<(), ApiError> {
     let ns = call.req.namespace.as_str();
     let root = ledger::root_of(forest, ns);
-    let current = call.state.ledgers.get(&root);
+    let current = cx.ledgers.get(&root);
     let projected = |quotas: &BTreeMap<String, StoredQuota>| {
         let limits = quotas.iter().map(|(name, q)| (name.clone(), q.hard.clone())).collect();
         ledger::projected_size(&ledger::keep_grants(
@@ -266,9 +311,14 @@ fn check_ledger_room(
 }
 
 /// The quota as served now, or as it would be with the namespace `as_if` (a dry run).
-fn served(call: &Call<'_>, name: &str, as_if: Option<Namespace>) -> Result<Value, ApiError> {
+fn served(
+    cx: &QuotaContext<'_>,
+    call: &Call<'_>,
+    name: &str,
+    as_if: Option<Namespace>,
+) -> Result<Value, ApiError> {
     let ns = call.req.namespace.as_str();
-    let forest = call.state.cache.read();
+    let forest = cx.cache.read();
     let found = match as_if {
         Some(written) => {
             let mut forest = Forest::clone(&forest);
@@ -294,7 +344,12 @@ fn invalid_hard(name: &str, message: String) -> ApiError {
 /// integer. Checked before decoding so the answer is a 422 naming each field, not a 400; the
 /// limits that are quantities are checked as Kubernetes checks them ([`validate_hard`]) in the
 /// same answer, so that every bad field is named at once.
-async fn check_hard_syntax(call: &Call<'_>, name: &str, hard: &Value) -> Result<(), ApiError> {
+async fn check_hard_syntax(
+    cx: &QuotaContext<'_>,
+    call: &Call<'_>,
+    name: &str,
+    hard: &Value,
+) -> Result<(), ApiError> {
     let Some(hard) = hard.as_object() else { return Ok(()) };
     let mut causes = Vec::new();
     let mut quantities = BTreeMap::new();
@@ -310,7 +365,7 @@ async fn check_hard_syntax(call: &Call<'_>, name: &str, hard: &Value) -> Result<
     if causes.is_empty() {
         return Ok(());
     }
-    causes.extend(kube_hard_causes(call, &quantities).await?);
+    causes.extend(kube_hard_causes(cx, call, &quantities).await?);
     causes.sort();
     Err(invalid(name, causes))
 }
@@ -365,11 +420,12 @@ fn check_subdomain(name: &str) -> Result<(), ApiError> {
 /// run of one with these limits in the quota's namespace (nothing is stored). Its field causes
 /// are mapped onto `spec.hard.<resource>`.
 async fn validate_hard(
+    cx: &QuotaContext<'_>,
     call: &Call<'_>,
     name: &str,
     hard: &BTreeMap<String, Quantity>,
 ) -> Result<(), ApiError> {
-    let causes = kube_hard_causes(call, hard).await?;
+    let causes = kube_hard_causes(cx, call, hard).await?;
     if causes.is_empty() {
         Ok(())
     } else {
@@ -379,13 +435,14 @@ async fn validate_hard(
 
 /// What Kubernetes finds wrong with limits `hard` (see [`validate_hard`]), as causes.
 async fn kube_hard_causes(
+    cx: &QuotaContext<'_>,
     call: &Call<'_>,
     hard: &BTreeMap<String, Quantity>,
 ) -> Result<Vec<(String, String)>, ApiError> {
     if hard.is_empty() {
         return Ok(Vec::new());
     }
-    let api: Api<ResourceQuota> = Api::namespaced(call.state.client.clone(), &call.req.namespace);
+    let api: Api<ResourceQuota> = Api::namespaced(cx.client.clone(), &call.req.namespace);
     let probe = ResourceQuota {
         metadata: ObjectMeta { generate_name: Some("hns-hrq-validation-".into()), ..Default::default() },
         spec: Some(k8s_openapi::api::core::v1::ResourceQuotaSpec {
@@ -428,14 +485,21 @@ fn hard_causes(message: &str) -> Vec<(String, String)> {
 /// Deletes a quota: one patch of its namespace. Answers the quota as it was.
 async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
     let (pre, dry_run) = write::delete_options(call)?;
-    write::retrying(call, Stored::Namespace(&call.req.namespace), || delete_once(call, &pre, dry_run)).await
+    let cx: QuotaContext = call.context();
+    let stored = Stored::Namespace(&call.req.namespace);
+    write::retrying(call, stored, || delete_once(&cx, call, &pre, dry_run)).await
 }
 
-async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool) -> Result<Reply, Failure> {
+async fn delete_once(
+    cx: &QuotaContext<'_>,
+    call: &Call<'_>,
+    pre: &write::Preconditions,
+    dry_run: bool,
+) -> Result<Reply, Failure> {
     let (ns, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = DEF.group_resource();
     let (shown, patch) = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let shown = quotas::quota_value(&forest, ns, name).ok_or_else(|| ApiError::not_found(gr, name))?;
         if pre.uid.as_deref().is_some_and(|u| Some(u) != shown["metadata"]["uid"].as_str()) {
             return Err(Failure::Final(ApiError::conflict(
@@ -454,13 +518,12 @@ async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool)
         let node = forest.get(ns).ok_or_else(|| ApiError::not_found(gr, name))?;
         let mut desired = HierarchyState::of(node);
         desired.quotas.remove(name);
-        (shown, plan::hierarchy_patch(&forest, &call.state.policy, node, &desired))
+        (shown, plan::hierarchy_patch(&forest, cx.policy, node, &desired))
     };
     if let Some(patch) = patch {
-        let updated =
-            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, None))?;
+        let updated = cx.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, None))?;
         if !dry_run {
-            await_write(call.state, &updated).await;
+            await_write(cx.cache, &updated).await;
         }
     }
     Ok(Reply::ok(render::object(&DEF, shown, call.render).map_err(Failure::Final)?))
@@ -471,9 +534,10 @@ async fn delete_once(call: &Call<'_>, pre: &write::Preconditions, dry_run: bool)
 async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     let (_, dry_run) = write::delete_options(call)?;
+    let cx: QuotaContext = call.context();
     let selected: Vec<Item> = {
-        let forest = call.state.cache.read();
-        let all = listing::objects(call.state, &forest, &DEF, current, &call.req.namespace, None);
+        let forest = cx.cache.read();
+        let all = listing::objects(&forest, &DEF, |ns| quotas_in(&forest, ns), &call.req.namespace, None);
         paginate(all, &ListOptions { limit: None, after: None, ..opts }, "").items
     };
     let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -481,27 +545,31 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
         by_namespace.entry(item.namespace().to_string()).or_default().push(item.name().to_string());
     }
     for (ns, names) in &by_namespace {
-        write::retrying(call, Stored::Namespace(ns), || remove_quotas(call, ns, names, dry_run)).await?;
+        write::retrying(call, Stored::Namespace(ns), || remove_quotas(&cx, ns, names, dry_run)).await?;
     }
-    let rv = call.state.cache.read().resource_version();
+    let rv = cx.cache.read().resource_version();
     let page = crate::http::list::Page { items: selected, ..Default::default() };
     Ok(Reply::ok(render::list(&DEF, page, &rv, call.render)))
 }
 
 /// One attempt at removing quotas `names` (those still there) from namespace `ns`.
-async fn remove_quotas(call: &Call<'_>, ns: &str, names: &[String], dry_run: bool) -> Result<Reply, Failure> {
+async fn remove_quotas(
+    cx: &QuotaContext<'_>,
+    ns: &str,
+    names: &[String],
+    dry_run: bool,
+) -> Result<Reply, Failure> {
     let patch = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let Some(node) = forest.get(ns) else { return Ok(Reply::ok(Value::Null)) };
         let mut desired = HierarchyState::of(node);
         desired.quotas.retain(|q, _| !names.contains(q));
-        plan::hierarchy_patch(&forest, &call.state.policy, node, &desired)
+        plan::hierarchy_patch(&forest, cx.policy, node, &desired)
     };
     if let Some(patch) = patch {
-        let updated =
-            call.state.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, None))?;
+        let updated = cx.writer.patch(ns, &patch, dry_run).await.map_err(|e| write::write_failed(e, None))?;
         if !dry_run {
-            await_write(call.state, &updated).await;
+            await_write(cx.cache, &updated).await;
         }
     }
     Ok(Reply::ok(Value::Null))

@@ -11,23 +11,28 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::checks::{await_write, refused};
-use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
-use super::listing;
 use super::managed::{METADATA, META_KVPS};
 use super::write::{write, Start, Stored, Strategy};
+use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
+use crate::hierarchy::policy::Policy;
 use crate::hierarchy::rules::{self, AuthzCheck, Refusal};
 use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::propagation::overwrites;
+use crate::propagation::Propagation;
 use crate::resources::render;
 use crate::ssa::Shape;
-use crate::state::AppState;
+use crate::state::{AppState, Context};
+use crate::store::cache::Cache;
+use crate::store::parent_lock::ParentLock;
+use crate::store::writer::Writer;
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hierarchyconfigurations";
@@ -41,7 +46,7 @@ pub const DEF: ResourceDef = ResourceDef {
     namespaced: true,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
-        list: Some(|c| Box::pin(ready(listing::list(c, current)))),
+        list: Some(List::Current(current)),
         watch: Some(current),
         // HNC's plugin POSTs a configuration it could not find: a create is the first write.
         create: Some(|c| Box::pin(write::<Hierarchy>(c))),
@@ -111,14 +116,39 @@ const SHAPE: Shape = Shape::Struct(&[
     ),
 ]);
 
+/// What serving hierarchy configurations touches of the server's state.
+struct HierarchyContext<'a> {
+    cache: &'a Cache,
+    policy: &'a Policy,
+    writer: &'a Writer,
+    authz: &'a Authorizer,
+    /// For the objects a move would put in the way of its new ancestors' sources.
+    propagation: &'a Propagation,
+    /// Moves that could close a cycle take turns.
+    parent_lock: &'a ParentLock,
+}
+
+impl<'a> Context<'a> for HierarchyContext<'a> {
+    fn of(state: &'a AppState) -> Self {
+        HierarchyContext {
+            cache: &state.cache,
+            policy: &state.policy,
+            writer: &state.writer,
+            authz: &state.authz,
+            propagation: &state.propagation,
+            parent_lock: &state.parent_lock,
+        }
+    }
+}
+
 /// The configurations of `namespace`, or of every namespace when empty.
-fn current(_: &AppState, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
+fn current(_: &Reads<'_>, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
     let node = forest.get(namespace);
     node.map(|n| Item::Hierarchy(objects::hierarchy_configuration(forest, n))).into_iter().collect()
 }
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let forest = call.state.cache.read();
+    let forest = call.context::<HierarchyContext>().cache.read();
     let obj = objects::hierarchy_configuration_value(&forest, &call.req.namespace)
         .filter(|_| call.req.name == HIERARCHY_SINGLETON)
         .ok_or_else(|| ApiError::not_found(DEF.group_resource(), &call.req.name))?;
@@ -136,6 +166,7 @@ fn is_pristine(node: &Node) -> bool {
 struct Hierarchy;
 
 impl Strategy for Hierarchy {
+    type Context<'a> = HierarchyContext<'a>;
     type Object = HierarchyConfiguration;
     /// The namespace's hierarchy as it was.
     type Before = HierarchyState;
@@ -149,9 +180,9 @@ impl Strategy for Hierarchy {
         Stored::Namespace(&call.req.namespace)
     }
 
-    async fn start(call: &Call<'_>) -> Result<Start<HierarchyState>, ApiError> {
+    async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<HierarchyState>, ApiError> {
         let ns = call.req.namespace.as_str();
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let node =
             forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
         if call.req.verb == Verb::Create && !is_pristine(node) {
@@ -165,6 +196,7 @@ impl Strategy for Hierarchy {
     }
 
     async fn validate(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<HierarchyState>,
         name: &str,
@@ -176,10 +208,11 @@ impl Strategy for Hierarchy {
             );
             return Err(refused(&DEF, name, Refusal::Invalid(vec![("metadata.name".into(), why)])));
         }
-        authorize_and_validate(call, &start.before, &desired_state(&start.before, hc)).await
+        authorize_and_validate(cx, call, &start.before, &desired_state(&start.before, hc)).await
     }
 
     async fn store(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<HierarchyState>,
         _: &str,
@@ -187,10 +220,10 @@ impl Strategy for Hierarchy {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         let desired = desired_state(&start.before, hc);
-        let written = apply(call, &call.req.namespace, &desired, dry_run).await?;
+        let written = apply(cx, &call.req.namespace, &desired, dry_run).await?;
         let obj = match written {
             Some(updated) => {
-                let forest = call.state.cache.read();
+                let forest = cx.cache.read();
                 serde_json::to_value(objects::hierarchy_configuration(&forest, &forest.node_of(updated)))
                     .unwrap_or_default()
             }
@@ -216,20 +249,21 @@ fn desired_state(before: &HierarchyState, hc: &HierarchyConfiguration) -> Hierar
 
 /// Checks the change against the hierarchy rules and HNC's permission rule for moves.
 async fn authorize_and_validate(
+    cx: &HierarchyContext<'_>,
     call: &Call<'_>,
     current: &HierarchyState,
     desired: &HierarchyState,
 ) -> Result<(), ApiError> {
     let ns = call.req.namespace.as_str();
     let checks = {
-        let forest = call.state.cache.read();
-        rules::check_parent_change(&forest, &call.state.policy, ns, desired.parent.as_deref())
+        let forest = cx.cache.read();
+        rules::check_parent_change(&forest, cx.policy, ns, desired.parent.as_deref())
             .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?
     };
     if (&current.managed_labels, &current.managed_annotations)
         != (&desired.managed_labels, &desired.managed_annotations)
     {
-        rules::check_managed(&call.state.policy, &desired.managed_labels, &desired.managed_annotations)
+        rules::check_managed(cx.policy, &desired.managed_labels, &desired.managed_annotations)
             .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?;
     }
     for AuthzCheck { namespace, reason } in checks {
@@ -242,7 +276,7 @@ async fn authorize_and_validate(
             name: Some(HIERARCHY_SINGLETON.into()),
             ..Default::default()
         };
-        if !call.state.authz.can(call.who, attrs).await? {
+        if !cx.authz.can(call.who, attrs).await? {
             return Err(ApiError::forbidden(
                 DEF.group_resource(),
                 HIERARCHY_SINGLETON,
@@ -255,25 +289,24 @@ async fn authorize_and_validate(
     }
     // Named only to callers allowed to make the move: the objects' names are in the subtree
     // and the new ancestry.
-    check_overwrites(call, current, desired).await.map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))
+    check_overwrites(cx, ns, current, desired).await.map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))
 }
 
 /// HNC's rule: a move may not put a namespace's own object (not a copy) in the way of a source
 /// of the same name in a new ancestor, which would silently win over the ancestor's policy.
 /// Becoming a root adds no ancestor, and a new subnamespace has no objects yet.
 async fn check_overwrites(
-    call: &Call<'_>,
+    cx: &HierarchyContext<'_>,
+    ns: &str,
     current: &HierarchyState,
     desired: &HierarchyState,
 ) -> Result<(), Refusal> {
     let Some(parent) = desired.parent.as_deref().filter(|p| current.parent.as_deref() != Some(*p)) else {
         return Ok(());
     };
-    let ns = call.req.namespace.as_str();
-    let (state, policy) = (call.state, &call.state.policy);
-    let before = state.cache.snapshot();
-    let after = plan::moved(&before, policy, ns, Some(parent));
-    let found = state.propagation.overwrites_of_move(&before, &after, policy, ns).await?;
+    let before = cx.cache.snapshot();
+    let after = plan::moved(&before, cx.policy, ns, Some(parent));
+    let found = cx.propagation.overwrites_of_move(&before, &after, cx.policy, ns).await?;
     overwrites::move_refusal(&found).map_or(Ok(()), Err)
 }
 
@@ -281,13 +314,13 @@ async fn check_overwrites(
 /// namespace in one write guarded by its resourceVersion. Returns the namespace as written, if
 /// anything had to change.
 async fn apply(
-    call: &Call<'_>,
+    cx: &HierarchyContext<'_>,
     ns: &str,
     desired: &HierarchyState,
     dry_run: bool,
 ) -> Result<Option<Namespace>, ApiError> {
     let (mark, patch, moves) = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let node =
             forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
         let mark = desired
@@ -296,32 +329,31 @@ async fn apply(
             .and_then(|p| forest.get(p))
             .and_then(|p| plan::mark_member(p).map(|m| (p.name().to_string(), m)));
         let moves = desired.parent.clone().filter(|p| node.parent.as_ref() != Some(p));
-        (mark, plan::hierarchy_patch(&forest, &call.state.policy, node, desired), moves)
+        (mark, plan::hierarchy_patch(&forest, cx.policy, node, desired), moves)
     };
     let Some(patch) = patch else {
         return Ok(None);
     };
     if dry_run {
-        call.state.writer.patch(ns, &patch, true).await?;
+        cx.writer.patch(ns, &patch, true).await?;
         return Ok(None);
     }
-    let writer = &call.state.writer;
+    let writer = cx.writer;
     if let Some((parent, m)) = &mark {
         writer.patch(parent, m, false).await?;
     }
     let Some(parent) = moves else {
         let updated = writer.patch(ns, &patch, false).await?;
-        await_write(call.state, &updated).await;
+        await_write(cx.cache, &updated).await;
         return Ok(Some(updated));
     };
     // Gaining a parent may close a cycle with a concurrent move: such writes take turns. The
     // patch is worked out again from the namespace as it is now: while we waited, the other
     // mover may have marked it as a member, and a patch from before that would only conflict.
-    let updated = call
-        .state
+    let updated = cx
         .parent_lock
         .serialized(|held| async move {
-            held.check_ancestry(writer, &call.state.cache, ns, &parent)
+            held.check_ancestry(writer, cx.cache, ns, &parent)
                 .await?
                 .map_err(|r| refused(&DEF, HIERARCHY_SINGLETON, r))?;
             let fresh = writer
@@ -329,13 +361,13 @@ async fn apply(
                 .await?
                 .ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
             let patch = {
-                let forest = call.state.cache.read();
-                plan::hierarchy_patch(&forest, &call.state.policy, &forest.node_of(fresh), desired)
+                let forest = cx.cache.read();
+                plan::hierarchy_patch(&forest, cx.policy, &forest.node_of(fresh), desired)
             };
             let Some(patch) = patch else { return Ok(None) };
             held.confirm()?;
             let updated = writer.patch(ns, &patch, false).await?;
-            await_write(call.state, &updated).await;
+            await_write(cx.cache, &updated).await;
             Ok(Some(updated))
         })
         .await?;

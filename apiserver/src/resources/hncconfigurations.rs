@@ -10,21 +10,24 @@ use kube::Client;
 use serde_json::Value;
 
 use super::checks::refused;
-use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::managed::METADATA;
 use super::write::{write, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::identity::Derived;
+use crate::hierarchy::policy::Policy;
 use crate::hierarchy::rules::Refusal;
 use crate::http::list::{paginate, ListOptions};
 use crate::http::status::{kube_message, ApiError};
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
+use crate::propagation::Propagation;
 use crate::propagation::{overwrites, rights, ENFORCED};
 use crate::resources::render;
 use crate::ssa::Shape;
-use crate::state::AppState;
-use crate::store::config_store;
+use crate::state::{AppState, Context};
+use crate::store::cache::Cache;
+use crate::store::config_store::{self, ConfigStore};
 
 /// The resource's plural name.
 pub const PLURAL: &str = "hncconfigurations";
@@ -38,7 +41,7 @@ pub const DEF: ResourceDef = ResourceDef {
     namespaced: false,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
-        list: Some(|c| Box::pin(ready(list(c)))),
+        list: Some(List::Handler(|c| Box::pin(ready(list(c))))),
         watch: Some(current),
         create: None,
         update: Some(|c| Box::pin(write::<Config>(c))),
@@ -79,26 +82,53 @@ const SHAPE: Shape = Shape::Struct(&[
     ),
 ]);
 
+/// What serving the configuration touches of the server's state.
+struct ConfigContext<'a> {
+    config: &'a ConfigStore,
+    /// For the ConfigMap that stores it, and for the kinds it names.
+    client: &'a kube::Client,
+    /// hns's own namespace, where the ConfigMap is.
+    namespace: &'a str,
+    /// For the status of each kind.
+    propagation: &'a Propagation,
+    /// For the namespaces' conditions in the status, and the objects a new kind would overwrite.
+    cache: &'a Cache,
+    policy: &'a Policy,
+}
+
+impl<'a> Context<'a> for ConfigContext<'a> {
+    fn of(state: &'a AppState) -> Self {
+        ConfigContext {
+            config: &state.config,
+            client: &state.client,
+            namespace: &state.namespace,
+            propagation: &state.propagation,
+            cache: &state.cache,
+            policy: &state.policy,
+        }
+    }
+}
+
 /// The configuration as stored, for a watch's first event.
-fn current(state: &AppState, _: &Forest, _: &ResourceDef, _: &str) -> Vec<Item> {
-    vec![Item::Config(state.config.object())]
+fn current(reads: &Reads<'_>, _: &Forest, _: &ResourceDef, _: &str) -> Vec<Item> {
+    vec![Item::Config(reads.config.object())]
 }
 
 /// The configuration with its status, as reads and writes start from it.
-fn with_current_status(call: &Call<'_>) -> Value {
-    with_status(call, config_store::value(&call.state.config))
+fn with_current_status(cx: &ConfigContext<'_>) -> Value {
+    with_status(cx, config_store::value(cx.config))
 }
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     if call.req.name != CONFIG_SINGLETON {
         return Err(ApiError::not_found(DEF.group_resource(), &call.req.name));
     }
-    Ok(Reply::ok(render::object(&DEF, with_current_status(call), call.render)?))
+    Ok(Reply::ok(render::object(&DEF, with_current_status(&call.context()), call.render)?))
 }
 
 fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    let obj = Item::from_value(with_current_status(call))?;
+    let obj = Item::from_value(with_current_status(&call.context()))?;
     let rv = obj.metadata().resource_version.clone().unwrap_or_else(|| "0".into());
     Ok(Reply::ok(render::list(&DEF, paginate(vec![obj], &opts, &rv), &rv, call.render)))
 }
@@ -107,6 +137,7 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
 struct Config;
 
 impl Strategy for Config {
+    type Context<'a> = ConfigContext<'a>;
     type Object = HNCConfiguration;
     /// The configuration as it was.
     type Before = HNCConfigurationSpec;
@@ -120,14 +151,15 @@ impl Strategy for Config {
         Stored::Config
     }
 
-    async fn start(call: &Call<'_>) -> Result<Start<HNCConfigurationSpec>, ApiError> {
-        let current = with_current_status(call);
+    async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<HNCConfigurationSpec>, ApiError> {
+        let current = with_current_status(cx);
         let before = serde_json::from_value(current["spec"].clone()).unwrap_or_default();
         Ok(Start { name: call.req.name.clone(), current: Some(current), before })
     }
 
     async fn validate(
-        call: &Call<'_>,
+        cx: &Self::Context<'_>,
+        _: &Call<'_>,
         start: &Start<HNCConfigurationSpec>,
         name: &str,
         obj: &HNCConfiguration,
@@ -137,29 +169,29 @@ impl Strategy for Config {
             return Err(refused(&DEF, name, Refusal::Invalid(vec![("metadata.name".into(), why)])));
         }
         let refusal = |r| refused(&DEF, CONFIG_SINGLETON, r);
-        check_spec(&call.state.client, &obj.spec).await.map_err(refusal)?;
-        check_rights(&call.state.client, &start.before, &obj.spec).await.map_err(refusal)?;
-        check_overwrites(call, &start.before, &obj.spec).await.map_err(refusal)
+        check_spec(cx.client, &obj.spec).await.map_err(refusal)?;
+        check_rights(cx.client, &start.before, &obj.spec).await.map_err(refusal)?;
+        check_overwrites(cx, &start.before, &obj.spec).await.map_err(refusal)
     }
 
     async fn store(
-        call: &Call<'_>,
+        cx: &Self::Context<'_>,
+        _: &Call<'_>,
         _: &Start<HNCConfigurationSpec>,
         _: &str,
         obj: &HNCConfiguration,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         let meta = ObjectLabels::of(&obj.metadata);
-        let state = call.state;
-        let written = state.config.write(&state.client, &state.namespace, &obj.spec, &meta, dry_run).await?;
-        Ok(with_status(call, serde_json::to_value(written).map_err(ApiError::internal)?))
+        let written = cx.config.write(cx.client, cx.namespace, &obj.spec, &meta, dry_run).await?;
+        Ok(with_status(cx, serde_json::to_value(written).map_err(ApiError::internal)?))
     }
 }
 
-fn with_status(call: &Call<'_>, mut obj: Value) -> Value {
-    let mut conditions = call.state.propagation.conditions();
-    conditions.extend(namespace_conditions(&call.state.cache.read()));
-    let status = HNCConfigurationStatus { resources: call.state.propagation.status(), conditions };
+fn with_status(cx: &ConfigContext<'_>, mut obj: Value) -> Value {
+    let mut conditions = cx.propagation.conditions();
+    conditions.extend(namespace_conditions(&cx.cache.read()));
+    let status = HNCConfigurationStatus { resources: cx.propagation.status(), conditions };
     obj["status"] = serde_json::to_value(status).unwrap_or_default();
     obj
 }
@@ -285,7 +317,7 @@ async fn check_rights(
 /// HNC refuses to start propagating a kind where copies would overwrite namespaces' own objects
 /// of the same name: the administrator must rename or remove those first.
 async fn check_overwrites(
-    call: &Call<'_>,
+    cx: &ConfigContext<'_>,
     before: &HNCConfigurationSpec,
     after: &HNCConfigurationSpec,
 ) -> Result<(), Refusal> {
@@ -297,7 +329,7 @@ async fn check_overwrites(
         {
             continue;
         }
-        let clashes = overwrites(call, &r.group, &r.resource, now).await?;
+        let clashes = overwrites(cx, &r.group, &r.resource, now).await?;
         if !clashes.is_empty() {
             let listed = overwrites::listed(&clashes, ", ");
             causes.push((
@@ -318,7 +350,7 @@ async fn check_overwrites(
 
 /// `namespace/name` of every object that propagating `resource` in `mode` would overwrite.
 async fn overwrites(
-    call: &Call<'_>,
+    cx: &ConfigContext<'_>,
     group: &str,
     resource: &str,
     mode: Mode,
@@ -326,12 +358,10 @@ async fn overwrites(
     let unavailable = |e: kube::Error| {
         Refusal::NotSynced(format!("cannot list {resource}: {}; retry in a few seconds", kube_message(&e)))
     };
-    let Some(ar) =
-        crate::propagation::resolve(&call.state.client, group, resource).await.map_err(unavailable)?
-    else {
+    let Some(ar) = crate::propagation::resolve(cx.client, group, resource).await.map_err(unavailable)? else {
         return Ok(Vec::new());
     };
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(call.state.client.clone(), &ar);
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(cx.client.clone(), &ar);
     let listed = api.list(&Default::default()).await.map_err(unavailable)?;
     let objects: crate::propagation::Objects = listed
         .items
@@ -346,9 +376,9 @@ async fn overwrites(
             )
         })
         .collect();
-    let forest = call.state.cache.read();
+    let forest = cx.cache.read();
     let everywhere = forest.iter().map(|n| n.name());
-    Ok(overwrites::find(&forest, &call.state.policy, &objects, &ar.kind, mode, everywhere)
+    Ok(overwrites::find(&forest, cx.policy, &objects, &ar.kind, mode, everywhere)
         .into_iter()
         .map(|o| format!("{}/{} (from {})", o.namespace, o.name, o.source_namespace))
         .collect())

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::def::{Call, CurrentObjects, Reply, ResourceDef};
+use super::def::{Call, CurrentObjects, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::render;
 use crate::auth::authn::Identity;
@@ -14,7 +14,7 @@ use crate::hierarchy::forest::{Forest, Node};
 use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest};
 use crate::http::status::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, Context};
 
 /// What `who` may see of `def` across all namespaces.
 pub async fn view_of(state: &AppState, who: &Identity, def: &ResourceDef) -> Result<View, ApiError> {
@@ -80,18 +80,17 @@ pub fn nodes<'a>(
 }
 
 /// The objects of `def` in `namespace` (every namespace when empty), in key order, rendered a
-/// namespace at a time as the iterator is read; with a view, only those it shows, read only from
+/// namespace at a time (by `in_namespace`) as the iterator is read; with a view, only those it shows, read only from
 /// the namespaces it may show anything in.
 pub fn objects<'a>(
-    state: &'a AppState,
     forest: &'a Forest,
     def: &'static ResourceDef,
-    current: CurrentObjects,
+    in_namespace: impl Fn(&str) -> Vec<Item> + 'a,
     namespace: &'a str,
     view: Option<&'a View>,
 ) -> impl Iterator<Item = Item> + 'a {
     namespaces(forest, def, namespace, view)
-        .flat_map(move |ns| current(state, forest, def, ns))
+        .flat_map(in_namespace)
         .filter(move |o| view.is_none_or(|v| shows(v, o)))
 }
 
@@ -102,28 +101,34 @@ pub const PIECE_BYTES: usize = 64 << 10;
 /// namespaces is rendered from a snapshot of the forest: a page (`limit`) whole, since its size
 /// is bounded, anything else while it is sent, so that answering every object of a
 /// 100,000-namespace cluster holds one piece of it at a time, not the whole answer.
-pub fn list(call: &Call<'_>, current: CurrentObjects) -> Result<Reply, ApiError> {
+pub fn list(
+    state: &actix_web::web::Data<AppState>,
+    call: &Call<'_>,
+    current: CurrentObjects,
+) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     if let Some(view) = &call.view {
-        call.state.views.remember(call.who, call.def.plural, view);
+        state.views.remember(call.who, call.def.plural, view);
     }
     if !call.req.namespace.is_empty() {
         // One namespace's objects are few: rendered whole under the cache's read lock, without
         // a snapshot, since a change of the forest while one is held copies the forest's maps
         // (the namespace controller lists each resource in each namespace it deletes).
-        return Ok(whole(call, &call.state.cache.read(), current, &opts));
+        return Ok(whole(state, call, &state.cache.read(), current, &opts));
     }
-    let forest = call.state.cache.snapshot();
+    let forest = state.cache.snapshot();
     if opts.limit.is_some() {
-        return Ok(whole(call, &forest, current, &opts));
+        return Ok(whole(state, call, &forest, current, &opts));
     }
     let rv = forest.resource_version();
-    let (state, def, render) = (call.state.clone(), call.def, *call.render);
+    let (state, def, render) = (state.clone(), call.def, *call.render);
     let (namespace, view) = (call.req.namespace.clone(), call.view.clone());
     let (envelope, field) = render::list_envelope(def, render::list_meta(&rv, None, None), &render);
     Ok(Reply::streamed(Box::pin(async_stream::stream! {
         let mut pieces = Pieces::open(envelope, field);
-        let items = objects(&state, &forest, def, current, &namespace, view.as_ref()).filter(|o| opts.selects(o));
+        let reads = Reads::of(&state);
+        let in_namespace = |ns: &str| current(&reads, &forest, def, ns);
+        let items = objects(&forest, def, in_namespace, &namespace, view.as_ref()).filter(|o| opts.selects(o));
         for item in items {
             let full = pieces.item(|out| render::write_list_item(def, &item, &render, out))
                 .map_err(actix_web::error::ErrorInternalServerError)?;
@@ -168,9 +173,17 @@ impl Pieces {
 }
 
 /// The list (or the page `opts` asks for) of `forest`'s objects, rendered whole.
-fn whole(call: &Call<'_>, forest: &Forest, current: CurrentObjects, opts: &ListOptions) -> Reply {
+fn whole(
+    state: &AppState,
+    call: &Call<'_>,
+    forest: &Forest,
+    current: CurrentObjects,
+    opts: &ListOptions,
+) -> Reply {
     let rv = forest.resource_version();
-    let items = objects(call.state, forest, call.def, current, &call.req.namespace, call.view.as_ref());
+    let reads = Reads::of(state);
+    let in_namespace = |ns: &str| current(&reads, forest, call.def, ns);
+    let items = objects(forest, call.def, in_namespace, &call.req.namespace, call.view.as_ref());
     Reply::ok(render::list(call.def, paginate(items, opts, &rv), &rv, call.render))
 }
 

@@ -44,9 +44,17 @@ pub fn find(plural: &str) -> Option<&'static ResourceDef> {
     ALL.iter().copied().find(|d| d.plural == plural)
 }
 
-/// Where a request goes: a watch stream or a verb's handler.
+/// Where a request goes: a watch stream, or an answer.
 enum Route {
     Watch(def::CurrentObjects),
+    Answer(Answer),
+}
+
+/// How a request other than a watch is answered: lists of the current objects by the generic
+/// machinery, which sees the whole state; the rest by the resource's handler, which sees only
+/// its resource's context.
+enum Answer {
+    List(def::CurrentObjects),
     Handle(def::Handler),
 }
 
@@ -66,9 +74,10 @@ pub async fn dispatch(
         .filter(|d| r.subresource.is_empty() && (d.namespaced || r.namespace.is_empty()))
         .ok_or_else(|| ApiError::path_not_found(req.path()))?;
     let not_served = || ApiError::method_not_allowed(def.group_resource(), r.verb.as_str());
-    let route = match r.verb {
-        Verb::Watch => Route::Watch(def.handlers.watch.ok_or_else(not_served)?),
-        verb => Route::Handle(def.handlers.handler(verb).ok_or_else(not_served)?),
+    let route = match (r.verb, def.handlers.list) {
+        (Verb::Watch, _) => Route::Watch(def.handlers.watch.ok_or_else(not_served)?),
+        (Verb::List, Some(def::List::Current(current))) => Route::Answer(Answer::List(current)),
+        (verb, _) => Route::Answer(Answer::Handle(def.handlers.handler(verb).ok_or_else(not_served)?)),
     };
     let query = query_params(req.query_string());
     let header_str = |h| req.headers().get(h).and_then(|v| v.to_str().ok());
@@ -87,13 +96,13 @@ pub async fn dispatch(
         true => listing::view_for(&state, &who, def, &r).await?,
         false => None,
     };
-    let handler = match route {
+    let answer = match route {
         Route::Watch(current_objects) => {
             let peer = req.conn_data::<crate::auth::tls::PeerSocket>().cloned();
             let watch = watch::Request { def, current_objects, req: &r, query: &query, render: &render };
             return watch::serve(peer, state.clone(), who, view, watch).await;
         }
-        Route::Handle(handler) => handler,
+        Route::Answer(answer) => answer,
     };
     if r.verb == Verb::Patch {
         crate::http::patch::require_patch_type(header_str(header::CONTENT_TYPE))?;
@@ -107,7 +116,7 @@ pub async fn dispatch(
         }
     }
     let call = Call {
-        state: &state,
+        state: def::Shared::new(&state),
         who: &who,
         req: &r,
         def,
@@ -118,9 +127,10 @@ pub async fn dispatch(
         user_agent: header_str(header::USER_AGENT),
         view,
     };
-    let reply = match accepted {
-        Accepted::HierarchyTree => tree::list(&call)?,
-        Accepted::Render(_) => handler(&call).await?,
+    let reply = match (accepted, answer) {
+        (Accepted::HierarchyTree, _) => tree::list(&state, &call)?,
+        (_, Answer::List(current)) => listing::list(&state, &call, current)?,
+        (_, Answer::Handle(handler)) => handler(&call).await?,
     };
     let mut resp = HttpResponse::build(actix_web::http::StatusCode::from_u16(reply.code).unwrap_or_default());
     for w in reply.warnings {

@@ -11,15 +11,17 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::checks::{await_write, refused};
-use super::def::{Call, Handlers, Reply, ResourceDef};
+use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
 use super::write::{self, Start, Stored, Strategy};
+use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::{self, Derived};
 use crate::hierarchy::objects;
 use crate::hierarchy::plan::{self, HierarchyState};
+use crate::hierarchy::policy::Policy;
 use crate::hierarchy::rules;
 use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
@@ -27,12 +29,14 @@ use crate::http::status::ApiError;
 use crate::http::table::{age, Column, AGE_COLUMN, NAME_COLUMN};
 use crate::resources::render;
 use crate::ssa::Shape;
-use crate::state::AppState;
+use crate::state::{AppState, Context};
+use crate::store::cache::Cache;
+use crate::store::writer::Writer;
 
 /// Both kinds serve every verb, with the same handlers.
 const HANDLERS: Handlers = Handlers {
     get: Some(|c| Box::pin(ready(get(c)))),
-    list: Some(|c| Box::pin(ready(listing::list(c, current)))),
+    list: Some(List::Current(current)),
     watch: Some(current),
     create: Some(|c| Box::pin(write::write::<Sub>(c))),
     update: Some(|c| Box::pin(write::write::<Sub>(c))),
@@ -104,6 +108,26 @@ const SHAPE: Shape = Shape::Struct(&[
     ("spec", Shape::Struct(&[("labels", META_KVPS), ("annotations", META_KVPS)])),
 ]);
 
+/// What serving subnamespaces touches of the server's state.
+struct SubnamespaceContext<'a> {
+    cache: &'a Cache,
+    policy: &'a Policy,
+    writer: &'a Writer,
+    /// For a server-side apply that creates, which needs `create` on top of `patch`.
+    authz: &'a Authorizer,
+}
+
+impl<'a> Context<'a> for SubnamespaceContext<'a> {
+    fn of(state: &'a AppState) -> Self {
+        SubnamespaceContext {
+            cache: &state.cache,
+            policy: &state.policy,
+            writer: &state.writer,
+            authz: &state.authz,
+        }
+    }
+}
+
 fn subnamespace<'f>(forest: &'f Forest, parent: &str, name: &str) -> Option<&'f Node> {
     forest
         .get(name)
@@ -111,23 +135,28 @@ fn subnamespace<'f>(forest: &'f Forest, parent: &str, name: &str) -> Option<&'f 
 }
 
 fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
-    let forest = call.state.cache.read();
+    let cx: SubnamespaceContext = call.context();
+    let forest = cx.cache.read();
     let node = subnamespace(&forest, &call.req.namespace, &call.req.name)
         .ok_or_else(|| ApiError::not_found(call.def.group_resource(), &call.req.name))?;
     Ok(Reply::ok(render::object(
         call.def,
-        objects::subnamespace_value(&call.state.policy, node, call.def.kind),
+        objects::subnamespace_value(cx.policy, node, call.def.kind),
         call.render,
     )?))
 }
 
 /// The subnamespaces a list, watch or deletecollection addresses, as objects of `def`'s kind,
 /// in key order.
-fn current(state: &AppState, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Item> {
+fn current(reads: &Reads<'_>, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Item> {
+    subnamespaces_in(reads.policy, forest, def, namespace)
+}
+
+fn subnamespaces_in(policy: &Policy, forest: &Forest, def: &ResourceDef, namespace: &str) -> Vec<Item> {
     forest
         .subnamespaces(namespace)
         .filter(|n| forest.anchor_exists(n))
-        .map(|n| Item::subnamespace(objects::subnamespace(&state.policy, n), def.kind))
+        .map(|n| Item::subnamespace(objects::subnamespace(policy, n), def.kind))
         .collect()
 }
 
@@ -151,6 +180,7 @@ struct Written {
 struct Sub;
 
 impl Strategy for Sub {
+    type Context<'a> = SubnamespaceContext<'a>;
     type Object = Written;
     /// The namespace's hierarchy as it was; `None` when the write creates it.
     type Before = Option<HierarchyState>;
@@ -164,18 +194,18 @@ impl Strategy for Sub {
         Stored::Namespace(name)
     }
 
-    async fn start(call: &Call<'_>) -> Result<Start<Option<HierarchyState>>, ApiError> {
+    async fn start(
+        cx: &Self::Context<'_>,
+        call: &Call<'_>,
+    ) -> Result<Start<Option<HierarchyState>>, ApiError> {
         let name = call.req.name.clone();
         if call.req.verb == Verb::Create {
             return Ok(Start { name, current: None, before: None });
         }
         let found = {
-            let forest = call.state.cache.read();
+            let forest = cx.cache.read();
             subnamespace(&forest, &call.req.namespace, &name).map(|node| {
-                (
-                    objects::subnamespace_value(&call.state.policy, node, call.def.kind),
-                    HierarchyState::of(node),
-                )
+                (objects::subnamespace_value(cx.policy, node, call.def.kind), HierarchyState::of(node))
             })
         };
         match found {
@@ -184,7 +214,7 @@ impl Strategy for Sub {
             // would: the caller needs `create` on top of `patch`, as kube-apiserver asks.
             None if managed::is_apply(call) => {
                 let create = ResourceRequest { verb: Verb::Create, ..call.req.clone() };
-                call.state.authz.authorize(call.who, &RequestInfo::Resource(create)).await?;
+                cx.authz.authorize(call.who, &RequestInfo::Resource(create)).await?;
                 Ok(Start { name, current: None, before: None })
             }
             None => Err(ApiError::not_found(call.def.group_resource(), &name)),
@@ -192,15 +222,16 @@ impl Strategy for Sub {
     }
 
     async fn validate(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<Option<HierarchyState>>,
         name: &str,
         obj: &Written,
     ) -> Result<(), ApiError> {
-        let policy = &call.state.policy;
+        let policy = cx.policy;
         let refusal = |r| refused(call.def, name, r);
         let Some(before) = &start.before else {
-            let forest = call.state.cache.read();
+            let forest = cx.cache.read();
             rules::check_new_subnamespace(&forest, policy, &call.req.namespace, name).map_err(refusal)?;
             return rules::check_managed(policy, &obj.spec.labels, &obj.spec.annotations).map_err(refusal);
         };
@@ -212,6 +243,7 @@ impl Strategy for Sub {
     }
 
     async fn store(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<Option<HierarchyState>>,
         name: &str,
@@ -219,14 +251,20 @@ impl Strategy for Sub {
         dry_run: bool,
     ) -> Result<Value, ApiError> {
         match (&start.before, &start.current) {
-            (Some(before), Some(current)) => update(call, before, current, name, obj, dry_run).await,
-            _ => create(call, name, obj, dry_run).await,
+            (Some(before), Some(current)) => update(cx, call, (before, current), name, obj, dry_run).await,
+            _ => create(cx, call, name, obj, dry_run).await,
         }
     }
 }
 
 /// Creates the subnamespace `obj` describes; returns it as served.
-async fn create(call: &Call<'_>, name: &str, obj: &Written, dry_run: bool) -> Result<Value, ApiError> {
+async fn create(
+    cx: &SubnamespaceContext<'_>,
+    call: &Call<'_>,
+    name: &str,
+    obj: &Written,
+    dry_run: bool,
+) -> Result<Value, ApiError> {
     let parent = call.req.namespace.as_str();
     let state = HierarchyState {
         parent: Some(parent.to_string()),
@@ -236,20 +274,19 @@ async fn create(call: &Call<'_>, name: &str, obj: &Written, dry_run: bool) -> Re
         ..Default::default()
     };
     let (namespace, mark) = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let mark = forest.get(parent).and_then(plan::mark_member);
-        (plan::new_subnamespace(&forest, &call.state.policy, parent, name, &state), mark)
+        (plan::new_subnamespace(&forest, cx.policy, parent, name, &state), mark)
     };
     if let (Some(m), false) = (mark, dry_run) {
-        call.state.writer.patch(parent, &m, false).await?;
+        cx.writer.patch(parent, &m, false).await?;
     }
-    let created =
-        call.state.writer.create(&namespace, dry_run).await.map_err(|e| already_there(call, name, e))?;
+    let created = cx.writer.create(&namespace, dry_run).await.map_err(|e| already_there(call, name, e))?;
     if !dry_run {
-        await_write(call.state, &created).await;
+        await_write(cx.cache, &created).await;
     }
-    let node = call.state.cache.read().node_of(created);
-    Ok(objects::subnamespace_value(&call.state.policy, &node, call.def.kind))
+    let node = cx.cache.read().node_of(created);
+    Ok(objects::subnamespace_value(cx.policy, &node, call.def.kind))
 }
 
 /// A namespace made by someone else between our check and our create is the same conflict.
@@ -267,9 +304,9 @@ fn already_there(call: &Call<'_>, name: &str, e: ApiError) -> ApiError {
 
 /// Writes the subnamespace's labels and annotations onto its namespace; returns it as served.
 async fn update(
+    cx: &SubnamespaceContext<'_>,
     call: &Call<'_>,
-    before: &HierarchyState,
-    current: &Value,
+    (before, current): (&HierarchyState, &Value),
     name: &str,
     obj: &Written,
     dry_run: bool,
@@ -281,39 +318,40 @@ async fn update(
         ..before.clone()
     };
     let patch = {
-        let forest = call.state.cache.read();
-        forest.get(name).and_then(|node| plan::hierarchy_patch(&forest, &call.state.policy, node, &desired))
+        let forest = cx.cache.read();
+        forest.get(name).and_then(|node| plan::hierarchy_patch(&forest, cx.policy, node, &desired))
     };
     let Some(p) = patch else {
         return Ok(current.clone());
     };
-    let updated = call.state.writer.patch(name, &p, dry_run).await?;
+    let updated = cx.writer.patch(name, &p, dry_run).await?;
     if !dry_run {
-        await_write(call.state, &updated).await;
+        await_write(cx.cache, &updated).await;
     }
-    let node = call.state.cache.read().node_of(updated);
-    Ok(objects::subnamespace_value(&call.state.policy, &node, call.def.kind))
+    let node = cx.cache.read().node_of(updated);
+    Ok(objects::subnamespace_value(cx.policy, &node, call.def.kind))
 }
 
 /// Deletes one subnamespace after the checks, held first for its own subnamespaces if it has
 /// any (see [`crate::hierarchy::forest::Forest::needs_hold`]); returns its object as it stands.
 async fn delete_one(
+    cx: &SubnamespaceContext<'_>,
     call: &Call<'_>,
     name: &str,
     uid: Option<String>,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
-    let hold = call.state.cache.read().needs_hold(name, jiff::Timestamp::now());
-    let remaining = call.state.writer.delete(name, uid, hold, dry_run).await?;
+    let hold = cx.cache.read().needs_hold(name, jiff::Timestamp::now());
+    let remaining = cx.writer.delete(name, uid, hold, dry_run).await?;
     if let (Some(ns), false) = (&remaining, dry_run) {
-        await_write(call.state, ns).await;
+        await_write(cx.cache, ns).await;
     }
-    let forest = call.state.cache.read();
+    let forest = cx.cache.read();
     let shown = match remaining {
-        Some(ns) => objects::subnamespace_value(&call.state.policy, &forest.node_of(ns), call.def.kind),
+        Some(ns) => objects::subnamespace_value(cx.policy, &forest.node_of(ns), call.def.kind),
         None => forest
             .get(name)
-            .map(|n| objects::subnamespace_value(&call.state.policy, n, call.def.kind))
+            .map(|n| objects::subnamespace_value(cx.policy, n, call.def.kind))
             .unwrap_or_default(),
     };
     Ok(shown)
@@ -323,8 +361,9 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
     let (parent, name) = (call.req.namespace.as_str(), call.req.name.as_str());
     let gr = call.def.group_resource();
     let (pre, dry_run) = write::delete_options(call)?;
+    let cx: SubnamespaceContext = call.context();
     let uid = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
         let node = subnamespace(&forest, parent, name).ok_or_else(|| ApiError::not_found(gr, name))?;
         let own_uid = identity::uid_of(node.meta.uid(), Derived::Subnamespace);
         if pre.uid.is_some_and(|u| Some(u) != own_uid) {
@@ -340,7 +379,7 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
         rules::check_delete_subnamespace(&forest, name).map_err(|r| refused(call.def, name, r))?;
         node.meta.uid().map(str::to_string)
     };
-    let obj = delete_one(call, name, uid, dry_run).await?;
+    let obj = delete_one(&cx, call, name, uid, dry_run).await?;
     Ok(Reply::ok(render::object(call.def, obj, call.render)?))
 }
 
@@ -348,10 +387,12 @@ async fn delete(call: &Call<'_>) -> Result<Reply, ApiError> {
 async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     let (_, dry_run) = write::delete_options(call)?;
+    let cx: SubnamespaceContext = call.context();
     let targets: Vec<(String, Option<String>)> = {
-        let forest = call.state.cache.read();
+        let forest = cx.cache.read();
+        let in_namespace = |ns: &str| subnamespaces_in(cx.policy, &forest, call.def, ns);
         let items = paginate(
-            listing::objects(call.state, &forest, call.def, current, &call.req.namespace, None),
+            listing::objects(&forest, call.def, in_namespace, &call.req.namespace, None),
             &ListOptions { limit: None, after: None, ..opts },
             "",
         )
@@ -368,9 +409,9 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     };
     let mut deleted = Vec::new();
     for (name, uid) in targets {
-        deleted.push(delete_one(call, &name, uid, dry_run).await?);
+        deleted.push(delete_one(&cx, call, &name, uid, dry_run).await?);
     }
-    let rv = call.state.cache.read().resource_version();
+    let rv = cx.cache.read().resource_version();
     let items = deleted.into_iter().map(Item::from_value).collect::<Result<_, _>>()?;
     let page = crate::http::list::Page { items, ..Default::default() };
     Ok(Reply::ok(render::list(call.def, page, &rv, call.render)))

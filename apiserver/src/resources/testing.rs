@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::def::{Call, Reply, ResourceDef};
+use super::def::{Call, List, Reply, ResourceDef, Shared};
 use crate::auth::authn::{AuthnState, Identity};
 use crate::auth::authz::Authorizer;
 use crate::auth::certs::ServingCert;
@@ -92,7 +92,7 @@ impl Parts {
         body: &'a [u8],
     ) -> Call<'a> {
         Call {
-            state,
+            state: Shared::new(state),
             who: &self.who,
             req: &self.req,
             def,
@@ -114,9 +114,12 @@ pub async fn send(
     at: (&str, &str),
     body: &Value,
 ) -> Result<Reply, ApiError> {
-    let handler = def.handlers.handler(verb).expect("a verb the resource serves");
     let parts = Parts::new(def, verb, at);
     let body = serde_json::to_vec(body).expect("JSON serializes");
     let query = HashMap::new();
-    handler(&parts.call(state, def, &query, &body)).await
+    let call = parts.call(state, def, &query, &body);
+    match (verb, def.handlers.list) {
+        (Verb::List, Some(List::Current(current))) => super::listing::list(state, &call, current),
+        _ => def.handlers.handler(verb).expect("a verb the resource serves")(&call).await,
+    }
 }

@@ -33,6 +33,7 @@ use crate::hierarchy::conditions;
 use crate::hierarchy::forest::{Forest, Node};
 use crate::http::list::{ListOptions, Selectable};
 use crate::http::status::ApiError;
+use crate::state::AppState;
 
 /// One namespace's place in the hierarchy, as `view` shows it.
 fn entry<'a>(forest: &'a Forest, node: &'a Node, view: Option<&View>) -> HierarchyTreeEntry<&'a str> {
@@ -77,7 +78,7 @@ impl Selectable for Configuration<'_> {
 
 /// Serves a list of hierarchy configurations as a `HierarchyTree`, rendered from a snapshot of
 /// the forest while it is sent.
-pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
+pub fn list(state: &AppState, call: &Call<'_>) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
     if opts.limit.is_some() || opts.after.is_some() {
         return Err(ApiError::bad_request(
@@ -85,9 +86,9 @@ pub fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
         ));
     }
     if let Some(view) = &call.view {
-        call.state.views.remember(call.who, call.def.plural, view);
+        state.views.remember(call.who, call.def.plural, view);
     }
-    let forest = call.state.cache.snapshot();
+    let forest = state.cache.snapshot();
     let rv = forest.resource_version();
     let envelope = json!({"kind": HIERARCHY_TREE_KIND, "apiVersion": hns_api::API_VERSION, "metadata": {"resourceVersion": rv}});
     let serde_json::Value::Object(envelope) = envelope else {
@@ -129,7 +130,7 @@ mod tests {
         let parts = Parts::new(&DEF, Verb::List, (namespace, ""));
         let query: HashMap<String, String> =
             query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let reply = list(&parts.call(&state, &DEF, &query, &[]))?;
+        let reply = list(&state, &parts.call(&state, &DEF, &query, &[]))?;
         let Body::Streamed(mut body) = reply.body else { panic!("a tree is streamed") };
         let mut bytes = Vec::new();
         while let Some(piece) = body.next().await {

@@ -23,11 +23,11 @@ use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
 use crate::http::status::ApiError;
 use crate::http::table::RenderOptions;
-use crate::resources::def::{CurrentObjects, ResourceDef};
+use crate::resources::def::{CurrentObjects, Reads, ResourceDef};
 use crate::resources::item::Item;
 use crate::resources::{listing, render};
 use crate::shutdown::Phase;
-use crate::state::AppState;
+use crate::state::{AppState, Context};
 use crate::store::hub::{watch_line, Event, Message, Numbered};
 
 /// Longest watch; clients reconnect (kube-apiserver picks 30–60 minutes).
@@ -107,7 +107,7 @@ impl Watcher {
     /// the watch's selectors say of the object now (which would tell its labels).
     fn regranted(
         &self,
-        (state, forest): (&AppState, &Forest),
+        (reads, forest): (&Reads<'_>, &Forest),
         current: CurrentObjects,
         old: &[View],
         new: &View,
@@ -121,12 +121,19 @@ impl Watcher {
             }
         }
         let objects: Vec<Item> = if everywhere {
-            listing::objects(state, forest, self.def, current, &self.namespace, None).collect()
+            listing::objects(
+                forest,
+                self.def,
+                |ns| current(reads, forest, self.def, ns),
+                &self.namespace,
+                None,
+            )
+            .collect()
         } else {
             namespaces
                 .iter()
                 .filter(|ns| self.namespace.is_empty() || **ns == self.namespace)
-                .flat_map(|ns| current(state, forest, self.def, ns))
+                .flat_map(|ns| current(reads, forest, self.def, ns))
                 .collect()
         };
         objects
@@ -311,7 +318,7 @@ pub async fn serve(
                     // has it already takes it as an update. (Lost access was answered above.)
                     if let Some(view) = &watcher.view {
                         let shown_nothing = [View::default()];
-                        lines.extend(watcher.regranted((&state, &forest), current_objects, &shown_nothing, view));
+                        lines.extend(watcher.regranted((&Reads::of(&state), &forest), current_objects, &shown_nothing, view));
                     }
                     Begin::Lines(lines)
                 }
@@ -340,9 +347,10 @@ pub async fn serve(
                 // In pieces of many lines: a 100,000-object start is neither built whole nor
                 // sent a line per write.
                 let mut piece = Vec::new();
-                let objects = listing::objects(
-                    &state, &snapshot, def, current_objects, &watcher.namespace, watcher.view.as_ref(),
-                );
+                let reads = Reads::of(&state);
+                let in_namespace = |ns: &str| current_objects(&reads, &snapshot, def, ns);
+                let objects =
+                    listing::objects(&snapshot, def, in_namespace, &watcher.namespace, watcher.view.as_ref());
                 for object in objects.filter(|o| watcher.opts.selects(o)) {
                     piece.extend_from_slice(&watcher.item_line("ADDED", &object));
                     if piece.len() >= listing::PIECE_BYTES {
@@ -408,7 +416,7 @@ pub async fn serve(
                     match listing::view_of(&state, &who, def).await {
                         Ok(new) => {
                             let old: Vec<View> = watcher.view.iter().cloned().collect();
-                            let lines = watcher.regranted((&state, &state.cache.read()), current_objects, &old, &new);
+                            let lines = watcher.regranted((&Reads::of(&state), &state.cache.read()), current_objects, &old, &new);
                             for line in lines {
                                 yield Ok(line);
                             }

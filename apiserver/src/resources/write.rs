@@ -24,7 +24,10 @@ use crate::http::body::{self, WriteOptions};
 use crate::http::request_info::Verb;
 use crate::http::status::{ApiError, GroupResource};
 use crate::ssa::Shape;
-use crate::store::config_store;
+use crate::state::{AppState, Context};
+use crate::store::cache::Cache;
+use crate::store::config_store::{self, ConfigStore};
+use crate::store::writer::Writer;
 
 /// How often a write is tried when the object changed under it.
 const WRITE_ATTEMPTS: usize = 10;
@@ -62,6 +65,8 @@ pub struct Start<B> {
 // Not `Send`: handlers run on actix's single-threaded workers (`LocalBoxFuture`).
 #[allow(async_fn_in_trait)]
 pub trait Strategy {
+    /// The parts of the server's state the resource's writes touch.
+    type Context<'a>: Context<'a>;
     /// The object as clients write it.
     type Object: DeserializeOwned;
     /// What [`Strategy::start`] reads beside the object.
@@ -77,17 +82,23 @@ pub trait Strategy {
 
     /// What the write starts from: 404 when there is nothing to update, 409 when a create finds
     /// the object there already.
-    async fn start(call: &Call<'_>) -> Result<Start<Self::Before>, ApiError>;
+    async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<Self::Before>, ApiError>;
 
     /// Checks of the object the client asks for, before it is decoded, where the decoder would
     /// say less. None by default.
-    async fn check_desired(_call: &Call<'_>, _name: &str, _desired: &Value) -> Result<(), ApiError> {
+    async fn check_desired(
+        _cx: &Self::Context<'_>,
+        _call: &Call<'_>,
+        _name: &str,
+        _desired: &Value,
+    ) -> Result<(), ApiError> {
         Ok(())
     }
 
     /// The resource's rules for the object as it would be written: names, the hierarchy's
     /// rules, the caller's rights beyond the request's own.
     async fn validate(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<Self::Before>,
         name: &str,
@@ -97,6 +108,7 @@ pub trait Strategy {
     /// Stores the object (or, with `dry_run`, only checks that it could); returns it as served.
     /// A 409 means it changed since [`Strategy::start`].
     async fn store(
+        cx: &Self::Context<'_>,
         call: &Call<'_>,
         start: &Start<Self::Before>,
         name: &str,
@@ -116,9 +128,10 @@ pub async fn write<S: Strategy>(call: &Call<'_>) -> Result<Reply, ApiError> {
 /// 503s are tried again.
 async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     let opts = WriteOptions::from_query(call.query)?;
-    let start = S::start(call).await?;
+    let cx: S::Context<'_> = call.context();
+    let start = S::start(&cx, call).await?;
     let (desired, mut warnings) = desired::<S>(call, &opts, &start)?;
-    S::check_desired(call, &start.name, &desired).await?;
+    S::check_desired(&cx, call, &start.name, &desired).await?;
     let (obj, more): (S::Object, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
     let meta = S::metadata(&obj);
@@ -131,8 +144,8 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
         Some(current) => check_resource_version(call, gr, &name, current, meta.resource_version.as_deref())?,
         None => false,
     };
-    S::validate(call, &start, &name, &obj).await?;
-    let written = match S::store(call, &start, &name, &obj, opts.dry_run).await {
+    S::validate(&cx, call, &start, &name, &obj).await?;
+    let written = match S::store(&cx, call, &start, &name, &obj, opts.dry_run).await {
         Ok(written) => written,
         Err(e) => {
             let failure = write_failed(e, guarded.then_some((gr, name.as_str())));
@@ -220,17 +233,39 @@ where
     }
 }
 
+/// Where objects are stored and cached: what a write reads afresh after a conflict.
+struct Stores<'a> {
+    writer: &'a Writer,
+    cache: &'a Cache,
+    client: &'a kube::Client,
+    namespace: &'a str,
+    config: &'a ConfigStore,
+}
+
+impl<'a> Context<'a> for Stores<'a> {
+    fn of(state: &'a AppState) -> Self {
+        Stores {
+            writer: &state.writer,
+            cache: &state.cache,
+            client: &state.client,
+            namespace: &state.namespace,
+            config: &state.config,
+        }
+    }
+}
+
 /// Brings the cache up to the stored object as kube-apiserver has it now.
 async fn refresh(call: &Call<'_>, stored: Stored<'_>) -> Result<(), ApiError> {
+    let stores: Stores = call.context();
     match stored {
         Stored::Namespace(ns) => {
-            if let Some(ns) = call.state.writer.get(ns).await? {
-                call.state.cache.caught_up_with(&ns).await;
+            if let Some(ns) = stores.writer.get(ns).await? {
+                stores.cache.caught_up_with(&ns).await;
             }
         }
         Stored::Config => {
-            let rv = config_store::stored_resource_version(&call.state.client, &call.state.namespace).await?;
-            call.state.config.caught_up(rv).await;
+            let rv = config_store::stored_resource_version(stores.client, stores.namespace).await?;
+            stores.config.caught_up(rv).await;
         }
     }
     Ok(())
