@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 
 use console::Style;
+pub use namespace_diagnose::report::Style as Styles;
 
 /// Colours, or none.
 #[derive(Debug, Clone)]
@@ -35,49 +36,25 @@ impl Paint {
     pub fn for_stream(stream: &impl IsTerminal) -> Paint {
         Paint::new(color(stream.is_terminal(), std::env::var_os("NO_COLOR")))
     }
-
-    /// For problems.
-    pub fn bad(&self, s: &str) -> String {
-        self.bad.apply_to(s).to_string()
-    }
-
-    /// For what is fine.
-    pub fn good(&self, s: &str) -> String {
-        self.good.apply_to(s).to_string()
-    }
-
-    /// For risks and warnings.
-    pub fn warn(&self, s: &str) -> String {
-        self.warn.apply_to(s).to_string()
-    }
-
-    /// For detail.
-    pub fn dim(&self, s: &str) -> String {
-        self.dim.apply_to(s).to_string()
-    }
-
-    /// For headings.
-    pub fn head(&self, s: &str) -> String {
-        self.head.apply_to(s).to_string()
-    }
 }
 
-/// The diagnoser's report, coloured as the rest of the plugin's output.
-impl namespace_diagnose::report::Style for Paint {
+/// The styles, written once: the diagnoser's [`namespace_diagnose::report::Style`], which every
+/// coloured output of the plugin uses (its callers import it as [`Styles`]).
+impl Styles for Paint {
     fn bad(&self, s: &str) -> String {
-        Paint::bad(self, s)
+        self.bad.apply_to(s).to_string()
     }
     fn good(&self, s: &str) -> String {
-        Paint::good(self, s)
+        self.good.apply_to(s).to_string()
     }
     fn warn(&self, s: &str) -> String {
-        Paint::warn(self, s)
+        self.warn.apply_to(s).to_string()
     }
     fn dim(&self, s: &str) -> String {
-        Paint::dim(self, s)
+        self.dim.apply_to(s).to_string()
     }
     fn head(&self, s: &str) -> String {
-        Paint::head(self, s)
+        self.head.apply_to(s).to_string()
     }
 }
 

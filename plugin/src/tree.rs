@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::forest::{Forest, Node};
 use crate::output::{self, ConditionView};
-use crate::paint::Paint;
+use crate::paint::{Paint, Styles as _};
 
 /// Marks a subnamespace (HNC's).
 const SUBNAMESPACE: &str = "[s] ";

@@ -96,6 +96,11 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
     std::fs::write(&file, manifest).unwrap();
     let out = ok(env.kubectl(&["apply", "-f", file.to_str().unwrap()]));
     assert!(out.contains("hierarchicalresourcequota.hnc.x-k8s.io/team-budget created"), "{out}");
+    // A POST of a name taken is kube-apiserver's AlreadyExists.
+    let again = env.kubectl(&["create", "-f", file.to_str().unwrap()]);
+    assert!(!again.status.success(), "a second create is refused");
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("AlreadyExists") && err.contains("\"team-budget\" already exists"), "{err}");
 
     let yaml = ok(env.kubectl(&["get", "hrq", "team-budget", "-n", &team, "-o", "json"]));
     let q: Value = serde_json::from_str(&yaml).unwrap();

@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use serde_json::{json, Value};
 
-use super::checks::{await_write, check_name, refused};
+use super::checks::{await_write, refused};
 use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
@@ -28,7 +28,6 @@ use crate::hierarchy::policy::Policy;
 use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
 use crate::hierarchy::rules::{is_dns1123_label, Refusal};
-use crate::http::body;
 use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
 use crate::http::status::ApiError;
@@ -145,7 +144,7 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
 }
 
 /// The object a write starts from and the quota's name: nothing for a create (or an apply
-/// creating one), the quota as served otherwise.
+/// creating one), the quota as served otherwise. A POST's name is the body's.
 async fn starting_point(cx: &QuotaContext<'_>, call: &Call<'_>) -> Result<(String, Option<Value>), ApiError> {
     let gr = DEF.group_resource();
     let ns = call.req.namespace.as_str();
@@ -156,12 +155,8 @@ async fn starting_point(cx: &QuotaContext<'_>, call: &Call<'_>) -> Result<(Strin
         ));
     }
     if call.req.verb == Verb::Create {
-        let value = body::parse_json(call.body, call.content_type)?;
-        let name = check_name(&DEF, "", value.pointer("/metadata/name").and_then(Value::as_str))?;
-        if quotas::quota_value(&cx.cache.read(), ns, &name).is_some() {
-            return Err(ApiError::already_exists(gr, &name));
-        }
-        return Ok((name, None));
+        // The body names it: whether that name is taken is for `validate`.
+        return Ok((String::new(), None));
     }
     let name = call.req.name.clone();
     // Bound first: the cache's lock must not be held across the authorization below.
@@ -218,6 +213,11 @@ impl Strategy for Quota {
         hrq: &HierarchicalResourceQuota,
     ) -> Result<(), ApiError> {
         check_subdomain(name)?;
+        if call.req.verb == Verb::Create
+            && quotas::quota_value(&cx.cache.read(), &call.req.namespace, name).is_some()
+        {
+            return Err(ApiError::already_exists(DEF.group_resource(), name));
+        }
         validate_hard(cx, call, name, &hrq.spec.hard).await
     }
 
@@ -608,6 +608,7 @@ mod tests {
         };
         let e = refused(written("q", json!({"requests.cpu": 1.5}))).await;
         assert_eq!(e.code, 422, "{}", e.message);
+        assert!(e.message.contains("\"q\" is invalid"), "a POST's quota is named by its body: {}", e.message);
         assert!(e.message.contains("spec.hard.requests.cpu"), "{}", e.message);
         let e = refused(written("q", json!({"pods": "ten", "services": "-1"}))).await;
         assert_eq!(e.code, 422, "{}", e.message);

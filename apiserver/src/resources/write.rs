@@ -131,7 +131,12 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     let cx: S::Context<'_> = call.context();
     let start = S::start(&cx, call).await?;
     let (desired, mut warnings) = desired::<S>(call, &opts, &start)?;
-    S::check_desired(&cx, call, &start.name, &desired).await?;
+    // A POST's name is its body's (checked with the rest of the metadata below).
+    let named = match start.name.as_str() {
+        "" => desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
+        url_name => url_name,
+    };
+    S::check_desired(&cx, call, named, &desired).await?;
     let (obj, more): (S::Object, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
     let meta = S::metadata(&obj);

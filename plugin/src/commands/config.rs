@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::client::KubeFlags;
 use crate::hns::Hns;
 use crate::output::{self, ConditionView, DataFormat};
-use crate::paint::Paint;
+use crate::paint::{Paint, Styles as _};
 use crate::prompt::{self, Unasked};
 use crate::{out, outln};
 

@@ -16,7 +16,7 @@ use crate::client::KubeFlags;
 use crate::hns::{self, Hns};
 use crate::out;
 use crate::output::{self, ConditionView, DataFormat};
-use crate::paint::Paint;
+use crate::paint::{Paint, Styles as _};
 
 /// Describe a namespace's place in the hierarchy.
 ///

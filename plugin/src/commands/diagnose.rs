@@ -16,7 +16,7 @@ use namespace_diagnose::{
 };
 
 use crate::client::KubeFlags;
-use crate::paint::Paint;
+use crate::paint::{Paint, Styles as _};
 use crate::prompt;
 use crate::{out, outln};
 
