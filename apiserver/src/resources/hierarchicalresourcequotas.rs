@@ -18,7 +18,7 @@ use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA};
-use super::write::{self, Failure, Start, Stored, Strategy};
+use super::write::{self, Attempt, Failure, Start, Stored, Strategy};
 use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, ObjectLabels, StoredQuota};
 use crate::hierarchy::identity::Derived;
@@ -205,13 +205,8 @@ impl Strategy for Quota {
         check_hard_size(name, &desired["spec"]["hard"])
     }
 
-    async fn validate(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        _: &Start<()>,
-        name: &str,
-        hrq: &HierarchicalResourceQuota,
-    ) -> Result<(), ApiError> {
+    async fn validate(attempt: &Attempt<'_, Self>) -> Result<(), ApiError> {
+        let Attempt { cx, call, name, obj: hrq, .. } = attempt;
         check_subdomain(name)?;
         if call.req.verb == Verb::Create
             && quotas::quota_value(&cx.cache.read(), &call.req.namespace, name).is_some()
@@ -221,16 +216,10 @@ impl Strategy for Quota {
         validate_hard(cx, call, name, &hrq.spec.hard).await
     }
 
-    async fn store(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<()>,
-        name: &str,
-        hrq: &HierarchicalResourceQuota,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    async fn store(attempt: &Attempt<'_, Self>) -> Result<Value, ApiError> {
+        let Attempt { cx, call, start, name, obj: hrq, dry_run } = attempt;
         let uid = start.current.as_ref().and_then(|c| c["metadata"]["uid"].as_str());
-        write_quota(cx, call, name, uid, hrq, dry_run).await
+        write_quota(cx, call, name, uid, hrq, *dry_run).await
     }
 }
 

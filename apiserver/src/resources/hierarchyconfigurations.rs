@@ -14,7 +14,7 @@ use super::checks::{await_write, refused};
 use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::managed::{METADATA, META_KVPS};
-use super::write::{write, Start, Stored, Strategy};
+use super::write::{write, Attempt, Start, Stored, Strategy};
 use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::Derived;
@@ -195,13 +195,8 @@ impl Strategy for Hierarchy {
         })
     }
 
-    async fn validate(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<HierarchyState>,
-        name: &str,
-        hc: &HierarchyConfiguration,
-    ) -> Result<(), ApiError> {
+    async fn validate(attempt: &Attempt<'_, Self>) -> Result<(), ApiError> {
+        let Attempt { cx, call, start, name, obj: hc, .. } = attempt;
         if name != HIERARCHY_SINGLETON {
             let why = format!(
                 "Invalid value: \"{name}\": a HierarchyConfiguration must be named \"{HIERARCHY_SINGLETON}\""
@@ -211,16 +206,10 @@ impl Strategy for Hierarchy {
         authorize_and_validate(cx, call, &start.before, &desired_state(&start.before, hc)).await
     }
 
-    async fn store(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<HierarchyState>,
-        _: &str,
-        hc: &HierarchyConfiguration,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    async fn store(attempt: &Attempt<'_, Self>) -> Result<Value, ApiError> {
+        let Attempt { cx, call, start, obj: hc, dry_run, .. } = attempt;
         let desired = desired_state(&start.before, hc);
-        let written = apply(cx, &call.req.namespace, &desired, dry_run).await?;
+        let written = apply(cx, &call.req.namespace, &desired, *dry_run).await?;
         let obj = match written {
             Some(updated) => {
                 let forest = cx.cache.read();
@@ -229,7 +218,7 @@ impl Strategy for Hierarchy {
             }
             None => start.current.clone().unwrap_or_default(),
         };
-        Ok(dry_run_view(obj, &desired, dry_run))
+        Ok(dry_run_view(obj, &desired, *dry_run))
     }
 }
 

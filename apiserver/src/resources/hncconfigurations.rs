@@ -13,7 +13,7 @@ use super::checks::refused;
 use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::managed::METADATA;
-use super::write::{write, Start, Stored, Strategy};
+use super::write::{write, Attempt, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::policy::Policy;
@@ -157,13 +157,8 @@ impl Strategy for Config {
         Ok(Start { name: call.req.name.clone(), current: Some(current), before })
     }
 
-    async fn validate(
-        cx: &Self::Context<'_>,
-        _: &Call<'_>,
-        start: &Start<HNCConfigurationSpec>,
-        name: &str,
-        obj: &HNCConfiguration,
-    ) -> Result<(), ApiError> {
+    async fn validate(attempt: &Attempt<'_, Self>) -> Result<(), ApiError> {
+        let Attempt { cx, start, name, obj, .. } = attempt;
         if name != CONFIG_SINGLETON {
             let why = format!("Invalid value: \"{name}\": the HNCConfiguration must be named \"config\"");
             return Err(refused(&DEF, name, Refusal::Invalid(vec![("metadata.name".into(), why)])));
@@ -174,16 +169,10 @@ impl Strategy for Config {
         check_overwrites(cx, &start.before, &obj.spec).await.map_err(refusal)
     }
 
-    async fn store(
-        cx: &Self::Context<'_>,
-        _: &Call<'_>,
-        _: &Start<HNCConfigurationSpec>,
-        _: &str,
-        obj: &HNCConfiguration,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    async fn store(attempt: &Attempt<'_, Self>) -> Result<Value, ApiError> {
+        let Attempt { cx, obj, dry_run, .. } = attempt;
         let meta = ObjectLabels::of(&obj.metadata);
-        let written = cx.config.write(cx.client, cx.namespace, &obj.spec, &meta, dry_run).await?;
+        let written = cx.config.write(cx.client, cx.namespace, &obj.spec, &meta, *dry_run).await?;
         Ok(with_status(cx, serde_json::to_value(written).map_err(ApiError::internal)?))
     }
 }

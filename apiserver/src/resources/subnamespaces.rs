@@ -15,7 +15,7 @@ use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::listing;
 use super::managed::{self, METADATA, META_KVPS};
-use super::write::{self, Start, Stored, Strategy};
+use super::write::{self, Attempt, Start, Stored, Strategy};
 use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::{self, Derived};
@@ -221,13 +221,8 @@ impl Strategy for Sub {
         }
     }
 
-    async fn validate(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<Option<HierarchyState>>,
-        name: &str,
-        obj: &Written,
-    ) -> Result<(), ApiError> {
+    async fn validate(attempt: &Attempt<'_, Self>) -> Result<(), ApiError> {
+        let Attempt { cx, call, start, name, obj, .. } = attempt;
         let policy = cx.policy;
         let refusal = |r| refused(call.def, name, r);
         let Some(before) = &start.before else {
@@ -242,17 +237,11 @@ impl Strategy for Sub {
         Ok(())
     }
 
-    async fn store(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<Option<HierarchyState>>,
-        name: &str,
-        obj: &Written,
-        dry_run: bool,
-    ) -> Result<Value, ApiError> {
+    async fn store(attempt: &Attempt<'_, Self>) -> Result<Value, ApiError> {
+        let Attempt { cx, call, start, name, obj, dry_run } = attempt;
         match (&start.before, &start.current) {
-            (Some(before), Some(current)) => update(cx, call, (before, current), name, obj, dry_run).await,
-            _ => create(cx, call, name, obj, dry_run).await,
+            (Some(before), Some(current)) => update(cx, call, (before, current), name, obj, *dry_run).await,
+            _ => create(cx, call, name, obj, *dry_run).await,
         }
     }
 }

@@ -97,24 +97,32 @@ pub trait Strategy {
 
     /// The resource's rules for the object as it would be written: names, the hierarchy's
     /// rules, the caller's rights beyond the request's own.
-    async fn validate(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<Self::Before>,
-        name: &str,
-        obj: &Self::Object,
-    ) -> Result<(), ApiError>;
+    async fn validate(attempt: &Attempt<'_, Self>) -> Result<(), ApiError>
+    where
+        Self: Sized;
 
     /// Stores the object (or, with `dry_run`, only checks that it could); returns it as served.
     /// A 409 means it changed since [`Strategy::start`].
-    async fn store(
-        cx: &Self::Context<'_>,
-        call: &Call<'_>,
-        start: &Start<Self::Before>,
-        name: &str,
-        obj: &Self::Object,
-        dry_run: bool,
-    ) -> Result<Value, ApiError>;
+    async fn store(attempt: &Attempt<'_, Self>) -> Result<Value, ApiError>
+    where
+        Self: Sized;
+}
+
+/// One attempt at a write, once the object is decoded and its metadata checked: what a
+/// strategy validates and stores.
+pub struct Attempt<'a, S: Strategy> {
+    /// The parts of the server's state the resource touches.
+    pub cx: S::Context<'a>,
+    /// The request.
+    pub call: &'a Call<'a>,
+    /// What the attempt started from.
+    pub start: Start<S::Before>,
+    /// The object's name.
+    pub name: String,
+    /// The object as it would be written.
+    pub obj: S::Object,
+    /// Whether only to check that it could be stored (`dryRun`).
+    pub dry_run: bool,
 }
 
 /// A create, update or patch of a resource, retried from a fresh read while the object changes
@@ -149,18 +157,19 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
         Some(current) => check_resource_version(call, gr, &name, current, meta.resource_version.as_deref())?,
         None => false,
     };
-    S::validate(&cx, call, &start, &name, &obj).await?;
-    let written = match S::store(&cx, call, &start, &name, &obj, opts.dry_run).await {
+    let attempt = Attempt::<S> { cx, call, start, name, obj, dry_run: opts.dry_run };
+    S::validate(&attempt).await?;
+    let written = match S::store(&attempt).await {
         Ok(written) => written,
         Err(e) => {
-            let failure = write_failed(e, guarded.then_some((gr, name.as_str())));
+            let failure = write_failed(e, guarded.then_some((gr, attempt.name.as_str())));
             if matches!(failure, Failure::Changed(_)) {
-                refresh(call, S::stored(call, &name)).await?;
+                refresh(call, S::stored(call, &attempt.name)).await?;
             }
             return Err(failure);
         }
     };
-    let code = if start.current.is_none() || call.req.verb == Verb::Create { 201 } else { 200 };
+    let code = if attempt.start.current.is_none() || call.req.verb == Verb::Create { 201 } else { 200 };
     Ok(Reply::json(code, render::object(call.def, written, call.render)?, warnings))
 }
 
