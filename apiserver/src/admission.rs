@@ -23,7 +23,7 @@
 //! [`crate::propagation::exceptions`], and `/validate-sources` refuses a source that would
 //! overwrite descendants' own objects ([`sources`]).
 //!
-//! Three more enforce hierarchical quotas: see [`quotas`].
+//! Three more enforce hierarchical quotas: see [`quota_webhooks`].
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use k8s_openapi::api::core::v1::Namespace;
@@ -34,13 +34,13 @@ use kube::core::response::StatusDetails;
 use crate::auth::authn::ClusterPeer;
 use crate::hierarchy::plan;
 use crate::hierarchy::rules::{self, Refusal};
+use crate::propagation::copies::INHERITED_FROM;
 use crate::propagation::exceptions;
-use crate::propagation::rules::INHERITED_FROM;
 use crate::propagation::ENFORCED;
 use crate::state::AppState;
 
 pub mod namespace_labels;
-pub mod quotas;
+pub mod quota_webhooks;
 pub mod sources;
 
 /// A refusal as kube-apiserver reports it: HTTP code, reason and message.
@@ -296,7 +296,7 @@ pub async fn validate_objects(
 /// controller's, or, told to a caller with a certificate of the cluster's only, anyone's in a
 /// terminating namespace (a stranger is not told whether a namespace is terminating).
 fn goes_with_its_namespace(state: &AppState, user: &str, ns: &str, cluster_peer: bool) -> bool {
-    quotas::NAMESPACE_CONTROLLER_USERS.contains(&user)
+    quota_webhooks::NAMESPACE_CONTROLLER_USERS.contains(&user)
         || (cluster_peer && state.cache.read().is_terminating(ns))
 }
 

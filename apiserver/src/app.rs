@@ -28,8 +28,8 @@ use crate::shutdown::Shutdown;
 use crate::state::AppState;
 use crate::store::cache::{self, Cache};
 use crate::store::config_store::{self, ConfigStore};
-use crate::store::ledger::LedgerStore;
 use crate::store::parent_lock::ParentLock;
+use crate::store::quota_ledgers::LedgerStore;
 use crate::store::writer::Writer;
 
 /// The Lease the controller replicas compete for.
@@ -128,7 +128,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let cache = Arc::new(Cache::new(policy.clone(), sealer));
     let authn_state = Arc::new(AuthnState::default());
     tokio::spawn(cache::run(client.clone(), cache.clone()));
-    tokio::spawn(crate::store::resource_quotas::run(client.clone(), cache.clone()));
+    tokio::spawn(crate::store::quota_usage::run(client.clone(), cache.clone()));
     tokio::spawn(authn::watch_config(client.clone(), authn_state.clone()));
     let rbac = Arc::new(RbacCache::default());
     if args.view_authorization != crate::auth::view::Mode::Review {

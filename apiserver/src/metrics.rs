@@ -19,7 +19,7 @@ use crate::hierarchy::conditions;
 use crate::hierarchy::policy::Policy;
 use crate::propagation::Propagation;
 use crate::store::cache::Cache;
-use crate::store::ledger::LedgerStore;
+use crate::store::quota_ledgers::LedgerStore;
 
 /// Labels of per-kind series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -267,15 +267,15 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         )
         .service(
             web::resource("/mutate-quota-status")
-                .route(web::post().to(crate::admission::quotas::admit_status)),
+                .route(web::post().to(crate::admission::quota_webhooks::admit_status)),
         )
         .service(
             web::resource("/validate-quota-objects")
-                .route(web::post().to(crate::admission::quotas::validate_objects)),
+                .route(web::post().to(crate::admission::quota_webhooks::validate_objects)),
         )
         .service(
             web::resource("/validate-quota-pending")
-                .route(web::post().to(crate::admission::quotas::validate_pending)),
+                .route(web::post().to(crate::admission::quota_webhooks::validate_pending)),
         )
         .service(get_only("/openapi/v2", openapi_v2))
         .service(get_only("/openapi/v3", openapi_v3_index))

@@ -12,8 +12,8 @@ use crate::propagation::Propagation;
 use crate::shutdown::Shutdown;
 use crate::store::cache::Cache;
 use crate::store::config_store::ConfigStore;
-use crate::store::ledger::LedgerStore;
 use crate::store::parent_lock::ParentLock;
+use crate::store::quota_ledgers::LedgerStore;
 use crate::store::writer::Writer;
 
 /// What every handler shares.

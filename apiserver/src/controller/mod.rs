@@ -11,7 +11,7 @@
 pub mod error;
 pub mod events;
 pub mod quota_ledger;
-pub mod resource_quotas;
+pub mod quota_limits;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -348,7 +348,7 @@ impl Controller {
             let (actions, unreadable) = {
                 let forest = self.cache.read();
                 let objects = syncer.objects();
-                let actions = crate::propagation::plan::actions(
+                let actions = crate::propagation::actions::actions(
                     &forest,
                     &self.policy,
                     &objects,
@@ -356,7 +356,7 @@ impl Controller {
                     syncer.mode(),
                     ns,
                 );
-                (actions, crate::propagation::plan::unreadable(&self.policy, &objects, syncer.mode(), ns))
+                (actions, crate::propagation::actions::unreadable(&self.policy, &objects, syncer.mode(), ns))
             };
             for (source, error) in unreadable {
                 tracing::warn!(kind = %syncer.resource.kind, namespace = %ns, name = ?source.metadata.name, %error,
@@ -385,9 +385,9 @@ impl Controller {
                 .into_iter()
                 .map(|(n, q, stored)| (n.to_string(), q.to_string(), stored.uid.clone()))
                 .collect();
-            (resource_quotas::plan(&forest, ns), covering)
+            (quota_limits::plan(&forest, ns), covering)
         };
-        let Err(source) = resource_quotas::apply(&self.client, ns, action).await else { return Ok(()) };
+        let Err(source) = quota_limits::apply(&self.client, ns, action).await else { return Ok(()) };
         if source.code != 409 {
             for (quota_ns, name, uid) in &covering {
                 self.events.cannot_write_resource_quota(quota_ns, name, uid, ns, &source.message).await;

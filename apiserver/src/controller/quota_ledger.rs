@@ -1,7 +1,7 @@
 //! The ledger reconciler (leader only): keeps every tree's quota ledger in step with the forest
 //! ([`ledger::membership`]), fills the grants of namespaces whose usage it does not know yet, and
 //! takes back grants held far beyond the usage ([`ledger::reclaims`], carried out by
-//! `store::allocations`).
+//! `store::quota_allocations`).
 //!
 //! A pass is an idempotent function of the forest, a consistent list of the ResourceQuotas
 //! labelled `hnc.x-k8s.io/hrq` and the ledgers; it runs when a namespace or one of those
@@ -24,11 +24,11 @@ use kube::{Api, Client};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
-use crate::hierarchy::ledger::{self, Ledger, Observed};
+use crate::hierarchy::quotas::ledger::{self, Ledger, Observed};
 use crate::resource_version;
-use crate::store::allocations;
 use crate::store::cache::{Cache, Change as CacheChange};
-use crate::store::ledger::{Change, LedgerStore, StoreError};
+use crate::store::quota_allocations;
+use crate::store::quota_ledgers::{Change, LedgerStore, StoreError};
 
 /// How often a pass runs without a change to prompt it, as a resync: every change that matters
 /// (a namespace, one of hns's ResourceQuotas, leadership) prompts one at once, so at idle the
@@ -101,7 +101,7 @@ impl LedgerReconciler {
     /// One pass over every tree; returns the grants found in flight ([`ledger::in_flight`]),
     /// taken back at the next pass if still so. The ResourceQuotas are listed before a ledger is
     /// read, so a reclaim is planned from a ledger no older than the usage it lowers to
-    /// (`store::allocations` checks that nothing was approved since).
+    /// (`store::quota_allocations` checks that nothing was approved since).
     async fn pass(
         &self,
         in_flight_before: &BTreeSet<(String, u64)>,
@@ -140,7 +140,7 @@ impl LedgerReconciler {
             let plan = ledger::reclaims(&written, &observed, in_flight_before);
             if !plan.is_empty() {
                 let (planned, started) = (plan.len(), std::time::Instant::now());
-                let lowered = allocations::lower(&self.client, &self.store, &root, plan).await?;
+                let lowered = quota_allocations::lower(&self.client, &self.store, &root, plan).await?;
                 let ms = started.elapsed().as_millis() as u64;
                 tracing::debug!(root, planned, lowered, ms, "quota grants filled or taken back");
             }
@@ -163,7 +163,7 @@ impl LedgerReconciler {
                     status.and_then(|s| s.hard.as_ref()),
                     status.and_then(|s| s.used.as_ref()),
                 );
-                let allocation = crate::store::resource_quotas::allocation_of(&rq);
+                let allocation = crate::store::quota_usage::allocation_of(&rq);
                 Some((ns, Observed { version: resource_version::number(&rq.metadata), used, allocation }))
             })
             .collect())

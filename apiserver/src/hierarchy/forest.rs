@@ -395,13 +395,13 @@ pub struct ObservedQuota {
     /// Its `spec.hard`.
     pub hard: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
     /// Its `status.used`, exactly (unreadable quantities left out).
-    pub used: crate::hierarchy::quantity::Amounts,
+    pub used: crate::hierarchy::quotas::quantity::Amounts,
     /// Its uid and resourceVersion, preconditions of hns's writes to it.
     pub uid: Option<String>,
     /// Its resourceVersion.
     pub resource_version: Option<String>,
     /// Its allocation annotation (`hnc.x-k8s.io/hrq-allocation`), read.
-    pub allocation: Option<crate::hierarchy::quantity::Amounts>,
+    pub allocation: Option<crate::hierarchy::quotas::quantity::Amounts>,
     /// Its annotations naming the quota that requires each resource every container must
     /// declare (`required-by.hrq.hnc.x-k8s.io/RESOURCE`), by resource.
     pub required_by: BTreeMap<String, String>,

@@ -2,15 +2,15 @@
 //!
 //! One [`Syncer`] per propagated kind (Roles and RoleBindings always, plus what the
 //! HNCConfiguration lists) watches every object of that kind into memory. The controller asks
-//! [`plan::actions`] what one namespace needs and writes it; the syncers tell it which
+//! [`actions::actions`] what one namespace needs and writes it; the syncers tell it which
 //! namespaces to look at when objects change. A kind whose first list has not finished is never
 //! acted on, so a restart never deletes copies for want of having seen their sources.
 
+pub mod actions;
+pub mod copies;
 pub mod exceptions;
 pub mod overwrites;
-pub mod plan;
 pub mod rights;
-pub mod rules;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -30,8 +30,8 @@ use crate::hierarchy::policy::Policy;
 use crate::hierarchy::rules::Refusal;
 use crate::resource_version;
 use crate::store::cache::Change;
+pub use actions::{Action, Objects};
 use hns_api::config::Mode;
-pub use plan::{Action, Objects};
 
 /// A propagated kind: API group and plural resource name.
 pub type Kind = (String, String);
@@ -103,7 +103,7 @@ impl Syncer {
                 None
             }
             Event::InitApply(o) => {
-                relist.push(rules::held(o));
+                relist.push(copies::held(o));
                 None
             }
             Event::InitDone => {
@@ -115,12 +115,12 @@ impl Syncer {
             Event::Apply(o) => {
                 // A version we already hold (our own write, recorded from its response) or an
                 // older one needs no second look; anything else does.
-                let change = Change::Objects { namespace: key(&o).0, source: !rules::is_copy(&o) };
+                let change = Change::Objects { namespace: key(&o).0, source: !copies::is_copy(&o) };
                 insert_if_newer(&mut objects, o).then_some(change)
             }
             Event::Delete(o) => {
                 objects.remove(&key(&o));
-                Some(Change::Objects { namespace: key(&o).0, source: !rules::is_copy(&o) })
+                Some(Change::Objects { namespace: key(&o).0, source: !copies::is_copy(&o) })
             }
         }
     }
@@ -128,7 +128,7 @@ impl Syncer {
     /// Counts of sources and copies (for the configuration's status).
     pub fn counts(&self) -> (usize, usize) {
         let objects = self.objects();
-        let copies = objects.values().filter(|o| rules::is_copy(o)).count();
+        let copies = objects.values().filter(|o| copies::is_copy(o)).count();
         (objects.len() - copies, copies)
     }
 
@@ -150,7 +150,7 @@ fn insert_if_newer(objects: &mut Objects, obj: DynamicObject) -> bool {
     if rv != 0 && objects.get(&key(&obj)).is_some_and(|held| resource_version::number(&held.metadata) >= rv) {
         return false;
     }
-    objects.insert(key(&obj), Arc::new(rules::held(obj)));
+    objects.insert(key(&obj), Arc::new(copies::held(obj)));
     true
 }
 
@@ -463,7 +463,7 @@ impl Propagation {
                 Ok(list) => {
                     objects.retain(|(n, _), _| n != ns);
                     for obj in list.items {
-                        objects.insert(key(&obj), Arc::new(rules::held(obj)));
+                        objects.insert(key(&obj), Arc::new(copies::held(obj)));
                     }
                 }
                 Err(error) => {
@@ -573,8 +573,8 @@ impl<'a> Discovery<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::propagation::rules::testing::obj;
-    use crate::propagation::rules::INHERITED_FROM;
+    use crate::propagation::copies::testing::obj;
+    use crate::propagation::copies::INHERITED_FROM;
     use serde_json::json;
 
     fn syncer() -> Syncer {

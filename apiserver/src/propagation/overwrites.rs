@@ -1,15 +1,15 @@
 //! Objects of namespaces' own that a change would have propagation overwrite, asked before the
 //! change is made. HNC refuses such changes instead of leaving a namespace's own object in the
-//! way of its ancestors' policy (copies never overwrite sources, see [`super::plan`]): starting
+//! way of its ancestors' policy (copies never overwrite sources, see [`super::actions`]): starting
 //! to propagate a kind (the HNCConfiguration) and moving a namespace under a new parent (its
-//! HierarchyConfiguration). Pure functions: both ask [`super::plan::actions`], the rule the
+//! HierarchyConfiguration). Pure functions: both ask [`super::actions::actions`], the rule the
 //! controller follows, so "would overwrite" means exactly what the controller would report.
 
 use std::collections::BTreeSet;
 
 use hns_api::config::Mode;
 
-use super::plan::{self, Action, Objects};
+use super::actions::{self, Action, Objects};
 use crate::hierarchy::forest::Forest;
 use crate::hierarchy::policy::Policy;
 use crate::hierarchy::rules::Refusal;
@@ -36,7 +36,7 @@ pub fn find<'a>(
 ) -> Vec<Overwrite> {
     let mut found = Vec::new();
     for ns in namespaces {
-        for action in plan::actions(forest, policy, objects, kind, mode, ns) {
+        for action in actions::actions(forest, policy, objects, kind, mode, ns) {
             if let Action::Conflict { name, source_namespace } = action {
                 found.push(Overwrite { namespace: ns.to_string(), name, source_namespace });
             }
@@ -84,7 +84,7 @@ pub fn after_source_change(
     let holders: Vec<String> = forest
         .descendant_names(ns)
         .into_iter()
-        .filter(|d| after.iter().any(|((n, _), o)| n == d && !super::rules::is_copy(o)))
+        .filter(|d| after.iter().any(|((n, _), o)| n == d && !super::copies::is_copy(o)))
         .collect();
     let from_here = |objects: &Objects| {
         find(forest, policy, objects, kind, mode, holders.iter().map(String::as_str))
@@ -144,10 +144,10 @@ mod tests {
     use crate::hierarchy::forest::testing::forest;
     use crate::hierarchy::plan::moved;
     use crate::hierarchy::policy::testing::policy;
+    use crate::propagation::actions::testing::objects;
+    use crate::propagation::copies::testing::obj;
+    use crate::propagation::copies::INHERITED_FROM;
     use crate::propagation::exceptions::{NONE, TREE_SELECT};
-    use crate::propagation::plan::testing::objects;
-    use crate::propagation::rules::testing::obj;
-    use crate::propagation::rules::INHERITED_FROM;
     use kube::api::DynamicObject;
     use serde_json::json;
 

@@ -22,11 +22,11 @@ use super::write::{self, Attempt, Failure, Start, Stored, Strategy};
 use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, ObjectLabels, StoredQuota};
 use crate::hierarchy::identity::Derived;
-use crate::hierarchy::ledger;
 use crate::hierarchy::plan::{self, HierarchyState};
 use crate::hierarchy::policy::Policy;
-use crate::hierarchy::quantity::Amount;
 use crate::hierarchy::quotas;
+use crate::hierarchy::quotas::ledger;
+use crate::hierarchy::quotas::quantity::Amount;
 use crate::hierarchy::rules::{is_dns1123_label, Refusal};
 use crate::http::list::{paginate, ListOptions, Selectable};
 use crate::http::request_info::{RequestInfo, ResourceRequest, Verb};
@@ -36,7 +36,7 @@ use crate::resources::render;
 use crate::ssa::Shape;
 use crate::state::{AppState, Context};
 use crate::store::cache::Cache;
-use crate::store::ledger::LedgerStore;
+use crate::store::quota_ledgers::LedgerStore;
 use crate::store::writer::Writer;
 
 /// The resource's plural name.

@@ -40,7 +40,7 @@ pub fn state(spec: &str) -> actix_web::web::Data<AppState> {
         config: Arc::new(ConfigStore::default()),
         shutdown: Arc::default(),
         parent_lock: Arc::new(ParentLock::new(client.clone(), "hns-system", "test".into())),
-        ledgers: Arc::new(crate::store::ledger::LedgerStore::new(client.clone(), "hns-system")),
+        ledgers: Arc::new(crate::store::quota_ledgers::LedgerStore::new(client.clone(), "hns-system")),
         client,
         namespace: "hns-system".into(),
         serving: ServingCert::empty(),

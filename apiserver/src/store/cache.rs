@@ -234,7 +234,7 @@ impl Cache {
         let old = forest.observed_quota(ns).cloned();
         if let Some(new) = &mut observed {
             new.increased_at = match &old {
-                Some(o) if !crate::hierarchy::quantity::grew(&o.used, &new.used) => o.increased_at,
+                Some(o) if !crate::hierarchy::quotas::quantity::grew(&o.used, &new.used) => o.increased_at,
                 _ => Some(Instant::now()),
             };
         }
@@ -409,7 +409,7 @@ mod tests {
         }
         let mut rx = cache.hub.subscribe();
         let mut changes = cache.changes.subscribe();
-        let used = [("pods".to_string(), crate::hierarchy::quantity::Amount::parse("3").unwrap())];
+        let used = [("pods".to_string(), crate::hierarchy::quotas::quantity::Amount::parse("3").unwrap())];
         let observed = ObservedQuota { used: used.into(), ..Default::default() };
         cache.observe_quota("dev", Some(observed.clone()));
         match rx.try_recv() {

@@ -197,7 +197,7 @@ mod tests {
     fn a_move_into_a_quotas_subtree_changes_the_quotas_usage() {
         let mut f = forest("acme team-a:~acme other");
         crate::hierarchy::forest::testing::with_quota(&mut f, "acme", "org", r#"{"pods":"10"}"#);
-        let used = [("pods".to_string(), crate::hierarchy::quantity::Amount::parse("2").unwrap())];
+        let used = [("pods".to_string(), crate::hierarchy::quotas::quantity::Amount::parse("2").unwrap())];
         f.observe_quota(
             "other",
             Some(crate::hierarchy::forest::ObservedQuota { used: used.into(), ..Default::default() }),

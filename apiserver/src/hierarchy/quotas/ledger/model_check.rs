@@ -51,7 +51,7 @@ struct Rq {
     allocation: Option<i64>,
 }
 
-/// Grants being lowered ([`crate::store::allocations::lower`]): step 1 one ResourceQuota at a
+/// Grants being lowered ([`crate::store::quota_allocations::lower`]): step 1 one ResourceQuota at a
 /// time, then step 2 the ledger.
 #[derive(Clone, Debug)]
 struct Lowering {

@@ -1,6 +1,31 @@
 //! Hierarchical resource quotas as pure logic: a quota's object with its status derived from
 //! the usage observed below it, the ResourceQuota each covered namespace should hold, and when
 //! a namespace is pending (it entered a quota's subtree and its usage is not counted yet).
+//!
+//! # The quota feature, layer by layer
+//!
+//! This folder is where the feature starts; every other part of it is named `quota*` in its
+//! layer, with the I/O above the pure logic (see `docs/quotas.md` for why it cannot be
+//! overspent):
+//!
+//! | layer | file | what it does |
+//! |---|---|---|
+//! | pure | `hierarchy/quotas/mod.rs` | a quota's status, the ResourceQuota a namespace should hold, pending namespaces |
+//! | pure | [`ledger`] | the tree's ledger: budgets, grants, approvals, reclaims (and its model check) |
+//! | pure | [`quantity`] | Kubernetes quantities as exact numbers |
+//! | store | `store/quota_ledgers.rs` | the ledgers' ConfigMaps: cached, written by compare-and-swap |
+//! | store | `store/quota_usage.rs` | the watch on hns's ResourceQuotas: the usage Kubernetes counts |
+//! | store | `store/quota_allocations.rs` | lowers the grants annotated on ResourceQuotas |
+//! | controller | `controller/quota_limits.rs` | keeps each covered namespace's ResourceQuota at the quotas' limits |
+//! | controller | `controller/quota_ledger.rs` | keeps each tree's ledger in step with the forest (leader only) |
+//! | admission | `admission/quota_webhooks.rs` | approves usage against the ledger; refuses what would overspend |
+//! | API | `resources/hierarchicalresourcequotas.rs` | the `hierarchicalresourcequotas` resource |
+//!
+//! A quota itself is stored on its namespace (an annotation, read into the forest's nodes as
+//! [`crate::hierarchy::forest::StoredQuota`]), so it moves and is sealed with the hierarchy.
+
+pub mod ledger;
+pub mod quantity;
 
 use std::collections::BTreeMap;
 
@@ -11,9 +36,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use serde_json::Value;
 
+use self::quantity::{Amount, Amounts};
 use crate::hierarchy::forest::{Forest, StoredQuota};
 use crate::hierarchy::kstatus;
-use crate::hierarchy::quantity::{self, Amount, Amounts};
 
 /// The reason of the `Exceeded` condition.
 pub const REASON_EXCEEDED: &str = "Exceeded";

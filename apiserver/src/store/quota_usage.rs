@@ -12,8 +12,8 @@ use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 
 use crate::hierarchy::forest::ObservedQuota;
-use crate::hierarchy::ledger;
-use crate::hierarchy::quantity::{Amount, Amounts};
+use crate::hierarchy::quotas::ledger;
+use crate::hierarchy::quotas::quantity::{Amount, Amounts};
 use crate::store::cache::Cache;
 
 /// What hns keeps of a ResourceQuota: its limits, its usage read exactly, its identity.

@@ -12,8 +12,8 @@ use kube::api::DynamicObject;
 
 use hns_api::config::Mode;
 
+use super::copies;
 use super::exceptions::{self, Exceptions};
-use super::rules;
 use crate::hierarchy::conditions;
 use crate::hierarchy::forest::Forest;
 use crate::hierarchy::policy::Policy;
@@ -38,7 +38,7 @@ impl Action {
         match self {
             Action::Create(copy) | Action::Update(copy) => (
                 copy.metadata.name.as_deref().unwrap_or_default(),
-                rules::source_namespace(copy).unwrap_or_default(),
+                copies::source_namespace(copy).unwrap_or_default(),
             ),
             Action::Delete { name, source_namespace, .. } | Action::Conflict { name, source_namespace } => {
                 (name, source_namespace)
@@ -74,7 +74,7 @@ pub fn unreadable(
         return Vec::new();
     }
     in_namespace(objects, ns)
-        .filter(|o| !rules::is_copy(o))
+        .filter(|o| !copies::is_copy(o))
         .filter_map(|o| Exceptions::parse(o.metadata.annotations.as_ref()).err().map(|e| (o.clone(), e)))
         .collect()
 }
@@ -104,15 +104,15 @@ pub fn actions(
         let mut ancestry = forest.ancestry_names(ns);
         ancestry.pop();
         for ancestor in ancestry.iter().rev().filter(|a| !policy.is_excluded(a)) {
-            for source in in_namespace(objects, ancestor).filter(|o| !rules::is_copy(o)) {
+            for source in in_namespace(objects, ancestor).filter(|o| !copies::is_copy(o)) {
                 let name = source.metadata.name.clone().unwrap_or_default();
                 if wanted.contains_key(&name)
-                    || rules::never_propagates(policy, source, kind).is_some()
+                    || copies::never_propagates(policy, source, kind).is_some()
                     || !goes_to(source, mode, ns, &labels)
                 {
                     continue;
                 }
-                wanted.insert(name, (ancestor.clone(), rules::copy_of(policy, source, ancestor, ns)));
+                wanted.insert(name, (ancestor.clone(), copies::copy_of(policy, source, ancestor, ns)));
             }
         }
     }
@@ -123,10 +123,10 @@ pub fn actions(
     for (name, (from, copy)) in &wanted {
         match here.get(name) {
             None => out.push(Action::Create(copy.clone())),
-            Some(found) if !rules::is_copy(found) => {
+            Some(found) if !copies::is_copy(found) => {
                 out.push(Action::Conflict { name: name.clone(), source_namespace: from.clone() })
             }
-            Some(found) if rules::same_copy(found, copy) => {}
+            Some(found) if copies::same_copy(found, copy) => {}
             Some(found) => {
                 let mut update = copy.clone();
                 update.metadata.resource_version = found.metadata.resource_version.clone();
@@ -135,12 +135,12 @@ pub fn actions(
         }
     }
     for (name, found) in &here {
-        if rules::is_copy(found) && !wanted.contains_key(name) && found.metadata.deletion_timestamp.is_none()
+        if copies::is_copy(found) && !wanted.contains_key(name) && found.metadata.deletion_timestamp.is_none()
         {
             out.push(Action::Delete {
                 name: name.clone(),
                 uid: found.metadata.uid.clone(),
-                source_namespace: rules::source_namespace(found).unwrap_or_default().to_string(),
+                source_namespace: copies::source_namespace(found).unwrap_or_default().to_string(),
             });
         }
     }
@@ -164,8 +164,8 @@ mod tests {
     use super::*;
     use crate::hierarchy::forest::testing::forest;
     use crate::hierarchy::policy::testing::policy;
-    use crate::propagation::rules::testing::obj;
-    use crate::propagation::rules::INHERITED_FROM;
+    use crate::propagation::copies::testing::obj;
+    use crate::propagation::copies::INHERITED_FROM;
     use serde_json::json;
 
     use testing::objects;

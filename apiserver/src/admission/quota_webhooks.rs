@@ -32,13 +32,13 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::Api;
 
 use super::{invalid, reply, Denial};
-use crate::hierarchy::ledger::{self, Observed, Refusal, ResourceList, StatusUpdate, Verdict};
-use crate::hierarchy::quantity::{self, Amounts};
+use crate::hierarchy::quotas::ledger::{self, Observed, Refusal, ResourceList, StatusUpdate, Verdict};
+use crate::hierarchy::quotas::quantity::{self, Amounts};
 use crate::resource_version;
 use crate::state::AppState;
-use crate::store::allocations;
-use crate::store::ledger::{Change, StoreError};
-use crate::store::resource_quotas::allocation_annotation;
+use crate::store::quota_allocations;
+use crate::store::quota_ledgers::{Change, StoreError};
+use crate::store::quota_usage::allocation_annotation;
 
 /// Kubernetes' quota admission, updating `status.used` before it admits an object.
 pub const QUOTA_ADMISSION_USER: &str = "system:apiserver";
@@ -228,7 +228,7 @@ async fn reclaim_slack(
     if plan.is_empty() {
         return;
     }
-    if let Err(error) = allocations::lower(&state.client, &state.ledgers, root, plan).await {
+    if let Err(error) = quota_allocations::lower(&state.client, &state.ledgers, root, plan).await {
         tracing::warn!(%error, namespace = ns, "cannot take back quota grants held beyond their usage");
     }
 }
@@ -374,7 +374,7 @@ fn pending_message(ns: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hierarchy::ledger::{Entry, Ledger};
+    use crate::hierarchy::quotas::ledger::{Entry, Ledger};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
     fn update(ns: &str) -> StatusUpdate {

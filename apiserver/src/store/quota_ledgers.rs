@@ -1,7 +1,7 @@
 //! The quota ledgers' storage: one ConfigMap per tree in hns's namespace
 //! (`hrq-ledger-<root>`, labelled [`ledger::CONFIGMAP_LABEL`]), cached by a watch and written
 //! only by compare-and-swap on the ConfigMap's resourceVersion. The format is in
-//! [`crate::hierarchy::ledger`].
+//! [`crate::hierarchy::quotas::ledger`].
 //!
 //! A write starts from the cache; a conflict (someone wrote first) or a create that finds the
 //! ConfigMap already made is retried from a fresh read, a bounded number of times.
@@ -15,7 +15,7 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
-use crate::hierarchy::ledger::{self, Ledger};
+use crate::hierarchy::quotas::ledger::{self, Ledger};
 use crate::resource_version;
 
 /// How many times a write is tried before giving up (each failure means another writer won:

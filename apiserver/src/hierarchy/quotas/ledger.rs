@@ -1,6 +1,6 @@
 //! The quota ledger of one tree: the budget of every hierarchical quota, shared out among the
 //! namespaces under it, so that no subtree can spend more than its quotas allow however many
-//! admissions race. Pure logic, no I/O; `store::ledger` reads and writes it, `store::allocations`
+//! admissions race. Pure logic, no I/O; `store::quota_ledgers` reads and writes it, `store::quota_allocations`
 //! lowers grants, `admission` and the ledger reconciler decide with it. Why it cannot be
 //! overspent is in `docs/quotas.md`.
 //!
@@ -41,8 +41,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
 
-use super::forest::Forest;
 use super::quantity::{self, Amount, Amounts};
+use crate::hierarchy::forest::Forest;
 
 /// The prefix of a ledger ConfigMap's name; the tree's root namespace follows.
 pub const CONFIGMAP_PREFIX: &str = "hrq-ledger-";
@@ -591,7 +591,7 @@ pub fn in_flight(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> BTre
 }
 
 /// A grant to lower to `target`, planned from a namespace's ResourceQuota at `version` and from
-/// its entry at `approvals`. Carried out by `store::allocations`: the ResourceQuota's
+/// its entry at `approvals`. Carried out by `store::quota_allocations`: the ResourceQuota's
 /// allocation is set to `target` by a compare-and-swap on `version` (so no update from that
 /// version or older can commit any more, and none from a newer one may go beyond `target`
 /// without an approval), then [`apply`] lowers the grant if no approval happened since.

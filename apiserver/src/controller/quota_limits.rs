@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
 use crate::hierarchy::forest::Forest;
-use crate::hierarchy::quantity::{Amount, Amounts};
 use crate::hierarchy::quotas;
+use crate::hierarchy::quotas::quantity::{Amount, Amounts};
 use crate::http::status::ApiError;
 
 /// What namespace's ResourceQuota needs.

@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
-use crate::hierarchy::ledger::{self, Ledger, Reclaim};
-use crate::store::ledger::{Change, LedgerStore, StoreError};
+use crate::hierarchy::quotas::ledger::{self, Ledger, Reclaim};
+use crate::store::quota_ledgers::{Change, LedgerStore, StoreError};
 
 /// Carries out `plan` in the tree rooted at `root`; returns how many grants were lowered.
 pub async fn lower(
