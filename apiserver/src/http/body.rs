@@ -45,6 +45,15 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// The Content-Type of server-side apply.
 pub const APPLY_PATCH: &str = "application/apply-patch+yaml";
 
+/// The Content-Type of a JSON merge patch (RFC 7386).
+pub const MERGE_PATCH: &str = "application/merge-patch+json";
+
+/// The Content-Type of a JSON patch (RFC 6902).
+pub const JSON_PATCH: &str = "application/json-patch+json";
+
+/// The patch types hns applies (strategic merge is not one: clients fall back to merge patch).
+pub const PATCH_TYPES: &[&str] = &[JSON_PATCH, MERGE_PATCH, APPLY_PATCH];
+
 /// The longest `fieldManager` kube-apiserver takes.
 const MAX_FIELD_MANAGER: usize = 128;
 
@@ -110,6 +119,62 @@ fn check_field_manager(m: &str) -> Result<(), ApiError> {
 /// The media type of a Content-Type header, without parameters.
 pub fn essence(content_type: Option<&str>) -> &str {
     content_type.map(|c| c.split(';').next().unwrap_or("").trim()).unwrap_or("")
+}
+
+/// A write's body, read once: a whole object, a patch or an apply configuration.
+#[derive(Debug)]
+pub enum Sent {
+    /// A whole object (POST, PUT).
+    Object(Value),
+    /// A JSON merge patch.
+    MergePatch(Value),
+    /// A JSON patch's operations.
+    JsonPatch(Vec<json_patch::PatchOperation>),
+    /// A server-side apply configuration.
+    Apply(Value),
+}
+
+impl Sent {
+    /// Reads `bytes`: a PATCH's (`patch`) as its Content-Type says, any other write's as a JSON
+    /// object. A body that does not parse is a 400; a patch type hns does not apply, a 415.
+    pub fn read(patch: bool, bytes: &[u8], content_type: Option<&str>) -> Result<Sent, ApiError> {
+        if !patch {
+            return parse_json(bytes, content_type).map(Sent::Object);
+        }
+        let json = || -> Result<Value, ApiError> {
+            serde_json::from_slice(bytes)
+                .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
+        };
+        match essence(content_type) {
+            APPLY_PATCH => parse_apply(bytes).map(Sent::Apply),
+            MERGE_PATCH => json().map(Sent::MergePatch),
+            JSON_PATCH => serde_json::from_value(json()?)
+                .map(Sent::JsonPatch)
+                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}"))),
+            other => Err(ApiError::unsupported_media_type(other, PATCH_TYPES)),
+        }
+    }
+
+    /// The resourceVersion the client names as its precondition, if any. kube-apiserver applies
+    /// a patch to the newest object and tries again when that changed under it, so a patch
+    /// names one only if it sets it itself (a JSON patch, by an operation that adds or replaces
+    /// it); the patched object carries the current one otherwise, which is not the client's.
+    pub fn resource_version(&self) -> Option<String> {
+        let named =
+            |v: &Value| v.pointer("/metadata/resourceVersion").and_then(Value::as_str).map(str::to_string);
+        match self {
+            Sent::Object(v) | Sent::MergePatch(v) | Sent::Apply(v) => named(v),
+            Sent::JsonPatch(ops) => ops.iter().rev().find_map(|op| match op {
+                json_patch::PatchOperation::Add(o) if o.path.as_str() == "/metadata/resourceVersion" => {
+                    o.value.as_str().map(str::to_string)
+                }
+                json_patch::PatchOperation::Replace(o) if o.path.as_str() == "/metadata/resourceVersion" => {
+                    o.value.as_str().map(str::to_string)
+                }
+                _ => None,
+            }),
+        }
+    }
 }
 
 /// Parses a server-side apply configuration: one YAML document (JSON is YAML too).
@@ -358,5 +423,44 @@ mod tests {
         let merged = parse_apply(b"base: &b {parent: a}\nspec:\n  <<: *b\n").unwrap();
         assert_eq!(merged["spec"]["parent"], "a");
         assert_eq!(parse_apply(b"kind: A\n---\nkind: B\n").unwrap_err().code, 400, "one document");
+    }
+
+    #[test]
+    fn a_patch_names_a_resource_version_only_by_setting_it() {
+        let named =
+            |body: &[u8], content_type| Sent::read(true, body, content_type).unwrap().resource_version();
+        let merge = Some("application/merge-patch+json");
+        assert_eq!(named(br#"{"spec":{"parent":"a"}}"#, merge), None);
+        let guarded = br#"{"metadata":{"resourceVersion":"7"},"spec":{}}"#;
+        assert_eq!(named(guarded, merge).as_deref(), Some("7"));
+        let json_patch = Some("application/json-patch+json");
+        let ops = br#"[{"op":"replace","path":"/spec/parent","value":"a"}]"#;
+        assert_eq!(named(ops, json_patch), None);
+        let ops = br#"[{"op":"test","path":"/metadata/resourceVersion","value":"6"},
+                      {"op":"replace","path":"/metadata/resourceVersion","value":"7"}]"#;
+        assert_eq!(named(ops, json_patch).as_deref(), Some("7"));
+        let apply = Some("application/apply-patch+yaml");
+        let config = b"apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchyConfiguration\nmetadata:\n  name: hierarchy\n";
+        assert_eq!(named(config, apply), None);
+        let config = b"metadata:\n  name: hierarchy\n  resourceVersion: \"9\"\n";
+        assert_eq!(named(config, apply).as_deref(), Some("9"));
+    }
+
+    #[test]
+    fn a_whole_object_names_its_own() {
+        let put = br#"{"metadata":{"name":"hierarchy","resourceVersion":"5"}}"#;
+        assert_eq!(Sent::read(false, put, None).unwrap().resource_version().as_deref(), Some("5"));
+        assert_eq!(Sent::read(false, br#"{"metadata":{}}"#, None).unwrap().resource_version(), None);
+    }
+
+    #[test]
+    fn a_patch_is_read_by_its_type() {
+        let read = |body: &[u8], content_type| Sent::read(true, body, content_type);
+        assert!(matches!(read(b"{}", Some(MERGE_PATCH)), Ok(Sent::MergePatch(_))));
+        assert!(matches!(read(b"[]", Some(JSON_PATCH)), Ok(Sent::JsonPatch(ops)) if ops.is_empty()));
+        assert!(matches!(read(b"kind: A\n", Some(APPLY_PATCH)), Ok(Sent::Apply(_))));
+        assert_eq!(read(b"{}", Some("application/strategic-merge-patch+json")).unwrap_err().code, 415);
+        assert_eq!(read(b"{nope", Some(MERGE_PATCH)).unwrap_err().code, 400);
+        assert_eq!(read(br#"[{"op":"jump"}]"#, Some(JSON_PATCH)).unwrap_err().code, 400);
     }
 }

@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use crate::http::body::{essence, APPLY_PATCH};
+use crate::http::body::{essence, PATCH_TYPES};
 use crate::http::status::ApiError;
 
 /// The most operations a JSON patch may have (kube-apiserver's `maxJSONPatchOperations`).
@@ -22,9 +22,6 @@ pub const MAX_OPERATIONS: usize = 10_000;
 /// The largest document a patch may produce: the request-size limit, as an object hns stores
 /// cannot be larger than one a client could send whole.
 pub const MAX_DOCUMENT_BYTES: usize = crate::http::body::MAX_BODY_BYTES;
-
-/// The patch types hns applies.
-const PATCH_TYPES: &[&str] = &["application/json-patch+json", "application/merge-patch+json", APPLY_PATCH];
 
 /// Refuses a PATCH of a type hns does not apply (strategic merge) with 415, before the object is
 /// even looked up: a client must learn that the patch type is wrong, not that the object is
@@ -36,25 +33,8 @@ pub fn require_patch_type(content_type: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-/// Applies a merge or JSON patch body of `content_type` to `current`.
-pub fn apply_patch(current: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
-    require_patch_type(content_type)?;
-    let parse = || -> Result<Value, ApiError> {
-        serde_json::from_slice(bytes)
-            .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))
-    };
-    match essence(content_type) {
-        "application/merge-patch+json" => apply_merge_patch(current, &parse()?),
-        "application/json-patch+json" => {
-            let ops: Vec<json_patch::PatchOperation> = serde_json::from_value(parse()?)
-                .map_err(|e| ApiError::bad_request(format!("the JSON patch is not valid: {e}")))?;
-            apply_json_patch(current, &ops)
-        }
-        other => Err(ApiError::unsupported_media_type(other, PATCH_TYPES)),
-    }
-}
-
-fn apply_merge_patch(current: &Value, patch: &Value) -> Result<Value, ApiError> {
+/// Applies merge patch `patch` to `current`.
+pub fn apply_merge_patch(current: &Value, patch: &Value) -> Result<Value, ApiError> {
     let mut doc = current.clone();
     json_patch::merge(&mut doc, patch);
     if encoded_size(&doc, MAX_DOCUMENT_BYTES).is_none() {
@@ -64,7 +44,7 @@ fn apply_merge_patch(current: &Value, patch: &Value) -> Result<Value, ApiError> 
 }
 
 /// Applies `ops` in order to a copy of `current`, checking the bound before each operation.
-fn apply_json_patch(current: &Value, ops: &[json_patch::PatchOperation]) -> Result<Value, ApiError> {
+pub fn apply_json_patch(current: &Value, ops: &[json_patch::PatchOperation]) -> Result<Value, ApiError> {
     use json_patch::PatchOperation as Op;
     if ops.len() > MAX_OPERATIONS {
         return Err(ApiError::too_large_with(format!(
@@ -128,11 +108,21 @@ fn encoded_size(value: &Value, cap: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::body::Sent;
     use serde_json::json;
 
     fn hc() -> Value {
         json!({"apiVersion": "hnc.x-k8s.io/v1alpha2", "kind": "HierarchyConfiguration",
             "metadata": {"name": "hierarchy"}, "spec": {"parent": "a"}})
+    }
+
+    /// A patch body of `content_type`, read as a write reads it, applied to `cur`.
+    fn apply_patch(cur: &Value, bytes: &[u8], content_type: Option<&str>) -> Result<Value, ApiError> {
+        match Sent::read(true, bytes, content_type)? {
+            Sent::MergePatch(patch) => apply_merge_patch(cur, &patch),
+            Sent::JsonPatch(ops) => apply_json_patch(cur, &ops),
+            other => panic!("not a merge or JSON patch: {other:?}"),
+        }
     }
 
     fn json_patch(cur: &Value, ops: &Value) -> Result<Value, ApiError> {

@@ -8,7 +8,8 @@ use serde_json::{json, Map, Value};
 
 use super::checks::{check_name, check_namespace};
 use super::def::Call;
-use crate::http::body::{self, WriteOptions, APPLY_PATCH};
+use crate::http::body::{self, Sent, WriteOptions, APPLY_PATCH};
+use crate::http::patch;
 use crate::http::request_info::Verb;
 use crate::http::status::ApiError;
 use crate::ssa::{self, Entry, Shape};
@@ -27,24 +28,24 @@ pub fn is_apply(call: &Call<'_>) -> bool {
     call.req.verb == Verb::Patch && body::essence(call.content_type) == APPLY_PATCH
 }
 
-/// The object a write to `current` asks for, with the managedFields it leaves, and the warnings
-/// about an applied configuration's unknown fields. `T`, the kind's type, checks that
-/// configuration.
+/// The object a write of `sent` to `current` (`{}` for a create) asks for, with the
+/// managedFields it leaves, and the warnings about an applied configuration's unknown fields.
+/// `T`, the kind's type, checks that configuration.
 pub fn desired<T: DeserializeOwned>(
     call: &Call<'_>,
     opts: &WriteOptions,
+    sent: &Sent,
     shape: &Shape,
     current: &Value,
 ) -> Result<(Value, Vec<String>), ApiError> {
-    if is_apply(call) {
-        return apply::<T>(call, opts, shape, current);
-    }
-    let new = match call.req.verb {
-        Verb::Patch if opts.force => {
+    let new = match sent {
+        Sent::Apply(config) => return apply::<T>(call, opts, shape, current, config),
+        Sent::MergePatch(_) | Sent::JsonPatch(_) if opts.force => {
             return Err(ApiError::bad_request("force: Forbidden: may not be specified for non-apply patch"))
         }
-        Verb::Patch => crate::http::patch::apply_patch(current, call.body, call.content_type)?,
-        _ => body::parse_json(call.body, call.content_type)?,
+        Sent::MergePatch(patch) => patch::apply_merge_patch(current, patch)?,
+        Sent::JsonPatch(ops) => patch::apply_json_patch(current, ops)?,
+        Sent::Object(object) => object.clone(),
     };
     Ok((track_update(call, opts, shape, current, new)?, Vec::new()))
 }
@@ -89,22 +90,22 @@ fn record_update(shape: &Shape, old: &Value, mut new: Value, manager: &str, now:
     new
 }
 
-/// A server-side apply of the request's configuration to `current` (a bare object with only
-/// its name when the apply creates it).
+/// A server-side apply of `config` to `current` (a bare object with only its name when the
+/// apply creates it).
 fn apply<T: DeserializeOwned>(
     call: &Call<'_>,
     opts: &WriteOptions,
     shape: &Shape,
     current: &Value,
+    config: &Value,
 ) -> Result<(Value, Vec<String>), ApiError> {
     let manager = opts
         .field_manager
         .as_deref()
         .ok_or_else(|| ApiError::bad_request("PATCH /apply requires fieldManager"))?;
-    let config = body::parse_apply(call.body)?;
-    check_config(call, &config)?;
-    let warnings = validate::<T>(call, opts, &config)?;
-    Ok((merge_config(shape, current, &config, manager, opts.force, &now())?, warnings))
+    check_config(call, config)?;
+    let warnings = validate::<T>(call, opts, config)?;
+    Ok((merge_config(shape, current, config, manager, opts.force, &now())?, warnings))
 }
 
 /// `config` applied by `manager` to `current`, with the managedFields that leaves.

@@ -20,7 +20,7 @@ use super::checks::{check_metadata, check_namespace};
 use super::def::{Call, Reply};
 use super::managed;
 use super::render;
-use crate::http::body::{self, WriteOptions};
+use crate::http::body::{self, Sent, WriteOptions};
 use crate::http::request_info::Verb;
 use crate::http::status::{ApiError, GroupResource};
 use crate::ssa::Shape;
@@ -138,7 +138,9 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     let opts = WriteOptions::from_query(call.query)?;
     let cx: S::Context<'_> = call.context();
     let start = S::start(&cx, call).await?;
-    let (desired, mut warnings) = desired::<S>(call, &opts, &start)?;
+    // Read after the start, so that a write to nothing is a 404 whatever its body.
+    let sent = Sent::read(call.req.verb == Verb::Patch, call.body, call.content_type)?;
+    let (desired, mut warnings) = desired::<S>(call, &opts, &sent, &start)?;
     // A POST's name is its body's (checked with the rest of the metadata below).
     let named = match start.name.as_str() {
         "" => desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
@@ -154,7 +156,7 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     }
     let gr = call.def.group_resource();
     let guarded = match &start.current {
-        Some(current) => check_resource_version(call, gr, &name, current, meta.resource_version.as_deref())?,
+        Some(current) => check_named(gr, &name, current, sent.resource_version().as_deref())?,
         None => false,
     };
     let attempt = Attempt::<S> { cx, call, start, name, obj, dry_run: opts.dry_run };
@@ -179,23 +181,19 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
 fn desired<S: Strategy>(
     call: &Call<'_>,
     opts: &WriteOptions,
+    sent: &Sent,
     start: &Start<S::Before>,
 ) -> Result<(Value, Vec<String>), ApiError> {
-    match (&start.current, call.req.verb) {
-        (None, Verb::Create) => {
-            let value = body::parse_json(call.body, call.content_type)?;
-            Ok((managed::track_update(call, opts, &S::SHAPE, &json!({}), value)?, Vec::new()))
-        }
-        (None, _) => {
-            let bare = json!({
-                "apiVersion": hns_api::API_VERSION,
-                "kind": call.def.kind,
-                "metadata": {"name": start.name, "namespace": call.req.namespace},
-            });
-            managed::desired::<S::Object>(call, opts, &S::SHAPE, &bare)
-        }
-        (Some(current), _) => managed::desired::<S::Object>(call, opts, &S::SHAPE, current),
-    }
+    let bare = match (&start.current, call.req.verb) {
+        (Some(current), _) => return managed::desired::<S::Object>(call, opts, sent, &S::SHAPE, current),
+        (None, Verb::Create) => json!({}),
+        (None, _) => json!({
+            "apiVersion": hns_api::API_VERSION,
+            "kind": call.def.kind,
+            "metadata": {"name": start.name, "namespace": call.req.namespace},
+        }),
+    };
+    managed::desired::<S::Object>(call, opts, sent, &S::SHAPE, &bare)
 }
 
 impl From<ApiError> for Failure {
@@ -285,24 +283,9 @@ async fn refresh(call: &Call<'_>, stored: Stored<'_>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Checks the resourceVersion the client named, if any, against the current one. `written` is
-/// the resourceVersion of the object the request asks for; a patch names one only if it sets it
-/// itself ([`patch_resource_version`]). Returns whether the client named one: a conflict of the
-/// write that follows is then the client's to resolve, not retried.
-pub fn check_resource_version(
-    call: &Call<'_>,
-    gr: GroupResource<'_>,
-    name: &str,
-    current: &serde_json::Value,
-    written: Option<&str>,
-) -> Result<bool, Failure> {
-    let named = match call.req.verb {
-        Verb::Patch => patch_resource_version(call.body, call.content_type),
-        _ => written.map(str::to_string),
-    };
-    check_named(gr, name, current, named.as_deref())
-}
-
+/// Checks the resourceVersion the client named ([`Sent::resource_version`]), if any, against
+/// the current one. Returns whether the client named one: a conflict of the write that follows
+/// is then the client's to resolve, not retried.
 fn check_named(
     gr: GroupResource<'_>,
     name: &str,
@@ -315,28 +298,6 @@ fn check_named(
         return Err(Failure::Final(ApiError::stale(gr, name)));
     }
     Ok(client_rv.is_some())
-}
-
-/// The resourceVersion a patch sets itself, if any. kube-apiserver applies a patch to the newest
-/// object and tries again when that changed under it, so only a patch that names a
-/// resourceVersion can be stale; the patched object carries the current one otherwise, which is
-/// not the client's precondition.
-pub fn patch_resource_version(body: &[u8], content_type: Option<&str>) -> Option<String> {
-    let named = |v: &serde_json::Value| {
-        v.pointer("/metadata/resourceVersion").and_then(serde_json::Value::as_str).map(str::to_string)
-    };
-    match body::essence(content_type) {
-        body::APPLY_PATCH => body::parse_apply(body).ok().as_ref().and_then(named),
-        "application/json-patch+json" => {
-            let ops: Vec<serde_json::Value> = serde_json::from_slice(body).ok()?;
-            ops.iter().rev().find_map(|op| {
-                let sets = matches!(op["op"].as_str(), Some("add" | "replace"))
-                    && op["path"] == "/metadata/resourceVersion";
-                sets.then(|| op["value"].as_str().map(str::to_string)).flatten()
-            })
-        }
-        _ => serde_json::from_slice(body).ok().as_ref().and_then(named),
-    }
 }
 
 /// A failed write: a conflict means the object changed since the attempt read it, and a 503
@@ -370,25 +331,6 @@ mod tests {
             check_named(GR, "x", &current, Some("6")),
             Err(Failure::Final(e)) if e.code == 409
         ));
-    }
-
-    #[test]
-    fn a_patch_names_a_resource_version_only_by_setting_it() {
-        let merge = Some("application/merge-patch+json");
-        assert_eq!(patch_resource_version(br#"{"spec":{"parent":"a"}}"#, merge), None);
-        let guarded = br#"{"metadata":{"resourceVersion":"7"},"spec":{}}"#;
-        assert_eq!(patch_resource_version(guarded, merge).as_deref(), Some("7"));
-        let json_patch = Some("application/json-patch+json");
-        let ops = br#"[{"op":"replace","path":"/spec/parent","value":"a"}]"#;
-        assert_eq!(patch_resource_version(ops, json_patch), None);
-        let ops = br#"[{"op":"test","path":"/metadata/resourceVersion","value":"6"},
-                      {"op":"replace","path":"/metadata/resourceVersion","value":"7"}]"#;
-        assert_eq!(patch_resource_version(ops, json_patch).as_deref(), Some("7"));
-        let apply = Some("application/apply-patch+yaml");
-        let config = b"apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchyConfiguration\nmetadata:\n  name: hierarchy\n";
-        assert_eq!(patch_resource_version(config, apply), None);
-        let config = b"metadata:\n  name: hierarchy\n  resourceVersion: \"9\"\n";
-        assert_eq!(patch_resource_version(config, apply).as_deref(), Some("9"));
     }
 
     /// Runs `retry` with attempts failing as `failures` says (then succeeding); returns the
