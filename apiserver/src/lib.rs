@@ -32,7 +32,7 @@
 //!    it serves (a verb without one is neither listed nor routed; a list of the objects its
 //!    watch starts from is `List::Current` and needs no handler);
 //! 3. its context, a [`state::Context`]: the parts of the server's state it touches, which is
-//!    all its handlers can reach (`call.context()`), so the compiler says what it may touch;
+//!    all its handlers can reach (`call.context()`), so what it may touch is written in one place;
 //! 4. for writes, a [`resources::write::Strategy`] over that context: where its objects are
 //!    stored, what a write starts from, its own validation and its store; create, update and
 //!    patch then route to `write::write::<ItsStrategy>`, which runs the sequence every resource

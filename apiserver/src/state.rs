@@ -50,9 +50,10 @@ pub struct AppState {
 
 /// A narrow view of the state: the parts one resource (or one piece of the generic machinery)
 /// touches, as metrics-server hands its API layer a narrow storage interface rather than the
-/// whole server. A resource declares its own and reaches the state only through it
-/// ([`crate::resources::def::Call::context`]), so what it may touch is written in one struct and
-/// the compiler holds it to that.
+/// whole server. A resource declares its own, and its handlers reach the state only through it
+/// ([`crate::resources::def::Call::context`]: a [`crate::resources::def::Call`] gives nothing
+/// else of the state), so what a resource may touch is written in one place, its context's
+/// [`Context::of`], where a reviewer sees it.
 pub trait Context<'a> {
     /// The parts of `state` this context holds.
     fn of(state: &'a AppState) -> Self;

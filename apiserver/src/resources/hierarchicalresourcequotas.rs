@@ -124,10 +124,10 @@ impl<'a> Context<'a> for QuotaContext<'a> {
 
 /// The quotas of `namespace`, or of every namespace when empty, in key order.
 fn current(_: &Reads<'_>, forest: &Forest, _: &ResourceDef, namespace: &str) -> Vec<Item> {
-    quotas_in(forest, namespace)
+    quota_items(forest, namespace)
 }
 
-fn quotas_in(forest: &Forest, namespace: &str) -> Vec<Item> {
+fn quota_items(forest: &Forest, namespace: &str) -> Vec<Item> {
     match forest.get(namespace) {
         Some(node) if !node.quotas().is_empty() => {
             quotas::quotas_in(forest, namespace).into_iter().map(Item::Quota).collect()
@@ -143,8 +143,9 @@ fn get(call: &Call<'_>) -> Result<Reply, ApiError> {
     Ok(Reply::ok(render::object(&DEF, obj, call.render)?))
 }
 
-/// The object a write starts from and the quota's name: nothing for a create (or an apply
-/// creating one), the quota as served otherwise. A POST's name is the body's.
+/// The object a write starts from and the quota's name as the URL gives it: nothing for a
+/// create (or an apply creating one), the quota as served otherwise. A POST's URL names none
+/// (`""`): its name is the body's, and whether it is taken is `validate`'s check.
 async fn starting_point(cx: &QuotaContext<'_>, call: &Call<'_>) -> Result<(String, Option<Value>), ApiError> {
     let gr = DEF.group_resource();
     let ns = call.req.namespace.as_str();
@@ -208,12 +209,14 @@ impl Strategy for Quota {
     async fn validate(attempt: &Attempt<'_, Self>) -> Result<(), ApiError> {
         let Attempt { cx, call, name, obj: hrq, .. } = attempt;
         check_subdomain(name)?;
-        if call.req.verb == Verb::Create
-            && quotas::quota_value(&cx.cache.read(), &call.req.namespace, name).is_some()
-        {
+        validate_hard(cx, call, name, &hrq.spec.hard).await?;
+        // As kube-apiserver answers: an invalid object is a 422 before its name is found taken.
+        let taken =
+            || cx.cache.read().get(&call.req.namespace).is_some_and(|n| n.quotas().contains_key(name));
+        if call.req.verb == Verb::Create && taken() {
             return Err(ApiError::already_exists(DEF.group_resource(), name));
         }
-        validate_hard(cx, call, name, &hrq.spec.hard).await
+        Ok(())
     }
 
     async fn store(attempt: &Attempt<'_, Self>) -> Result<Value, ApiError> {
@@ -526,7 +529,7 @@ async fn delete_collection(call: &Call<'_>) -> Result<Reply, ApiError> {
     let cx: QuotaContext = call.context();
     let selected: Vec<Item> = {
         let forest = cx.cache.read();
-        let all = listing::objects(&forest, &DEF, |ns| quotas_in(&forest, ns), &call.req.namespace, None);
+        let all = listing::objects(&forest, &DEF, |ns| quota_items(&forest, ns), &call.req.namespace, None);
         paginate(all, &ListOptions { limit: None, after: None, ..opts }, "").items
     };
     let mut by_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();

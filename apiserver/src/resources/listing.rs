@@ -80,8 +80,8 @@ pub fn nodes<'a>(
 }
 
 /// The objects of `def` in `namespace` (every namespace when empty), in key order, rendered a
-/// namespace at a time (by `in_namespace`) as the iterator is read; with a view, only those it shows, read only from
-/// the namespaces it may show anything in.
+/// namespace at a time (by `in_namespace`) as the iterator is read; with a view, only those it
+/// shows, read only from the namespaces it may show anything in.
 pub fn objects<'a>(
     forest: &'a Forest,
     def: &'static ResourceDef,

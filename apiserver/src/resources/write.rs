@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::checks::{check_metadata, check_namespace};
+use super::checks::{check_metadata, check_name, check_namespace};
 use super::def::{Call, Reply};
 use super::managed;
 use super::render;
@@ -80,8 +80,9 @@ pub trait Strategy {
     /// Where the object named `name` is stored, to read it afresh after a conflict.
     fn stored<'a>(call: &'a Call<'_>, name: &'a str) -> Stored<'a>;
 
-    /// What the write starts from: 404 when there is nothing to update, 409 when a create finds
-    /// the object there already.
+    /// What the write starts from: 404 when there is nothing to update, and, where the URL names
+    /// the object, 409 when a create finds it there already (a POST's name is its body's: the
+    /// resource checks it in [`Strategy::validate`]).
     async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<Self::Before>, ApiError>;
 
     /// Checks of the object the client asks for, before it is decoded, where the decoder would
@@ -141,12 +142,9 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     // Read after the start, so that a write to nothing is a 404 whatever its body.
     let sent = Sent::read(call.req.verb == Verb::Patch, call.body, call.content_type)?;
     let (desired, mut warnings) = desired::<S>(call, &opts, &sent, &start)?;
-    // A POST's name is its body's (checked with the rest of the metadata below).
-    let named = match start.name.as_str() {
-        "" => desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
-        url_name => url_name,
-    };
-    S::check_desired(&cx, call, named, &desired).await?;
+    // The name first (a POST's is its body's), so that the resource's checks can name the object.
+    let named = check_name(call.def, &start.name, desired.pointer("/metadata/name").and_then(Value::as_str))?;
+    S::check_desired(&cx, call, &named, &desired).await?;
     let (obj, more): (S::Object, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
     let meta = S::metadata(&obj);

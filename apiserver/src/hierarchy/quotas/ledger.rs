@@ -1,8 +1,8 @@
 //! The quota ledger of one tree: the budget of every hierarchical quota, shared out among the
 //! namespaces under it, so that no subtree can spend more than its quotas allow however many
-//! admissions race. Pure logic, no I/O; `store::quota_ledgers` reads and writes it, `store::quota_allocations`
-//! lowers grants, `admission` and the ledger reconciler decide with it. Why it cannot be
-//! overspent is in `docs/quotas.md`.
+//! admissions race. Pure logic, no I/O; `store::quota_ledgers` reads and writes it,
+//! `store::quota_allocations` lowers grants, `admission` and the ledger reconciler decide with
+//! it. Why it cannot be overspent is in `docs/quotas.md`.
 //!
 //! One ledger per tree (per root namespace of the forest), in the ConfigMap
 //! `hns-system/hrq-ledger-<root>`, labelled `hnc.x-k8s.io/hrq-ledger`, under the data key

@@ -10,15 +10,15 @@
 //!
 //! | layer | file | what it does |
 //! |---|---|---|
-//! | pure | `hierarchy/quotas/mod.rs` | a quota's status, the ResourceQuota a namespace should hold, pending namespaces |
-//! | pure | [`ledger`] | the tree's ledger: budgets, grants, approvals, reclaims (and its model check) |
+//! | pure | `hierarchy/quotas/mod.rs` | a quota's status, a namespace's ResourceQuota, pending |
+//! | pure | [`ledger`] | a tree's budgets, grants, approvals and reclaims; its model check |
 //! | pure | [`quantity`] | Kubernetes quantities as exact numbers |
-//! | store | `store/quota_ledgers.rs` | the ledgers' ConfigMaps: cached, written by compare-and-swap |
-//! | store | `store/quota_usage.rs` | the watch on hns's ResourceQuotas: the usage Kubernetes counts |
+//! | store | `store/quota_ledgers.rs` | the ledgers' ConfigMaps, written by compare-and-swap |
+//! | store | `store/quota_usage.rs` | the watch on hns's ResourceQuotas: the usage counted |
 //! | store | `store/quota_allocations.rs` | lowers the grants annotated on ResourceQuotas |
-//! | controller | `controller/quota_limits.rs` | keeps each covered namespace's ResourceQuota at the quotas' limits |
-//! | controller | `controller/quota_ledger.rs` | keeps each tree's ledger in step with the forest (leader only) |
-//! | admission | `admission/quota_webhooks.rs` | approves usage against the ledger; refuses what would overspend |
+//! | controller | `controller/quota_limits.rs` | each covered namespace's ResourceQuota limits |
+//! | controller | `controller/quota_ledger.rs` | each tree's ledger in step with the forest |
+//! | admission | `admission/quota_webhooks.rs` | approves usage against the ledger |
 //! | API | `resources/hierarchicalresourcequotas.rs` | the `hierarchicalresourcequotas` resource |
 //!
 //! A quota itself is stored on its namespace (an annotation, read into the forest's nodes as
