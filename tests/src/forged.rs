@@ -12,20 +12,15 @@ use crate::Local;
 
 /// A review asking to delete namespace `ns`, naming its uid if the sender knows it.
 pub fn namespace_delete(ns: &str, uid: Option<&str>) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "00000000-0000-0000-0000-000000000001",
-            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
-            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
-            "name": ns,
-            "operation": "DELETE",
-            "userInfo": {"username": "someone"},
-            "oldObject": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": uid}},
-            "dryRun": false
-        }
-    })
+    review(json!({
+        "uid": "00000000-0000-0000-0000-000000000001",
+        "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+        "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+        "name": ns,
+        "operation": "DELETE",
+        "userInfo": {"username": "someone"},
+        "oldObject": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": uid}},
+    }))
 }
 
 /// A status update of hns's ResourceQuota in `ns` as Kubernetes' quota admission sends it:
@@ -39,23 +34,24 @@ pub fn quota_status_update(ns: &str, (uid, version, used): (&str, &str, &str), p
         })
     };
     let more = used.parse::<i64>().unwrap_or(0) + pods;
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "00000000-0000-0000-0000-000000000002",
-            "kind": {"group": "", "version": "v1", "kind": "ResourceQuota"},
-            "resource": {"group": "", "version": "v1", "resource": "resourcequotas"},
-            "subResource": "status",
-            "name": "hrq.hnc.x-k8s.io",
-            "namespace": ns,
-            "operation": "UPDATE",
-            "userInfo": {"username": "system:apiserver"},
-            "object": rq(&more.to_string()),
-            "oldObject": rq(used),
-            "dryRun": false
-        }
-    })
+    review(json!({
+        "uid": "00000000-0000-0000-0000-000000000002",
+        "kind": {"group": "", "version": "v1", "kind": "ResourceQuota"},
+        "resource": {"group": "", "version": "v1", "resource": "resourcequotas"},
+        "subResource": "status",
+        "name": "hrq.hnc.x-k8s.io",
+        "namespace": ns,
+        "operation": "UPDATE",
+        "userInfo": {"username": "system:apiserver"},
+        "object": rq(&more.to_string()),
+        "oldObject": rq(used),
+    }))
+}
+
+/// An AdmissionReview carrying `request`, as kube-apiserver sends it (never a dry run).
+fn review(mut request: Value) -> Value {
+    request["dryRun"] = json!(false);
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
 /// The answer of the webhook at `path` to `review`, sent without a certificate.

@@ -110,9 +110,36 @@ impl Env {
         self.local.as_ref()
     }
 
+    /// The start of a test of one tree: the environment, a cluster-admin client and a fresh
+    /// namespace of the test's own (see [`fresh_namespace`]), named `prefix` and a unique suffix.
+    pub async fn with_namespace(prefix: &str) -> (Env, Client, String) {
+        let (env, client) = Env::with_admin().await;
+        let ns = fresh_namespace(&client, prefix).await;
+        (env, client, ns)
+    }
+
+    /// The start of a test that needs the local control plane: the environment, the control
+    /// plane and a cluster-admin client; `None`, after printing why, against an external cluster.
+    pub async fn local_with_admin() -> Option<(Env, Local, Client)> {
+        let env = Env::get();
+        // libtest names each test's thread after the test, and `#[tokio::test]` runs the test's
+        // body on that thread.
+        let thread = std::thread::current();
+        let local = env.local_or_skip(thread.name().unwrap_or("this test"))?.clone();
+        let client = env.admin().await;
+        Some((env, local, client))
+    }
+
     /// A client with the admin kubeconfig.
     pub async fn admin(&self) -> Client {
         client_for(&self.kubeconfig).await
+    }
+
+    /// The start of most tests: the environment and a cluster-admin client of it.
+    pub async fn with_admin() -> (Env, Client) {
+        let env = Env::get();
+        let client = env.admin().await;
+        (env, client)
     }
 
     /// A client with the admin kubeconfig that sends each request once, for a test of a refusal
@@ -523,6 +550,23 @@ pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str
     name.to_string()
 }
 
+/// Creates a namespace named `prefix` and a unique suffix, with no labels, as
+/// [`create_namespace`] does, and returns its name.
+pub async fn fresh_namespace(client: &Client, prefix: &str) -> String {
+    create_namespace(client, &unique(prefix), &[]).await
+}
+
+/// Creates two fresh namespaces (see [`fresh_namespace`]) and makes the second a child of the
+/// first: the smallest tree, which most tests of the hierarchy start from.
+pub async fn parent_and_child(client: &Client, parent: &str, child: &str) -> (String, String) {
+    let parent = fresh_namespace(client, parent).await;
+    let child = fresh_namespace(client, child).await;
+    set_parent(client, &child, Some(&parent))
+        .await
+        .unwrap_or_else(|e| panic!("set the parent of {child}: {e}"));
+    (parent, child)
+}
+
 /// Sets (or, with `None`, clears) the parent of `ns` through the hierarchy API.
 pub async fn set_parent(
     client: &Client,
@@ -542,6 +586,14 @@ pub async fn create_subns(
 ) -> Result<hns_api::Subnamespace, kube::Error> {
     let api: Api<hns_api::Subnamespace> = Api::namespaced(client.clone(), parent);
     api.create(&PostParams::default(), &hns_api::Subnamespace::new(name, Default::default())).await
+}
+
+/// Creates subnamespace `{parent}-{suffix}` of `parent` through the hierarchy API, and returns
+/// its name.
+pub async fn new_subnamespace(client: &Client, parent: &str, suffix: &str) -> String {
+    let name = format!("{parent}-{suffix}");
+    create_subns(client, parent, &name).await.unwrap_or_else(|e| panic!("create subnamespace {name}: {e}"));
+    name
 }
 
 /// Sets `allowCascadingDeletion` on namespace `ns` through the hierarchy API.

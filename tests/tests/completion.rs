@@ -88,9 +88,7 @@ fn subcommands_nested_ones_and_flags() {
 
 #[tokio::test]
 async fn namespaces_from_the_cluster() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("compl-team"), &[]).await;
+    let (env, client, team) = Env::with_namespace("compl-team").await;
     let prefix = &team[..team.len() - 1];
 
     for words in [
@@ -120,9 +118,7 @@ async fn namespaces_from_the_cluster() {
 
 #[tokio::test]
 async fn namespaces_in_the_users_view_for_whom_may_not_list_them() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("compl-view"), &[]).await;
+    let (env, client, team) = Env::with_namespace("compl-view").await;
     let dev = format!("{team}-dev");
     create_subns(&client, &team, &dev).await.expect("create the subnamespace");
     let other = create_namespace(&client, &format!("{team}x"), &[]).await;

@@ -25,8 +25,7 @@ async fn reasons(client: &Client, ns: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn tree_labels_follow_a_moved_subtree() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     let [a, b, mid, leaf] = ["ctl-a", "ctl-b", "ctl-mid", "ctl-leaf"].map(unique);
     for n in [&a, &b, &mid, &leaf] {
         create_namespace(&client, n, &[]).await;
@@ -86,18 +85,14 @@ async fn annotations(client: &Client, ns: &str) -> std::collections::BTreeMap<St
 
 #[tokio::test]
 async fn a_cycle_restored_from_backups_is_reported_and_recovers() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("a_cycle_restored_from_backups_is_reported_and_recovers") else {
-        return;
-    };
-    let client = env.admin().await;
+    let Some((env, local, client)) = Env::local_with_admin().await else { return };
     let (x, y) = (unique("cyc-x"), unique("cyc-y"));
     for n in [&x, &y] {
         create_namespace(&client, n, &[]).await;
         create_subns(&client, n, &format!("{n}-kid")).await.unwrap();
     }
-    restore_parent(local, &client, &x, &y).await;
-    restore_parent(local, &client, &y, &x).await;
+    restore_parent(&local, &client, &x, &y).await;
+    restore_parent(&local, &client, &y, &x).await;
     for n in [&x, &y] {
         eventually("InCycle reported", WAIT, || async {
             reasons(&client, n).await.contains(&"InCycle".to_string()).then_some(())
@@ -153,8 +148,7 @@ async fn a_cycle_restored_from_backups_is_reported_and_recovers() {
 
 #[tokio::test]
 async fn a_missing_parent_is_reported() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     let (p, c) = (unique("mp-parent"), unique("mp-child"));
     create_namespace(&client, &p, &[]).await;
     create_namespace(&client, &c, &[]).await;

@@ -104,6 +104,22 @@ fn delete_now(env: &Env, ns: &str) {
     ok(env.kubectl(&["delete", "namespace", ns, "--wait=false"]));
 }
 
+/// Makes namespace `ns` with `finalizer` in its metadata and deletes it; returns once the
+/// namespace controller is done with its part (its own `kubernetes` finalizer gone), so that the
+/// namespace is stuck on `finalizer` alone and the next write to it is the test's.
+async fn deleted_and_held_by(env: &Env, ns: &str, finalizer: &str) {
+    apply(
+        env,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [{finalizer}]}}\n"),
+    );
+    delete_now(env, ns);
+    eventually("the namespace controller is done with its part", WAIT, || async {
+        let f = get(env, &["namespace", ns], "{.spec.finalizers}")?;
+        (!f.contains("kubernetes")).then_some(())
+    })
+    .await;
+}
+
 /// What must survive a scenario untouched: a namespace with a ConfigMap, and optionally an
 /// object carrying the same finalizer as the scenario's.
 struct Witness {
@@ -299,6 +315,17 @@ spec:
 }
 
 /// A Widget `w` in `ns` with the finalizer `<group>/cleanup`, which no controller removes.
+/// Makes namespace `ns` holding a widget of `group` that carries a finalizer no controller
+/// removes (and a witness with the same finalizer); returns the witness.
+fn held_by_a_widget(env: &Env, cleanup: &mut Cleanup, group: &str, ns: &str) -> Witness {
+    widget_crd(env, cleanup, group);
+    let witness = Witness::new(env, cleanup, Some(group));
+    cleanup.unfinalize(group, ns);
+    ok(env.kubectl(&["create", "namespace", ns]));
+    apply(env, &widget_yaml(group, ns));
+    witness
+}
+
 fn widget_yaml(group: &str, ns: &str) -> String {
     format!(
         "apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w, namespace: {ns}, finalizers: [{group}/cleanup]}}\n"
@@ -420,11 +447,7 @@ async fn diagnose_dead_api_service() {
 async fn diagnose_crd_finalizer_without_controller() {
     let (env, mut cleanup, ns) = scenario("diag-cr").await;
     let group = "diag-finalizer.example.com";
-    widget_crd(&env, &mut cleanup, group);
-    let witness = Witness::new(&env, &mut cleanup, Some(group));
-    cleanup.unfinalize(group, &ns);
-    ok(env.kubectl(&["create", "namespace", &ns]));
-    apply(&env, &widget_yaml(group, &ns));
+    let witness = held_by_a_widget(&env, &mut cleanup, group, &ns);
     delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
@@ -485,18 +508,7 @@ async fn diagnose_foreign_spec_finalizer() {
 async fn diagnose_namespace_metadata_finalizer() {
     let (env, mut cleanup, ns) = scenario("diag-meta").await;
     let witness = Witness::new(&env, &mut cleanup, None);
-    apply(
-        &env,
-        &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\n"
-        ),
-    );
-    delete_now(&env, &ns);
-    eventually("the namespace controller is done with its part", WAIT, || async {
-        let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
-        (!f.contains("kubernetes")).then_some(())
-    })
-    .await;
+    deleted_and_held_by(&env, &ns, "example.com/hold").await;
 
     let before = version(&env, &["namespace", &ns]);
     let report = dry_run(&env, &ns);
@@ -526,18 +538,7 @@ async fn diagnose_namespace_metadata_finalizer() {
 async fn diagnose_names_no_owner_on_a_near_match() {
     let (env, mut cleanup, ns) = scenario("diag-owner").await;
     widget_crd(&env, &mut cleanup, "bars.example.com");
-    apply(
-        &env,
-        &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/keep]}}\n"
-        ),
-    );
-    delete_now(&env, &ns);
-    eventually("the namespace controller is done with its part", WAIT, || async {
-        let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
-        (!f.contains("kubernetes")).then_some(())
-    })
-    .await;
+    deleted_and_held_by(&env, &ns, "example.com/keep").await;
 
     let report = dry_run(&env, &ns);
     let owner = "it is removed by the controller behind example.com (owner unknown: no API group in this cluster is example.com)";
@@ -613,11 +614,7 @@ async fn diagnose_dead_webhook_blocking_deletion() {
 async fn diagnose_two_causes_at_once() {
     let (env, mut cleanup, ns) = scenario("diag-two").await;
     let group = "diag-two.example.com";
-    widget_crd(&env, &mut cleanup, group);
-    let witness = Witness::new(&env, &mut cleanup, Some(group));
-    cleanup.unfinalize(group, &ns);
-    ok(env.kubectl(&["create", "namespace", &ns]));
-    apply(&env, &widget_yaml(group, &ns));
+    let witness = held_by_a_widget(&env, &mut cleanup, group, &ns);
     dead_api_service(&env, &mut cleanup).await;
     delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceDeletionDiscoveryFailure").await;
@@ -836,19 +833,7 @@ async fn diagnose_with_read_rights_only() {
     ok(env.kubectl(&["create", "clusterrole", &reader, "--verb=get,list", "--resource=*.*"]));
     ok(env.kubectl(&["create", "clusterrolebinding", &reader, "--clusterrole", &reader, "--user", &reader]));
     let kubeconfig = local.user_kubeconfig(&reader, &[]);
-    apply(
-        &env,
-        &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, finalizers: [example.com/hold]}}\n"
-        ),
-    );
-    delete_now(&env, &ns);
-    // The namespace controller's last write, so that the one checked for below is the fix's.
-    eventually("the namespace controller is done with the namespace", WAIT, || async {
-        let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
-        (!f.contains("kubernetes")).then_some(())
-    })
-    .await;
+    deleted_and_held_by(&env, &ns, "example.com/hold").await;
 
     let out = hns_with(&kubeconfig, &["diagnose", &ns]);
     assert_eq!(code(&out), 2, "{}{}", stdout(&out), stderr(&out));

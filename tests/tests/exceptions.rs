@@ -55,9 +55,7 @@ async fn set_resources(client: &Client, resources: serde_json::Value) {
 /// time, so no other test sees Secrets propagate).
 #[tokio::test]
 async fn bad_exception_annotations_on_a_propagated_secret_are_refused() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("exc-root"), &[]).await;
+    let (env, client, root) = Env::with_namespace("exc-root").await;
     let (a, b) = (format!("{root}-a"), format!("{root}-b"));
     create_subns(&client, &root, &a).await.unwrap();
     create_subns(&client, &root, &b).await.unwrap();
@@ -153,9 +151,8 @@ async fn a_bad_annotation_that_got_past_admission_propagates_nowhere_and_is_repo
     };
     let admin = env.admin().await;
     let unchecked = client_for(&local.dir.join("hns-apiserver.kubeconfig")).await;
-    let root = create_namespace(&admin, &unique("exc-past"), &[]).await;
-    let child = format!("{root}-child");
-    create_subns(&admin, &root, &child).await.unwrap();
+    let root = fresh_namespace(&admin, "exc-past").await;
+    let child = new_subnamespace(&admin, &root, "child").await;
     let (in_root, in_child): (Api<RoleBinding>, Api<RoleBinding>) =
         (Api::namespaced(admin.clone(), &root), Api::namespaced(admin.clone(), &child));
     in_root

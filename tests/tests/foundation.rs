@@ -41,11 +41,8 @@ async fn kubectl_discovers_the_group() {
 
 #[tokio::test]
 async fn get_all_prints_one_row_per_namespace() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("acme"), &[]).await;
-    let child = create_namespace(&client, &unique("team"), &[]).await;
-    set_parent(&client, &child, Some(&root)).await.unwrap();
+    let (env, client) = Env::with_admin().await;
+    let (root, child) = parent_and_child(&client, "acme", "team").await;
 
     eventually("both namespaces in the table", WAIT, || async {
         let out = ok(env.kubectl(&["get", "hierarchyconfigurations", "-A", "--no-headers"]));
@@ -88,9 +85,8 @@ async fn get_all_prints_one_row_per_namespace() {
 
 #[tokio::test]
 async fn get_returns_the_derived_object_and_404_otherwise() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("root"), &[]).await;
+    let client = Env::get().admin().await;
+    let root = fresh_namespace(&client, "root").await;
     let child = unique("sub");
     create_subns(&client, &root, &child).await.unwrap();
 
@@ -134,8 +130,7 @@ async fn get_returns_the_derived_object_and_404_otherwise() {
 
 #[tokio::test]
 async fn lists_page_and_select() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let names: Vec<String> = futures_names(&client, 5).await;
     let all = eventually("five new namespaces listed", WAIT, || async {
         let out =
@@ -220,9 +215,7 @@ async fn user_without_rbac_gets_a_403_status() {
 
 #[tokio::test]
 async fn viewers_of_a_namespace_may_read_its_hierarchy() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let ns = create_namespace(&client, &unique("viewed"), &[]).await;
+    let (env, client, ns) = Env::with_namespace("viewed").await;
     ok(env.kubectl(&[
         "create",
         "rolebinding",

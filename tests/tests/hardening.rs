@@ -36,9 +36,7 @@ fn json_patch_hierarchy(env: &Env, ns: &str, ops: &[serde_json::Value]) -> std::
 
 #[tokio::test]
 async fn a_json_patch_that_doubles_the_object_is_refused_before_it_grows() {
-    let env = Env::get();
-    let admin = env.admin().await;
-    let ns = create_namespace(&admin, &unique("amplify"), &[]).await;
+    let (env, admin, ns) = Env::with_namespace("amplify").await;
     let mut ops =
         vec![json!({"op": "add", "path": "/metadata/annotations", "value": {"a": "x".repeat(1000)}})];
     ops.extend((0..20).map(|i| {
@@ -92,14 +90,9 @@ async fn uid_of(client: &kube::Client, ns: &str) -> String {
 
 #[tokio::test]
 async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("the_namespace_webhook_names_no_other_namespace_to_strangers") else {
-        return;
-    };
-    let admin = env.admin().await;
-    let parent = create_namespace(&admin, &unique("secretive"), &[]).await;
-    let child = format!("{parent}-c");
-    create_subns(&admin, &parent, &child).await.unwrap();
+    let Some((env, local, admin)) = Env::local_with_admin().await else { return };
+    let parent = fresh_namespace(&admin, "secretive").await;
+    let child = new_subnamespace(&admin, &parent, "c").await;
     eventually("the subnamespace exists", WAIT, || async {
         Api::<Namespace>::all(admin.clone()).get(&child).await.ok()
     })
@@ -108,14 +101,14 @@ async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
     // nothing: the answer is the one for any namespace hns does not know.
     for uid in [None, Some("00000000-0000-0000-0000-00000000dead")] {
         let answer =
-            forged::send(local, "/validate-namespaces", &forged::namespace_delete(&child, uid)).await;
+            forged::send(&local, "/validate-namespaces", &forged::namespace_delete(&child, uid)).await;
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
         assert_eq!(answer["response"]["status"].get("message"), None, "{answer}");
     }
     // One who knows its uid (who may read it) learns only that it is a subnamespace.
     let uid = uid_of(&admin, &child).await;
     let answer =
-        forged::send(local, "/validate-namespaces", &forged::namespace_delete(&child, Some(&uid))).await;
+        forged::send(&local, "/validate-namespaces", &forged::namespace_delete(&child, Some(&uid))).await;
     assert_eq!(answer["response"]["allowed"], false, "{answer}");
     let message = answer["response"]["status"]["message"].as_str().unwrap();
     assert!(message.contains("is a subnamespace") && !message.contains(&format!("{parent} ")), "{message}");
@@ -131,10 +124,8 @@ async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
 /// hold's grace (the controller takes it back: unit tests and the reliability suite wait).
 #[tokio::test]
 async fn a_forged_deletion_review_makes_hns_write_nothing() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("a_forged_deletion_review_makes_hns_write_nothing") else { return };
-    let admin = env.admin().await;
-    let parent = create_namespace(&admin, &unique("forgedhold"), &[]).await;
+    let Some((_, local, admin)) = Env::local_with_admin().await else { return };
+    let parent = fresh_namespace(&admin, "forgedhold").await;
     create_subns(&admin, &parent, &format!("{parent}-c")).await.unwrap();
     // Deletable with its subnamespaces: a real deletion of it would be held.
     allow_cascading_deletion(&admin, &parent).await.unwrap();
@@ -145,13 +136,13 @@ async fn a_forged_deletion_review_makes_hns_write_nothing() {
     let before = finalizers().await;
     for uid in [None, Some("00000000-0000-0000-0000-00000000dead")] {
         let answer =
-            forged::send(local, "/validate-namespaces", &forged::namespace_delete(&parent, uid)).await;
+            forged::send(&local, "/validate-namespaces", &forged::namespace_delete(&parent, uid)).await;
         assert_eq!(answer["response"]["allowed"], true, "{answer}");
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(finalizers().await, before, "nothing was written");
     let uid = uid_of(&admin, &parent).await;
-    forged::send(local, "/validate-namespaces", &forged::namespace_delete(&parent, Some(&uid))).await;
+    forged::send(&local, "/validate-namespaces", &forged::namespace_delete(&parent, Some(&uid))).await;
     let (held, annotations) = finalizers().await;
     assert!(held.contains(&"hnc.x-k8s.io/hasSubnamespace".to_string()), "{held:?}");
     assert!(
@@ -169,12 +160,9 @@ async fn a_forged_deletion_review_makes_hns_write_nothing() {
 /// the same source is refused.
 #[tokio::test]
 async fn the_sources_webhook_tells_strangers_nothing() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("the_sources_webhook_tells_strangers_nothing") else { return };
-    let admin = env.admin().await;
-    let parent = create_namespace(&admin, &unique("secs"), &[]).await;
-    let child = format!("{parent}-c");
-    create_subns(&admin, &parent, &child).await.unwrap();
+    let Some((_, local, admin)) = Env::local_with_admin().await else { return };
+    let parent = fresh_namespace(&admin, "secs").await;
+    let child = new_subnamespace(&admin, &parent, "c").await;
     let bindings = |ns: &str| Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), ns);
     eventually("the subnamespace", WAIT, || async { bindings(&child).list(&Default::default()).await.ok() })
         .await;
@@ -207,7 +195,7 @@ async fn the_sources_webhook_tells_strangers_nothing() {
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}},
             }
         });
-        answers.insert(forged::send(local, "/validate-sources", &review).await["response"].to_string());
+        answers.insert(forged::send(&local, "/validate-sources", &review).await["response"].to_string());
     }
     assert_eq!(answers.len(), 1, "one answer whatever the review names: {answers:?}");
     let answer: serde_json::Value = serde_json::from_str(answers.first().unwrap()).unwrap();
@@ -217,12 +205,9 @@ async fn the_sources_webhook_tells_strangers_nothing() {
 
 #[tokio::test]
 async fn the_quota_webhook_tells_strangers_nothing() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("the_quota_webhook_tells_strangers_nothing") else { return };
-    let admin = env.admin().await;
-    let parent = create_namespace(&admin, &unique("secq"), &[]).await;
-    let child = format!("{parent}-c");
-    create_subns(&admin, &parent, &child).await.unwrap();
+    let Some((_, local, admin)) = Env::local_with_admin().await else { return };
+    let parent = fresh_namespace(&admin, "secq").await;
+    let child = new_subnamespace(&admin, &parent, "c").await;
     hns_e2e::quotas::set_quota(&admin, &parent, "budget", &[("pods", "6")]).await.unwrap();
     let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(admin.clone(), &child);
     let read = || async {
@@ -242,7 +227,7 @@ async fn the_quota_webhook_tells_strangers_nothing() {
     let mut answers = std::collections::BTreeSet::new();
     for v in version.saturating_sub(3)..=version + 3 {
         let review = forged::quota_status_update(&child, (forged, &v.to_string(), &stored.2), 98);
-        let answer = forged::send(local, "/mutate-quota-status", &review).await;
+        let answer = forged::send(&local, "/mutate-quota-status", &review).await;
         answers.insert(answer["response"].to_string());
     }
     assert_eq!(answers.len(), 1, "one answer for every version: {answers:?}");
@@ -252,7 +237,7 @@ async fn the_quota_webhook_tells_strangers_nothing() {
     // With the uid, which only those who may read the ResourceQuota know, a wrong usage is
     // refused as forged.
     let review = forged::quota_status_update(&child, (&stored.0, &stored.1, "5"), 98);
-    let answer = forged::send(local, "/mutate-quota-status", &review).await;
+    let answer = forged::send(&local, "/mutate-quota-status", &review).await;
     assert_eq!(answer["response"]["status"]["code"], 400, "{answer}");
     delete_tree(&admin, &parent).await;
 }
@@ -260,9 +245,7 @@ async fn the_quota_webhook_tells_strangers_nothing() {
 /// Issue 40, W2: the status subresource carries labels too, and is checked as the object is.
 #[tokio::test]
 async fn the_status_subresource_cannot_forge_tree_labels() {
-    let env = Env::get();
-    let admin = env.admin().await;
-    let ns = create_namespace(&admin, &unique("statusforge"), &[]).await;
+    let (env, admin, ns) = Env::with_namespace("statusforge").await;
     let patch = json!({"metadata": {"labels": {"victim.tree.hnc.x-k8s.io/depth": "1"}}}).to_string();
     let err = fails(env.kubectl(&["patch", "ns", &ns, "--subresource=status", "--type=merge", "-p", &patch]));
     assert!(err.contains("can only be managed by hns"), "{err}");
@@ -335,8 +318,7 @@ async fn http2_is_not_offered_and_oversized_bodies_get_413() {
 
 #[tokio::test]
 async fn a_deep_subtree_starts_terminating_at_once_and_goes() {
-    let env = Env::get();
-    let admin = env.admin().await;
+    let (env, admin) = Env::with_admin().await;
     let prefix = unique("deep");
     let tree = hns_e2e::deletion::chain(&admin, &prefix, 12).await;
     let namespaces: Api<Namespace> = Api::all(admin.clone());

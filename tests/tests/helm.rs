@@ -350,8 +350,7 @@ async fn helm_lifecycle_on_nodes() {
         eprintln!("helm_lifecycle_on_nodes: hns is installed already; hack/availability.sh runs this first");
         return;
     }
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let [repository, tag] = image_values(&previous_image);
     helm_on(
         &env,

@@ -21,9 +21,7 @@ async fn state_of(client: &Client, ns: &str) -> (Value, Value) {
 
 #[tokio::test]
 async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("team-a"), &[]).await;
+    let (env, client, team) = Env::with_namespace("team-a").await;
     let alice = unique("alice");
     let bob = unique("bob");
     env.grant(&alice, "hns-subnamespace-creator", &team);
@@ -72,14 +70,10 @@ async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
 
 #[tokio::test]
 async fn hierarchy_rules_refuse_and_change_nothing() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let a = create_namespace(&client, &unique("a"), &[]).await;
-    let b = create_namespace(&client, &unique("b"), &[]).await;
-    set_parent(&client, &b, Some(&a)).await.unwrap();
-    let sub = format!("{a}-sub");
-    create_subns(&client, &a, &sub).await.unwrap();
-    let other = create_namespace(&client, &unique("other"), &[]).await;
+    let client = Env::get().admin().await;
+    let (a, b) = parent_and_child(&client, "a", "b").await;
+    let sub = new_subnamespace(&client, &a, "sub").await;
+    let other = fresh_namespace(&client, "other").await;
     let before: Vec<(Value, Value)> = futures_states(&client, &[&a, &b, &sub, &other]).await;
 
     let cases: Vec<(&str, Result<HierarchyConfiguration, kube::Error>, u16, String)> = vec![
@@ -130,12 +124,10 @@ async fn futures_states(client: &Client, names: &[&str]) -> Vec<(Value, Value)> 
 
 #[tokio::test]
 async fn moves_need_rights_on_the_trees_they_touch() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let org = create_namespace(&client, &unique("org"), &[]).await;
-    let t1 = create_namespace(&client, &unique("t1"), &[]).await;
-    let t2 = create_namespace(&client, &unique("t2"), &[]).await;
-    let x = create_namespace(&client, &unique("x"), &[]).await;
+    let (env, client, org) = Env::with_namespace("org").await;
+    let t1 = fresh_namespace(&client, "t1").await;
+    let t2 = fresh_namespace(&client, "t2").await;
+    let x = fresh_namespace(&client, "x").await;
     for (child, parent) in [(&t1, &org), (&t2, &org), (&x, &t1)] {
         set_parent(&client, child, Some(parent)).await.unwrap();
     }
@@ -194,9 +186,7 @@ async fn moves_need_rights_on_the_trees_they_touch() {
 
 #[tokio::test]
 async fn the_webhook_guards_hierarchy_state_and_cascading_deletion_works() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("root"), &[]).await;
+    let (env, client, root) = Env::with_namespace("root").await;
     let mid = format!("{root}-mid");
     let leaf = format!("{root}-leaf");
     create_subns(&client, &root, &mid).await.unwrap();
@@ -248,19 +238,12 @@ async fn the_webhook_guards_hierarchy_state_and_cascading_deletion_works() {
         );
     }
     // Tampering with a namespace outside any hierarchy is refused too (fail-open webhook).
-    let outside = create_namespace(&client, &unique("outside"), &[]).await;
+    let outside = fresh_namespace(&client, "outside").await;
     denied(env.kubectl(&["label", "ns", &outside, "hnc.x-k8s.io/hierarchy-member=true"]));
     ok(env.kubectl(&["label", "ns", &outside, "team=x"]));
 
     // With cascading deletion allowed, deleting the root takes the subtree with it.
-    let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &root);
-    api.patch(
-        "hierarchy",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
-    )
-    .await
-    .unwrap();
+    allow_cascading_deletion(&client, &root).await.unwrap();
     // A parent is held for its subnamespaces only once it is deleted: until then, making a
     // subnamespace writes nothing to its parent. A dry run holds nothing.
     let held = |ns: &Namespace| {
@@ -291,11 +274,8 @@ async fn the_webhook_guards_hierarchy_state_and_cascading_deletion_works() {
 
 #[tokio::test]
 async fn deleting_a_leaf_subnamespace_deletes_its_namespace() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("parent"), &[]).await;
-    let child = format!("{parent}-child");
-    create_subns(&client, &parent, &child).await.unwrap();
+    let (env, client, parent) = Env::with_namespace("parent").await;
+    let child = new_subnamespace(&client, &parent, "child").await;
     ok(env.kubectl(&["delete", "subns", &child, "-n", &parent, "--wait=false"]));
     eventually("the child namespace gone", Duration::from_secs(60), || async {
         Api::<Namespace>::all(client.clone()).get_opt(&child).await.ok()?.is_none().then_some(())
@@ -309,9 +289,7 @@ async fn deleting_a_leaf_subnamespace_deletes_its_namespace() {
 
 #[tokio::test]
 async fn kubectl_get_watch_shows_create_and_delete() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("watched"), &[]).await;
+    let (env, client, parent) = Env::with_namespace("watched").await;
     let child = format!("{parent}-w");
     let watch = std::process::Command::new("kubectl")
         .env("KUBECONFIG", &env.kubeconfig)
@@ -344,10 +322,8 @@ fn unsafe_kill(child: &std::process::Child) {
 
 #[tokio::test]
 async fn api_conventions_for_writes() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let ns = create_namespace(&client, &unique("conv"), &[]).await;
-    let parent = create_namespace(&client, &unique("conv-p"), &[]).await;
+    let (env, client, ns) = Env::with_namespace("conv").await;
+    let parent = fresh_namespace(&client, "conv-p").await;
     let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &ns);
     let hc =
         eventually("the namespace in the cache", WAIT, || async { api.get("hierarchy").await.ok() }).await;
@@ -372,13 +348,7 @@ async fn api_conventions_for_writes() {
 
     // A stale resourceVersion is a conflict.
     let mut stale = hc.clone();
-    api.patch(
-        "hierarchy",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"allowCascadingDeletion": true}})),
-    )
-    .await
-    .unwrap();
+    allow_cascading_deletion(&client, &ns).await.unwrap();
     stale.spec.parent = Some(parent.clone());
     let s = api_status(api.replace("hierarchy", &PostParams::default(), &stale).await.unwrap_err());
     assert_eq!((s.code, s.reason.as_str()), (409, "Conflict"), "{}", s.message);
@@ -418,8 +388,7 @@ async fn api_conventions_for_writes() {
 
 #[tokio::test]
 async fn the_hnc_configuration_is_validated_and_stored() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let api: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
     let before = api.get("config").await.unwrap();
     let bad = json!({"spec": {"resources": [
@@ -446,11 +415,9 @@ async fn the_hnc_configuration_is_validated_and_stored() {
 
 #[tokio::test]
 async fn watch_resumes_expires_and_lists() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("wl"), &[]).await;
-    let child = format!("{parent}-c");
-    create_subns(&client, &parent, &child).await.unwrap();
+    let client = Env::get().admin().await;
+    let parent = fresh_namespace(&client, "wl").await;
+    let child = new_subnamespace(&client, &parent, "c").await;
     let base = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{parent}/subnamespaces");
     let get = |q: String| {
         let req = http::Request::get(format!("{base}?{q}")).body(Vec::new()).unwrap();
@@ -507,8 +474,7 @@ async fn labels_of(client: &Client, ns: &str) -> std::collections::BTreeMap<Stri
 /// remove these labels nor forge them.
 #[tokio::test]
 async fn every_managed_namespace_carries_its_tree_label_and_included_namespace() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     // The labels come with the creation itself (hns's mutating webhook): the object the create
     // returns has them, and hns does not write the namespace again.
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -581,8 +547,7 @@ async fn every_managed_namespace_carries_its_tree_label_and_included_namespace()
 /// would otherwise label it without calling hns; and once the annotation goes, so do the labels.
 #[tokio::test]
 async fn an_external_hierarchys_tree_labels_are_kept_handed_down_and_reserved() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let (ext, abstract_ns, other) = (unique("ext"), unique("abstract"), unique("other"));
     let abstract_label = keys::tree_label(&abstract_ns);

@@ -9,11 +9,8 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn hrq_shows_each_quota_with_what_its_subtree_uses() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("hq"), &[]).await;
-    let sub = format!("{root}-s");
-    create_subns(&client, &root, &sub).await.unwrap();
+    let (env, client, root) = Env::with_namespace("hq").await;
+    let sub = new_subnamespace(&client, &root, "s").await;
     set_quota(&client, &root, "budget", &[("pods", "4"), ("limits.cpu", "2")]).await.unwrap();
     until_counted(&client, std::slice::from_ref(&sub)).await.unwrap();
     assert!(create_pod(&client, &sub, "p", "10m").await.admitted());

@@ -87,15 +87,9 @@ async fn replicas_agree(local: &Local, path: &str, uid: &str) {
 #[tokio::test]
 async fn derived_objects_have_uids_of_their_own_that_survive_a_restart() {
     let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("derived_objects_have_uids_of_their_own_that_survive_a_restart")
-    else {
-        return;
-    };
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("id"), &[]).await;
-    let child = format!("{parent}-c");
-    create_subns(&client, &parent, &child).await.unwrap();
+    let Some((env, local, client)) = Env::local_with_admin().await else { return };
+    let parent = fresh_namespace(&client, "id").await;
+    let child = new_subnamespace(&client, &parent, "c").await;
     let ns = Api::<Namespace>::all(client.clone()).get(&child).await.unwrap();
     let before = uids(&client, &parent, &child).await;
     assert_ne!(before.0, before.1, "a Subnamespace and its child's HierarchyConfiguration");
@@ -112,11 +106,11 @@ async fn derived_objects_have_uids_of_their_own_that_survive_a_restart() {
     ])))
     .unwrap();
     assert_eq!(anchor["metadata"]["uid"], before.0.as_str(), "one object under both resources");
-    replicas_agree(local, &format!("namespaces/{parent}/subnamespaces/{child}"), &before.0).await;
-    replicas_agree(local, &format!("namespaces/{child}/hierarchyconfigurations/hierarchy"), &before.1).await;
-    replicas_agree(local, "hncconfigurations/config", &before.2).await;
+    replicas_agree(&local, &format!("namespaces/{parent}/subnamespaces/{child}"), &before.0).await;
+    replicas_agree(&local, &format!("namespaces/{child}/hierarchyconfigurations/hierarchy"), &before.1).await;
+    replicas_agree(&local, "hncconfigurations/config", &before.2).await;
 
-    hns_up(local, "up");
+    hns_up(&local, "up");
     assert_eq!(uids(&client, &parent, &child).await, before, "the same uids after a restart");
 
     // A delete guarded by a uid (as the garbage collector's) names the Subnamespace's own.
@@ -147,18 +141,13 @@ async fn config_with_uid(env: &Env) -> serde_json::Value {
 #[tokio::test]
 async fn the_hnc_configuration_has_an_identity_before_its_first_write() {
     let _serial = SERIAL.lock().await;
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("the_hnc_configuration_has_an_identity_before_its_first_write")
-    else {
-        return;
-    };
-    let client = env.admin().await;
+    let Some((env, local, client)) = Env::local_with_admin().await else { return };
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "hns-system");
     let kept = configmaps.get_opt("hns-config").await.unwrap().and_then(|cm| cm.data);
 
-    hns_up(local, "down");
+    hns_up(&local, "down");
     let _ = configmaps.delete("hns-config", &DeleteParams::default()).await;
-    hns_up(local, "up");
+    hns_up(&local, "up");
     let yaml = ok(env.kubectl(&["get", "hncconfiguration", "config", "-o", "yaml"]));
     for field in ["uid:", "creationTimestamp:", "resourceVersion:"] {
         assert!(yaml.contains(&format!("\n  {field} ")), "no {field} in:\n{yaml}");

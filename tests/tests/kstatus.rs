@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hns_e2e::{
-    create_namespace, create_subns, delete_namespaces, delete_tree, eventually, fails, ok, set_parent,
-    unique, Env,
+    create_namespace, create_subns, delete_namespaces, delete_tree, eventually, fails, fresh_namespace, ok,
+    set_parent, unique, Env,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -56,9 +56,7 @@ fn statuses(env: &Env, args: &[&str]) -> Vec<String> {
 
 #[tokio::test]
 async fn healthy_objects_are_current_and_ready() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("ks-root"), &[]).await;
+    let (env, client, root) = Env::with_namespace("ks-root").await;
     let sub = unique("ks-sub");
     create_subns(&client, &root, &sub).await.unwrap();
     let manifest = format!(
@@ -89,8 +87,7 @@ async fn healthy_objects_are_current_and_ready() {
 
 #[tokio::test]
 async fn a_namespace_whose_parent_is_gone_is_failed_until_fixed() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let (parent, child) = (unique("ks-parent"), unique("ks-child"));
     create_namespace(&client, &parent, &[]).await;
     create_namespace(&client, &child, &[]).await;
@@ -114,9 +111,7 @@ async fn a_namespace_whose_parent_is_gone_is_failed_until_fixed() {
 
 #[tokio::test]
 async fn a_subnamespace_being_deleted_is_terminating_and_a_taken_name_is_refused() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("ks-del"), &[]).await;
+    let (env, client, root) = Env::with_namespace("ks-del").await;
     let sub = unique("ks-held");
     create_subns(&client, &root, &sub).await.unwrap();
     // An object with a finalizer of its own holds the namespace in Terminating.
@@ -154,7 +149,7 @@ async fn a_subnamespace_being_deleted_is_terminating_and_a_taken_name_is_refused
 
     // A subnamespace whose name is taken never exists: the write is refused, so a GitOps tool
     // reports the failed apply rather than waiting on a status.
-    let taken = create_namespace(&client, &unique("ks-taken"), &[]).await;
+    let taken = fresh_namespace(&client, "ks-taken").await;
     let anchor = format!("apiVersion: hnc.x-k8s.io/v1alpha2\nkind: Subnamespace\nmetadata:\n  name: {taken}\n  namespace: {root}\n");
     let file = std::env::temp_dir().join(format!("{taken}.yaml"));
     std::fs::write(&file, anchor).unwrap();

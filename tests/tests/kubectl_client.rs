@@ -101,11 +101,8 @@ fn next_line_containing(rx: &mpsc::Receiver<String>, needle: &str) -> String {
 
 #[tokio::test]
 async fn kubectl_get_watch_and_wait_follow_subnamespaces() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("kc-watch"), &[]).await;
-    let first = format!("{parent}-a");
-    create_subns(&client, &parent, &first).await.unwrap();
+    let (env, client, parent) = Env::with_namespace("kc-watch").await;
+    let first = new_subnamespace(&client, &parent, "a").await;
     let mut watch = Command::new("kubectl")
         .env("KUBECONFIG", &env.kubeconfig)
         .args(["get", "subns", "-n", &parent, "--watch", "--output-watch-events"])
@@ -116,8 +113,7 @@ async fn kubectl_get_watch_and_wait_follow_subnamespaces() {
     let lines = lines_of(&mut watch);
     // The existing subnamespace comes with the list, so the watch is open from here on.
     next_line_containing(&lines, &first);
-    let child = format!("{parent}-c");
-    create_subns(&client, &parent, &child).await.unwrap();
+    let child = new_subnamespace(&client, &parent, "c").await;
     let added = next_line_containing(&lines, &child);
     assert!(added.starts_with("ADDED"), "{added}");
     // `kubectl wait` on a field of hns's status, and on the object's deletion.
@@ -144,9 +140,7 @@ async fn kubectl_get_watch_and_wait_follow_subnamespaces() {
 /// Subnamespace is gone only if that informer works against hns.
 #[tokio::test]
 async fn the_garbage_collector_follows_subnamespaces() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("kc-gc"), &[]).await;
+    let (env, client, parent) = Env::with_namespace("kc-gc").await;
     let child = format!("{parent}-c");
     let subns = create_subns(&client, &parent, &child).await.unwrap();
     let uid = subns.metadata.uid.expect("a Subnamespace has a uid");

@@ -74,8 +74,7 @@ const SERVICES_ADVICE: &str = "grant it by creating a ClusterRole labelled hnc.x
 /// configuration stays as it was; once that ClusterRole exists, the same change goes through.
 #[tokio::test]
 async fn a_kind_hns_may_not_watch_is_refused_with_the_role_to_create() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let before = config_spec(&client).await;
 
     let err = stderr_of_failure(config(&env, &["set-resource", "services", "--mode", "Propagate"]));
@@ -138,9 +137,7 @@ async fn a_kind_hns_may_not_watch_is_refused_with_the_role_to_create() {
 /// unparsable JSON and a wrong Content-Type keep messages of their own. Nothing changes.
 #[tokio::test]
 async fn a_body_with_a_wrong_type_is_400_with_the_field_path() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let ns = create_namespace(&client, &unique("msg-body"), &[]).await;
+    let (env, client, ns) = Env::with_namespace("msg-body").await;
     let path = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{ns}/hierarchyconfigurations/hierarchy");
     let cannot =
         "HierarchyConfiguration in version \"v1alpha2\" cannot be handled as a HierarchyConfiguration: ";
@@ -212,11 +209,8 @@ async fn a_body_with_a_wrong_type_is_400_with_the_field_path() {
 /// on namespaces and on the configuration) and checks no message carries a Debug rendering.
 #[tokio::test]
 async fn no_message_carries_a_debug_rendering() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let parent = create_namespace(&client, &unique("msg-parent"), &[]).await;
-    let child = create_namespace(&client, &unique("msg-child"), &[]).await;
-    set_parent(&client, &child, Some(&parent)).await.unwrap();
+    let (env, client) = Env::with_admin().await;
+    let (parent, child) = parent_and_child(&client, "msg-parent", "msg-child").await;
     let hc_path = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{child}/hierarchyconfigurations/hierarchy");
     let config_path = "/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations/config";
     let mut messages: Vec<(String, String)> = Vec::new();

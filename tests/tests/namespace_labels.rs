@@ -57,8 +57,7 @@ fn labelled(ns: &Namespace) -> bool {
 
 #[tokio::test]
 async fn new_namespaces_are_labelled_in_the_creating_request() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     if lone_namespaces_unlabelled() {
         return lone_namespaces_cost_nothing(&client).await;
     }

@@ -131,9 +131,7 @@ fn a_reader_that_stops_early_ends_the_plugin_quietly() {
 /// heading, `set`'s and `delete -a`'s lines, and `config describe`'s headings.
 #[tokio::test]
 async fn hnc_lines_that_scripts_grep() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("pl-words"), &[]).await;
+    let (env, client, root) = Env::with_namespace("pl-words").await;
     let (kid, leaf) = (format!("{root}-kid"), format!("{root}-kid-leaf"));
     ok(hns(&env, &["create", &kid, "-n", &root]));
     ok(hns(&env, &["create", &leaf, "-n", &kid]));
@@ -188,9 +186,7 @@ async fn hnc_lines_that_scripts_grep() {
 /// finalizer). Each `set` must succeed and say what it did.
 #[tokio::test]
 async fn set_plans_again_when_the_namespace_changes_under_it() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let ns = create_namespace(&client, &unique("pl-busy"), &[]).await;
+    let (env, client, ns) = Env::with_namespace("pl-busy").await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let labeller = {
         let (ns, stop) = (ns.clone(), stop.clone());
@@ -222,9 +218,7 @@ async fn set_plans_again_when_the_namespace_changes_under_it() {
 
 #[tokio::test]
 async fn create_set_tree_describe_delete() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("pl-org"), &[]).await;
+    let (env, client, root) = Env::with_namespace("pl-org").await;
     let (a, b, ax) = (format!("{root}-a"), format!("{root}-b"), format!("{root}-a-x"));
 
     // create: HNC's line; the namespace exists at once.
@@ -395,8 +389,7 @@ async fn create_set_tree_describe_delete() {
 
 #[tokio::test]
 async fn the_contexts_namespace_is_no_parent_and_flags_choose_the_cluster() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let (team, other) = (unique("pl-ctx"), unique("pl-ctx-other"));
     for n in [&team, &other] {
         create_namespace(&client, n, &[]).await;
@@ -454,11 +447,8 @@ async fn the_contexts_namespace_is_no_parent_and_flags_choose_the_cluster() {
 /// through its dispatch: an admin sees what another user (in other groups) would see.
 #[tokio::test]
 async fn kubectl_impersonation_flags_through_kubectl_dispatch() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("pl-as"), &[]).await;
-    let kid = format!("{team}-kid");
-    create_subns(&client, &team, &kid).await.unwrap();
+    let (env, client, team) = Env::with_namespace("pl-as").await;
+    let kid = new_subnamespace(&client, &team, "kid").await;
     let dev = unique("pl-dev");
     let as_dev = format!("--as={dev}");
 
@@ -472,7 +462,7 @@ async fn kubectl_impersonation_flags_through_kubectl_dispatch() {
     })
     .await;
     // Every tree the user may see (their view), and with the groups given, every tree.
-    let other = create_namespace(&client, &unique("pl-as-other"), &[]).await;
+    let other = fresh_namespace(&client, "pl-as-other").await;
     let out = ok(hns(&env, &["tree", "-A", "--as", &dev]));
     assert!(out.contains(&format!("{team}\n└── [s] {kid}\n")) && !out.contains(&other), "{out}");
     let out = ok(hns(&env, &["tree", "-A", &as_dev, "--as-group=pl-nobody", "--as-group=system:masters"]));
@@ -536,9 +526,7 @@ fn a_bad_context_or_kubeconfig_is_named() {
 /// HNC's camelCase flags and kubectl's kebab-case both work; a namespace may be given with -n.
 #[tokio::test]
 async fn kebab_case_flags_and_dash_n() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("pl-kebab"), &[]).await;
+    let (env, client, team) = Env::with_namespace("pl-kebab").await;
     assert_eq!(
         ok(hns(&env, &["set", &team, "--allow-cascading-deletion"])),
         format!(
@@ -586,11 +574,8 @@ async fn unknown_namespaces_are_named() {
 
 #[tokio::test]
 async fn without_permission_the_server_says_so() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("pl-perm"), &[]).await;
-    let kid = format!("{team}-kid");
-    create_subns(&client, &team, &kid).await.unwrap();
+    let (env, client, team) = Env::with_namespace("pl-perm").await;
+    let kid = new_subnamespace(&client, &team, "kid").await;
     let (nobody, admin) = (unique("pl-nobody"), unique("pl-admin"));
     // Every tree is every tree the user may see: none.
     let Some(out) = hns_as(&env, &nobody, &["tree", "-A"]) else { return };
@@ -728,8 +713,7 @@ async fn copies(client: &Client) -> Option<i32> {
 /// other test configures (limitranges), so nothing races it.
 #[tokio::test]
 async fn config_describe_set_resource_delete_type() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let described = ok(config(&env, &["describe"]));
     assert!(described.starts_with("Synchronized resources:\n"), "{described}");
     assert!(described.contains("* Propagating: roles (rbac.authorization.k8s.io/v1)"), "{described}");
@@ -765,9 +749,8 @@ async fn config_describe_set_resource_delete_type() {
     );
 
     // With a copy made, changes that touch copies ask first.
-    let root = create_namespace(&client, &unique("pl-cfg"), &[]).await;
-    let child = format!("{root}-child");
-    create_subns(&client, &root, &child).await.unwrap();
+    let root = fresh_namespace(&client, "pl-cfg").await;
+    let child = new_subnamespace(&client, &root, "child").await;
     let limits: LimitRange =
         serde_json::from_value(json!({"metadata": {"name": "limits"}, "spec": {"limits": [{"type": "Container", "max": {"cpu": "2"}}]}}))
             .unwrap();
@@ -852,9 +835,7 @@ impl Drop for Hold {
 /// terminating is marked in its parent's description too.
 #[tokio::test]
 async fn terminating_namespaces_say_so_in_get_tree_and_describe() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("pl-term"), &[]).await;
+    let (env, client, root) = Env::with_namespace("pl-term").await;
     let (sub, full) = (format!("{root}-sub"), format!("{root}-full"));
     create_subns(&client, &root, &sub).await.unwrap();
     create_namespace(&client, &full, &[]).await;

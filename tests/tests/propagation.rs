@@ -42,9 +42,7 @@ where
 
 #[tokio::test]
 async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let org = create_namespace(&client, &unique("acme-org"), &[]).await;
+    let (env, client, org) = Env::with_namespace("acme-org").await;
     let team = format!("{org}-team-a");
     let service = format!("{org}-service-1");
     create_subns(&client, &org, &team).await.unwrap();
@@ -72,7 +70,7 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
 
     // A namespace's own object of the same name is never overwritten: a move that would put it
     // in the way of the new ancestor's is refused (see a_move_that_would_overwrite_…).
-    let own = create_namespace(&client, &unique("own"), &[]).await;
+    let own = fresh_namespace(&client, "own").await;
     rolebinding(&client, &own, "acme-admins", "locals").await;
     let refused = api_status(set_parent(&client, &own, Some(&org)).await.unwrap_err());
     assert_eq!(refused.code, 409, "{}", refused.message);
@@ -80,9 +78,9 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
     assert_eq!(mine.subjects.unwrap()[0].name, "locals", "not overwritten");
 
     // Re-parenting moves the copies.
-    let other = create_namespace(&client, &unique("other-org"), &[]).await;
+    let other = fresh_namespace(&client, "other-org").await;
     rolebinding(&client, &other, "other-admins", "other-admins").await;
-    let mover = create_namespace(&client, &unique("mover"), &[]).await;
+    let mover = fresh_namespace(&client, "mover").await;
     set_parent(&client, &mover, Some(&org)).await.unwrap();
     wait_copy::<RoleBinding>(&client, &mover, "acme-admins", Some(&org)).await;
     set_parent(&client, &mover, Some(&other)).await.unwrap();
@@ -113,11 +111,9 @@ async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
 /// Objects with a `--nopropagation-label` label (Rancher's, by default) are not copied at all.
 #[tokio::test]
 async fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let org = create_namespace(&client, &unique("gitops-org"), &[]).await;
-    let team = format!("{org}-team");
-    create_subns(&client, &org, &team).await.unwrap();
+    let client = Env::get().admin().await;
+    let org = fresh_namespace(&client, "gitops-org").await;
+    let team = new_subnamespace(&client, &org, "team").await;
     let gitops_labels = [
         ("app.kubernetes.io/instance", "org-rbac"),
         ("kustomize.toolkit.fluxcd.io/name", "org-rbac"),
@@ -158,9 +154,8 @@ async fn copies_leave_out_the_keys_gitops_tools_claim_objects_by() {
 
 #[tokio::test]
 async fn objects_labelled_as_copies_cannot_be_created() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let ns = create_namespace(&client, &unique("forged-copy"), &[]).await;
+    let client = Env::get().admin().await;
+    let ns = fresh_namespace(&client, "forged-copy").await;
     let role: Role = serde_json::from_value(json!({
         "metadata": {"name": "forged", "labels": {INHERITED_FROM: "elsewhere"}},
         "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
@@ -185,12 +180,9 @@ async fn objects_labelled_as_copies_cannot_be_created() {
 /// ancestor's policy arrives.
 #[tokio::test]
 async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let org = create_namespace(&client, &unique("ow-org"), &[]).await;
-    let child = create_namespace(&client, &unique("ow-child"), &[]).await;
-    let below = format!("{child}-below");
-    create_subns(&client, &child, &below).await.unwrap();
+    let (env, client, org) = Env::with_namespace("ow-org").await;
+    let child = fresh_namespace(&client, "ow-child").await;
+    let below = new_subnamespace(&client, &child, "below").await;
     rolebinding(&client, &org, "org-sres", "sres").await;
     rolebinding(&client, &org, "org-viewers", "viewers").await;
     let private = RoleBinding {
@@ -270,9 +262,8 @@ async fn a_move_that_would_overwrite_a_namespaces_own_object_is_refused() {
 /// descendant's object is gone.
 #[tokio::test]
 async fn a_source_that_would_overwrite_a_descendants_own_object_is_refused() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let org = create_namespace(&client, &unique("src-org"), &[]).await;
+    let client = Env::get().admin().await;
+    let org = fresh_namespace(&client, "src-org").await;
     let (team, other) = (format!("{org}-team"), format!("{org}-other"));
     for ns in [&team, &other] {
         create_subns(&client, &org, ns).await.unwrap();
@@ -364,12 +355,10 @@ where
 /// Everything that changes the cluster-wide configuration, in one test so nothing else races it.
 #[tokio::test]
 async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let config: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
-    let root = create_namespace(&client, &unique("cfg-root"), &[]).await;
-    let child = format!("{root}-child");
-    create_subns(&client, &root, &child).await.unwrap();
+    let root = fresh_namespace(&client, "cfg-root").await;
+    let child = new_subnamespace(&client, &root, "child").await;
 
     // Secrets: Propagate, then Remove.
     let set = |resources: serde_json::Value| {
@@ -491,11 +480,8 @@ async fn configured_kinds_propagate_and_remove_mode_cleans_up() {
 /// HNC reports it, on the copy and on its source, and made as soon as the cause is gone.
 #[tokio::test]
 async fn refused_copies_are_reported_and_made_once_allowed() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let org = create_namespace(&client, &unique("quota-org"), &[]).await;
-    let team = format!("{org}-team");
-    create_subns(&client, &org, &team).await.unwrap();
+    let (env, client, org) = Env::with_namespace("quota-org").await;
+    let team = new_subnamespace(&client, &org, "team").await;
     let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &team);
     let quota: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": "no-rolebindings"},

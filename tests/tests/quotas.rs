@@ -85,9 +85,7 @@ async fn state_of(client: &Client, ns: &str) -> Value {
 
 #[tokio::test]
 async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("hrq-crud"), &[]).await;
+    let (env, client, team) = Env::with_namespace("hrq-crud").await;
     let manifest = format!(
         "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: team-budget\n  namespace: {team}\n\
          spec:\n  hard:\n    pods: 10\n    requests.cpu: \"1500m\"\n    limits.memory: 2Gi\n"
@@ -177,9 +175,7 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
 
 #[tokio::test]
 async fn bad_limits_are_refused_at_their_field_and_nothing_is_written() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("hrq-invalid"), &[]).await;
+    let (env, client, team) = Env::with_namespace("hrq-invalid").await;
     let before = state_of(&client, &team).await;
     let cases = [
         (json!({"pods": "ten"}), "spec.hard.pods", "not a quantity"),
@@ -230,9 +226,7 @@ async fn bad_limits_are_refused_at_their_field_and_nothing_is_written() {
 
 #[tokio::test]
 async fn a_quota_counts_the_usage_of_its_whole_subtree() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("hrq-root"), &[]).await;
+    let (env, client, root) = Env::with_namespace("hrq-root").await;
     let (a, b, c) = (format!("{root}-a"), format!("{root}-b"), format!("{root}-c"));
     create_subns(&client, &root, &a).await.unwrap();
     create_subns(&client, &a, &b).await.unwrap();
@@ -287,12 +281,10 @@ async fn labels_when_moved(client: &Client, ns: &str, parent: &str, rv: &str) ->
 
 #[tokio::test]
 async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("hrq-nest"), &[]).await;
-    let team = format!("{root}-team");
-    create_subns(&client, &root, &team).await.unwrap();
-    let full = create_namespace(&client, &unique("hrq-full"), &[]).await;
+    let client = Env::get().admin().await;
+    let root = fresh_namespace(&client, "hrq-nest").await;
+    let team = new_subnamespace(&client, &root, "team").await;
+    let full = fresh_namespace(&client, "hrq-full").await;
     create_quota(&client, &root, "org", json!({"pods": "10", "services": "5"})).await;
     create_quota(&client, &team, "team", json!({"pods": "3"})).await;
 
@@ -344,11 +336,8 @@ async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
 
 #[tokio::test]
 async fn only_admins_of_a_quotas_namespace_may_set_it() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("hrq-rbac"), &[]).await;
-    let sub = format!("{root}-sub");
-    create_subns(&client, &root, &sub).await.unwrap();
+    let (env, client, root) = Env::with_namespace("hrq-rbac").await;
+    let sub = new_subnamespace(&client, &root, "sub").await;
     create_quota(&client, &root, "org", json!({"pods": "10"})).await;
     let alice = unique("alice");
     env.grant(&alice, "admin", &sub);
@@ -403,9 +392,7 @@ async fn hncs_own_plugin_lists_quotas() {
         println!("skipped: HNC's kubectl-hns is not built (run hack/build-hnc.sh)");
         return;
     };
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("hrq-hnc"), &[]).await;
+    let (env, client, team) = Env::with_namespace("hrq-hnc").await;
     create_quota(&client, &team, "team-budget", json!({"pods": "7", "limits.cpu": "2"})).await;
     let out = std::process::Command::new(&plugin)
         .env("KUBECONFIG", &env.kubeconfig)
@@ -422,9 +409,7 @@ async fn hncs_own_plugin_lists_quotas() {
 #[tokio::test]
 async fn quotas_are_applied_server_side_explained_and_watched_as_usage_changes() {
     use futures::{StreamExt, TryStreamExt};
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("hrq-ssa"), &[]).await;
+    let (env, client, team) = Env::with_namespace("hrq-ssa").await;
     let manifest = |pods: &str| {
         format!("apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: budget\n  namespace: {team}\nspec:\n  hard:\n    pods: \"{pods}\"\n")
     };
@@ -460,8 +445,7 @@ async fn quotas_are_applied_server_side_explained_and_watched_as_usage_changes()
 
 #[tokio::test]
 async fn a_resource_quota_hns_cannot_write_is_reported_on_the_quota() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let team = unique("hrq-denied");
     // An admission policy refusing hns's ResourceQuotas in this namespace only.
     let policy = format!(
@@ -547,11 +531,8 @@ async fn admitted(env: &Env, ns: &str, name: &str, spec: Value) {
 
 #[tokio::test]
 async fn a_pod_lacking_a_resource_a_quota_requires_is_told_which_quota_requires_it() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("hrq-required"), &[]).await;
-    let team = format!("{root}-team");
-    create_subns(&client, &root, &team).await.unwrap();
+    let (env, client, root) = Env::with_namespace("hrq-required").await;
+    let team = new_subnamespace(&client, &root, "team").await;
     create_quota(&client, &root, "cap", json!({"requests.cpu": "2", "limits.memory": "1Gi", "pods": "5"}))
         .await;
     // "cpu" is "requests.cpu": a quota limiting both asks for it once.
@@ -612,7 +593,7 @@ async fn a_pod_lacking_a_resource_a_quota_requires_is_told_which_quota_requires_
     });
     admitted(&env, &team, "pod-level", pod_level).await;
     // A namespace outside every quota has no ResourceQuota, so no parameter: not checked.
-    let outside = create_namespace(&client, &unique("hrq-none"), &[]).await;
+    let outside = fresh_namespace(&client, "hrq-none").await;
     admitted(&env, &outside, "bare", json!({"containers": [{"name": "app", "image": image}]})).await;
     delete_tree(&client, &root).await;
     delete_namespaces(&client, &[&outside]).await;

@@ -17,8 +17,7 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn concurrent_creations_in_siblings_never_overspend_the_parent_quota() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     let limit = SIBLINGS - 1;
     let (root, siblings) = budget_tree(&client, "hrq-race", limit).await;
     race(&client, &root, &siblings, limit).await;
@@ -77,8 +76,7 @@ async fn race(client: &Client, root: &str, siblings: &[String], limit: usize) {
 
 #[tokio::test]
 async fn the_ledger_follows_its_tree() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     let limit = SIBLINGS - 1;
     let (root, siblings) = budget_tree(&client, "hrq-tree", limit).await;
     race(&client, &root, &siblings, limit).await;
@@ -100,8 +98,7 @@ async fn the_ledger_follows_its_tree() {
 
 #[tokio::test]
 async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let client = Env::get().admin().await;
     let (root, _) = budget_tree(&client, "hrq-own", 3).await;
     let rqs: Api<ResourceQuota> = Api::namespaced(client.clone(), &root);
 
@@ -114,7 +111,7 @@ async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
     let err = rqs.delete(RESOURCE_QUOTA_NAME, &DeleteParams::default()).await.unwrap_err();
     assert!(err.to_string().contains("change or delete the HierarchicalResourceQuota instead"), "{err}");
 
-    let lone = create_namespace(&client, &unique("hrq-forge"), &[]).await;
+    let lone = fresh_namespace(&client, "hrq-forge").await;
     let forged: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": RESOURCE_QUOTA_NAME, "labels": {hns_api::keys::HRQ_LABEL: "x"}},
         "spec": {"hard": {"pods": "100"}},
@@ -141,9 +138,7 @@ async fn an_admin_cannot_edit_or_delete_hns_resourcequotas() {
 /// of thousands of resources.
 #[tokio::test]
 async fn a_tenants_quotas_never_stop_admission_outside_their_subtree() {
-    let env = Env::get();
-    let admin = env.admin().await;
-    let parent = create_namespace(&admin, &unique("tenantq"), &[]).await;
+    let (env, admin, parent) = Env::with_namespace("tenantq").await;
     let (tenant_ns, sibling) = (format!("{parent}-tenant"), format!("{parent}-sibling"));
     for ns in [&tenant_ns, &sibling] {
         create_subns(&admin, &parent, ns).await.unwrap();

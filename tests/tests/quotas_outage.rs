@@ -19,9 +19,9 @@ async fn hns_down_fails_closed_in_covered_namespaces_only() {
     let hns = hns_e2e::stopping::Hns::of(&env);
     let client = env.admin().await;
     let (root, siblings) = budget_tree(&client, "hrq-down", 20).await;
-    let lone = create_namespace(&client, &unique("hrq-lone"), &[]).await;
+    let lone = fresh_namespace(&client, "hrq-lone").await;
     // Far from its limit, a namespace's first pod brings it a grant with headroom.
-    let roomy = create_namespace(&client, &unique("hrq-roomy"), &[]).await;
+    let roomy = fresh_namespace(&client, "hrq-roomy").await;
     set_quota(&client, &roomy, "budget", &[("pods", "1000")]).await.unwrap();
     until_granted(&client, &roomy, std::slice::from_ref(&roomy), "0").await;
     let granted: Api<Pod> = Api::namespaced(client.clone(), &roomy);

@@ -47,7 +47,7 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     let env = Env::get();
     let hns = hns_e2e::stopping::Hns::of(&env);
     let client = env.admin().await;
-    let root = create_namespace(&client, &unique("crash"), &[]).await;
+    let root = fresh_namespace(&client, "crash").await;
     let children: Vec<String> = (0..CHILDREN).map(|i| format!("{root}-{i}")).collect();
     stream::iter(&children)
         .for_each_concurrent(16, |c| {
@@ -80,7 +80,7 @@ async fn sigkill_mid_propagation_then_restart_converges_exactly() {
     .await;
 
     // A namespace outside every hierarchy, labelled by hns as every managed namespace is.
-    let lone = create_namespace(&client, &unique("crash-lone"), &[]).await;
+    let lone = fresh_namespace(&client, "crash-lone").await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     eventually("the lone namespace labelled", Duration::from_secs(30), || async {
         let labels = namespaces.get(&lone).await.ok()?.metadata.labels?;

@@ -41,9 +41,7 @@ fn fields(e: &ManagedFieldsEntry) -> Value {
 
 #[tokio::test]
 async fn an_applied_subnamespace_is_created_and_owned_by_its_manager() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("ssa-team"), &[]).await;
+    let (env, client, team) = Env::with_namespace("ssa-team").await;
     let child = format!("{team}-dev");
     let manifest = format!(
         "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: Subnamespace\nmetadata:\n  name: {child}\n  namespace: {team}\n  \
@@ -90,11 +88,9 @@ async fn an_applied_subnamespace_is_created_and_owned_by_its_manager() {
 
 #[tokio::test]
 async fn managers_of_different_fields_keep_theirs_and_conflicts_name_the_owner() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let ns = create_namespace(&client, &unique("ssa-hc"), &[]).await;
-    let parent = create_namespace(&client, &unique("ssa-parent"), &[]).await;
-    let other = create_namespace(&client, &unique("ssa-other"), &[]).await;
+    let (env, client, ns) = Env::with_namespace("ssa-hc").await;
+    let parent = fresh_namespace(&client, "ssa-parent").await;
+    let other = fresh_namespace(&client, "ssa-other").await;
     let api: Api<HierarchyConfiguration> = Api::namespaced(client.clone(), &ns);
     let hc_manifest = |spec: &str| {
         format!(
@@ -178,8 +174,7 @@ async fn managers_of_different_fields_keep_theirs_and_conflicts_name_the_owner()
 
 #[tokio::test]
 async fn the_hnc_configuration_is_applied_server_side() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let api: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
     let before = api.get("config").await.unwrap();
     // Only a label of our own: other tests running meanwhile rely on spec.resources.
@@ -210,9 +205,7 @@ async fn the_hnc_configuration_is_applied_server_side() {
 
 #[tokio::test]
 async fn client_side_apply_as_argo_cd_does_it_keeps_working() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let team = create_namespace(&client, &unique("argo-team"), &[]).await;
+    let (env, client, team) = Env::with_namespace("argo-team").await;
     let child = format!("{team}-app");
     let manifests = |env_label: &str| {
         format!(

@@ -107,8 +107,7 @@ async fn same_output(what: &str, ours: impl Fn() -> Output, kubectl: impl Fn() -
 
 #[tokio::test]
 async fn a_subtrees_pods_as_kubectl_prints_them_with_all_namespaces() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let t = Subtree::new(&client, "sg-pods").await.with_pods(&client).await;
     let (root, tag) = (t.root.as_str(), t.tag());
 
@@ -197,8 +196,7 @@ async fn a_subtrees_pods_as_kubectl_prints_them_with_all_namespaces() {
 
 #[tokio::test]
 async fn a_subtrees_namespaces() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let t = Subtree::new(&client, "sg-ns").await;
     let [root, a, a1, b] = t.all();
     for kind in ["ns", "namespaces", "namespace"] {
@@ -228,8 +226,7 @@ async fn a_subtrees_namespaces() {
 /// the root and `b`.
 #[tokio::test]
 async fn a_user_sees_the_namespaces_they_may_read_and_one_line_for_the_rest() {
-    let env = Env::get();
-    let client = env.admin().await;
+    let (env, client) = Env::with_admin().await;
     let t = Subtree::new(&client, "sg-rbac").await.with_pods(&client).await;
     let root = t.root.as_str();
     let user = unique("sg-dev");
@@ -293,9 +290,7 @@ async fn a_user_sees_the_namespaces_they_may_read_and_one_line_for_the_rest() {
 
 #[tokio::test]
 async fn kinds_that_cannot_be_listed_in_a_subtree() {
-    let env = Env::get();
-    let client = env.admin().await;
-    let root = create_namespace(&client, &unique("sg-kinds"), &[]).await;
+    let (env, client, root) = Env::with_namespace("sg-kinds").await;
 
     let out = hns(&env, &["get", "foo", "-n", &root]);
     assert_eq!(out.status.code(), Some(1));

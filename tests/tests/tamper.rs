@@ -70,6 +70,17 @@ async fn forgery_event(client: &Client, ns: &str) -> Option<String> {
 }
 
 /// `hns_forgeries_reverted_total` on the local hns-apiserver's metrics port.
+/// A namespace a forger would like to take policy from: it holds RoleBinding `victim-secrets`.
+async fn victim(admin: &Client) -> String {
+    let victim = fresh_namespace(admin, "victim").await;
+    let binding = role_binding("victim-secrets", "view", Subject::Group("victim-team"));
+    Api::<RoleBinding>::namespaced(admin.clone(), &victim)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    victim
+}
+
 async fn forgeries_reverted(local: &Local) -> u64 {
     let text = local.metrics().await;
     text.lines()
@@ -81,23 +92,11 @@ async fn forgeries_reverted(local: &Local) -> u64 {
 
 #[tokio::test]
 async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("a_forged_parent_propagates_nothing_and_is_reverted_and_reported")
-    else {
-        return;
-    };
-    let admin = env.admin().await;
-    let forger_client = as_skipped_webhook(local).await;
-    let victim = create_namespace(&admin, &unique("victim"), &[]).await;
-    Api::<RoleBinding>::namespaced(admin.clone(), &victim)
-        .create(
-            &PostParams::default(),
-            &role_binding("victim-secrets", "view", Subject::Group("victim-team")),
-        )
-        .await
-        .unwrap();
+    let Some((env, local, admin)) = Env::local_with_admin().await else { return };
+    let forger_client = as_skipped_webhook(&local).await;
+    let victim = victim(&admin).await;
     // The control: a real child of the victim gets the copy, so the checks below can fail.
-    let child = create_namespace(&admin, &unique("child"), &[]).await;
+    let child = fresh_namespace(&admin, "child").await;
     set_parent(&admin, &child, Some(&victim)).await.unwrap();
     eventually("the real child gets the copy", WAIT, || async {
         (copies_in(&admin, &child).await == 1).then_some(())
@@ -105,8 +104,8 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
     .await;
 
     // A namespace outside every hierarchy names the victim as its parent, with no seal.
-    let reverted_before = forgeries_reverted(local).await;
-    let forger = create_namespace(&admin, &unique("forger"), &[]).await;
+    let reverted_before = forgeries_reverted(&local).await;
+    let forger = fresh_namespace(&admin, "forger").await;
     annotate(&forger_client, &forger, json!({PARENT: victim})).await;
     assert_eq!(
         most_copies_during(&admin, &forger, Duration::from_secs(3)).await,
@@ -122,7 +121,7 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
             .await;
     assert!(message.contains(&format!("{PARENT}=\"{victim}\"")), "{message}");
     // The alert's count: the condition is gone already, the revert stays counted.
-    let reverted = forgeries_reverted(local).await;
+    let reverted = forgeries_reverted(&local).await;
     assert!(reverted > reverted_before, "hns_forgeries_reverted_total {reverted_before} -> {reverted}");
     let hc = ok(env.kubectl(&[
         "get",
@@ -155,21 +154,10 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
 
 #[tokio::test]
 async fn a_subnamespace_moved_by_hand_keeps_its_sealed_parent() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("a_subnamespace_moved_by_hand_keeps_its_sealed_parent") else {
-        return;
-    };
-    let admin = env.admin().await;
-    let forger_client = as_skipped_webhook(local).await;
-    let victim = create_namespace(&admin, &unique("victim"), &[]).await;
-    Api::<RoleBinding>::namespaced(admin.clone(), &victim)
-        .create(
-            &PostParams::default(),
-            &role_binding("victim-secrets", "view", Subject::Group("victim-team")),
-        )
-        .await
-        .unwrap();
-    let home = create_namespace(&admin, &unique("home"), &[]).await;
+    let Some((env, local, admin)) = Env::local_with_admin().await else { return };
+    let forger_client = as_skipped_webhook(&local).await;
+    let victim = victim(&admin).await;
+    let home = fresh_namespace(&admin, "home").await;
     let sub = unique("sub");
     create_subns(&admin, &home, &sub).await.unwrap();
     eventually("the subnamespace exists", WAIT, || async { annotation(&admin, &sub, SEAL).await }).await;
@@ -198,10 +186,8 @@ async fn a_subnamespace_moved_by_hand_keeps_its_sealed_parent() {
 
 #[tokio::test]
 async fn crossed_moves_never_both_land() {
-    let env = Env::get();
-    let admin = env.admin().await;
-    let x = create_namespace(&admin, &unique("cross-x"), &[]).await;
-    let y = create_namespace(&admin, &unique("cross-y"), &[]).await;
+    let (env, admin, x) = Env::with_namespace("cross-x").await;
+    let y = fresh_namespace(&admin, "cross-y").await;
     let (other_x, other_y) = (env.admin().await, env.admin().await);
     for round in 0..30 {
         let (a, b) = tokio::join!(set_parent(&other_x, &x, Some(&y)), set_parent(&other_y, &y, Some(&x)));

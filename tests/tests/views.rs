@@ -72,8 +72,7 @@ where
 
 #[tokio::test]
 async fn lists_across_namespaces_show_exactly_what_the_user_may_get() {
-    let env = Env::get();
-    let admin = env.admin().await;
+    let (env, admin) = Env::with_admin().await;
     let (root, kids, outsider) = tree_and_outsider(&admin, "views").await;
     let user = unique("viewer");
     grant_view(&env, &user, &root, "viewer");
@@ -163,8 +162,7 @@ impl Watched {
 
 #[tokio::test]
 async fn a_users_watch_follows_their_access() {
-    let env = Env::get();
-    let admin = env.admin().await;
+    let (env, admin) = Env::with_admin().await;
     let (root, kids, outsider) = tree_and_outsider(&admin, "viewwatch").await;
     let user = unique("watcher");
     grant_view(&env, &user, &root, "watcher");
@@ -190,9 +188,7 @@ async fn a_users_watch_follows_their_access() {
 
 #[tokio::test]
 async fn tree_all_shows_the_users_subtrees() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("tree_all_shows_the_users_subtrees") else { return };
-    let admin = env.admin().await;
+    let Some((env, local, admin)) = Env::local_with_admin().await else { return };
     let (root, kids, outsider) = tree_and_outsider(&admin, "viewtree").await;
     let user = unique("treeviewer");
     grant_view(&env, &user, &root, "treeviewer");
@@ -237,8 +233,7 @@ async fn first_event_about(
 
 #[tokio::test]
 async fn a_watch_resumed_after_an_access_change_catches_up() {
-    let env = Env::get();
-    let admin = env.admin().await;
+    let (env, admin) = Env::with_admin().await;
     let (root, _, outsider) = tree_and_outsider(&admin, "viewresume").await;
     let user = unique("resumer");
     grant_view(&env, &user, &root, "resumer");
@@ -312,11 +307,8 @@ fn listed_as(env: &Env, user: &str, path: &str, text: &str) -> (String, bool) {
 /// are now, reaches them: the resumed watch is told to list again.
 #[tokio::test]
 async fn a_revoked_user_resuming_a_watch_learns_nothing_written_after() {
-    let env = Env::get();
-    let admin = env.admin().await;
-    let victim = create_namespace(&admin, &unique("victim"), &[]).await;
-    let before = format!("{victim}-before");
-    create_subns(&admin, &victim, &before).await.unwrap();
+    let (env, admin, victim) = Env::with_namespace("victim").await;
+    new_subnamespace(&admin, &victim, "before").await;
     let user = unique("mallory");
     grant_view(&env, &user, &victim, "m-view");
     let paths =
@@ -337,8 +329,7 @@ async fn a_revoked_user_resuming_a_watch_learns_nothing_written_after() {
         })
         .await;
     }
-    let secret = format!("{victim}-secret");
-    create_subns(&admin, &victim, &secret).await.unwrap();
+    new_subnamespace(&admin, &victim, "secret").await;
     for (path, old_rv) in paths.iter().zip(&old_versions) {
         // From a list made after the revocation: told to list again, once, by a replica that
         // served the user the view of before (with several replicas, one that served only
@@ -372,9 +363,7 @@ async fn a_revoked_user_resuming_a_watch_learns_nothing_written_after() {
 /// namespace, nothing of the objects as they are now.
 #[tokio::test]
 async fn a_watch_open_during_a_revocation_removes_objects_with_tombstones() {
-    let env = Env::get();
-    let admin = env.admin().await;
-    let victim = create_namespace(&admin, &unique("tomb"), &[]).await;
+    let (env, admin, victim) = Env::with_namespace("tomb").await;
     create_subns(&admin, &victim, &format!("{victim}-kid")).await.unwrap();
     let user = unique("tombwatcher");
     grant_view(&env, &user, &victim, "t-view");
@@ -405,11 +394,7 @@ async fn a_watch_open_during_a_revocation_removes_objects_with_tombstones() {
 /// see is still drawn as a subnamespace, and marked hidden, in text and in data.
 #[tokio::test]
 async fn a_hidden_subnamespace_is_shown_hidden_and_as_a_subnamespace() {
-    let env = Env::get();
-    let Some(local) = env.local_or_skip("a_hidden_subnamespace_is_shown_hidden_and_as_a_subnamespace") else {
-        return;
-    };
-    let admin = env.admin().await;
+    let Some((_, local, admin)) = Env::local_with_admin().await else { return };
     let (root, kids, outsider) = tree_and_outsider(&admin, "viewhidden").await;
     let user = unique("hiddenviewer");
     // View on the root and, through propagation, on root-a only.

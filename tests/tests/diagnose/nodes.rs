@@ -6,17 +6,19 @@ use super::*;
 /// When the lost node's kubelet stopped reporting, as the scenario writes it.
 const LOST_SINCE: &str = "2026-01-01T00:00:00Z";
 
-/// Deletes a Node object at the end of a scenario, whatever happened.
-struct NodeGuard {
+/// Deletes a cluster-scoped object (a Node, a PersistentVolume) at the end of a scenario,
+/// whatever happened.
+struct Guard {
     kubeconfig: PathBuf,
+    kind: &'static str,
     name: String,
 }
 
-impl Drop for NodeGuard {
+impl Drop for Guard {
     fn drop(&mut self) {
         let _ = kubectl_with(
             &self.kubeconfig,
-            &["delete", "node", &self.name, "--ignore-not-found", "--wait=false"],
+            &["delete", self.kind, &self.name, "--ignore-not-found", "--wait=false"],
         );
     }
 }
@@ -24,8 +26,8 @@ impl Drop for NodeGuard {
 /// Creates Node `name`, with no kubelet behind it, and marks it NotReady the way the node
 /// lifecycle controller does once a kubelet stops posting status. (The local control plane
 /// runs no node lifecycle controller: without this the node would have no Ready condition.)
-fn lost_node(env: &Env, name: &str) -> NodeGuard {
-    let guard = NodeGuard { kubeconfig: env.kubeconfig.clone(), name: name.to_string() };
+fn lost_node(env: &Env, name: &str) -> Guard {
+    let guard = Guard { kubeconfig: env.kubeconfig.clone(), kind: "node", name: name.to_string() };
     apply(env, &format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\n"));
     let status = serde_json::json!({"status": {"conditions": [{
         "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
@@ -185,7 +187,7 @@ async fn diagnose_pods_on_a_really_lost_node() {
     .await;
     // A volume on the node (this machine's disk), bound to the claim by name.
     let pv = format!("{ns}-data");
-    let _pv = PvGuard { kubeconfig: env.kubeconfig.clone(), name: pv.clone() };
+    let _pv = Guard { kubeconfig: env.kubeconfig.clone(), kind: "pv", name: pv.clone() };
     apply(
         &env,
         &format!(
@@ -237,19 +239,4 @@ async fn diagnose_pods_on_a_really_lost_node() {
     }
     let narration = fix_removes(&env, &ns);
     assert!(narration.contains(&format!("done: DELETE /api/v1/namespaces/{ns}/pods/web")), "{narration}");
-}
-
-/// Deletes a PersistentVolume at the end of a scenario, whatever happened.
-struct PvGuard {
-    kubeconfig: PathBuf,
-    name: String,
-}
-
-impl Drop for PvGuard {
-    fn drop(&mut self) {
-        let _ = kubectl_with(
-            &self.kubeconfig,
-            &["delete", "pv", &self.name, "--ignore-not-found", "--wait=false"],
-        );
-    }
 }
