@@ -24,6 +24,7 @@
 //! | [`hierarchy`], [`http`] | the hierarchy as pure logic; Kubernetes API conventions |
 //! | [`ssa`], [`resource_version`], [`replicas`], [`shutdown`] | server-side apply's field sets; resourceVersions as numbers; the controller's Lease and replicas watching each other; stopping without failing anyone |
 //! | [`watching`] | how hns watches kube-apiserver |
+//! | `test_support` | helpers for unit tests only |
 //!
 //! A new resource is one file in `resources/` and one line in [`resources::ALL`]:
 //!
@@ -64,4 +65,6 @@ pub mod shutdown;
 pub mod ssa;
 pub mod state;
 pub mod store;
+#[cfg(test)]
+pub mod test_support;
 pub mod watching;

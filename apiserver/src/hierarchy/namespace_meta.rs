@@ -351,11 +351,8 @@ impl<'a> Pairs<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::string_map as map;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-
-    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
 
     #[test]
     fn converts_back_to_the_same_object_meta() {

@@ -137,10 +137,7 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
+    use crate::test_support::string_map as annotations;
 
     #[test]
     fn sealed_state_verifies_and_any_change_does_not() {

@@ -155,10 +155,7 @@ impl FieldSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
+    use crate::test_support::string_map as labels;
 
     #[test]
     fn label_selector_grammar() {
