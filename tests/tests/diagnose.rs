@@ -99,6 +99,14 @@ async fn scenario(prefix: &str) -> (Env, Cleanup, String) {
     (env, cleanup, ns)
 }
 
+/// Asserts that `report` contains each of `lines`, naming the first one missing.
+fn assert_contains<S: AsRef<str>>(report: &str, lines: impl IntoIterator<Item = S>) {
+    for line in lines {
+        let line = line.as_ref();
+        assert!(report.contains(line), "missing {line:?} in:\n{report}");
+    }
+}
+
 /// Deletes namespace `ns` without waiting for it to go.
 fn delete_now(env: &Env, ns: &str) {
     ok(env.kubectl(&["delete", "namespace", ns, "--wait=false"]));
@@ -423,16 +431,17 @@ async fn diagnose_dead_api_service() {
 
     let api_service = version(&env, &["apiservice", DEAD_API_SERVICE]);
     let report = dry_run(&env, &ns);
-    for line in [
-        "1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)",
-        "evidence: condition NamespaceDeletionDiscoveryFailure names dead.example.com/v1",
-        "evidence: served by Service default/diag-dead:1",
-        "DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com with preconditions",
-        "risk: Deleting the APIService removes dead.example.com/v1",
-        "refused without --force",
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    assert_contains(
+        &report,
+        [
+            "1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)",
+            "evidence: condition NamespaceDeletionDiscoveryFailure names dead.example.com/v1",
+            "evidence: served by Service default/diag-dead:1",
+            "DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com with preconditions",
+            "risk: Deleting the APIService removes dead.example.com/v1",
+            "refused without --force",
+        ],
+    );
     assert!(!report.contains("v1alpha2.hnc.x-k8s.io is unavailable"), "hns's APIService is fine");
     assert_eq!(cause_kinds(&json(&env, &ns)), ["unavailable_api_service"]);
     assert_eq!(version(&env, &["apiservice", DEAD_API_SERVICE]), api_service, "dry run");
@@ -453,16 +462,14 @@ async fn diagnose_crd_finalizer_without_controller() {
 
     let widget = version(&env, &["widgets", "w", "-n", &ns]);
     let report = dry_run(&env, &ns);
-    for line in [
+    assert_contains(&report, [
         "1 object(s) wait for finalizer diag-finalizer.example.com/cleanup, which no controller is removing",
         "diag-finalizer.example.com/cleanup on 1 deleted object(s): widgets.diag-finalizer.example.com/w (deleted",
         "it is removed by the controller of diag-finalizer.example.com (CRDs: widgets.diag-finalizer.example.com)",
         "condition NamespaceFinalizersRemaining: Some content in the namespace has finalizers remaining",
         r#"{"op":"test","path":"/metadata/finalizers/0","value":"diag-finalizer.example.com/cleanup"}"#,
         "may be orphaned",
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    ]);
     assert_eq!(cause_kinds(&json(&env, &ns)), ["pending_finalizer"]);
     assert_eq!(version(&env, &["widgets", "w", "-n", &ns]), widget, "dry run");
 
@@ -488,15 +495,16 @@ async fn diagnose_foreign_spec_finalizer() {
 
     let before = version(&env, &["namespace", &ns]);
     let report = dry_run(&env, &ns);
-    for line in [
-        "spec.finalizers holds openshift.com/origin, which is not the namespace controller's",
-        "evidence: spec.finalizers: openshift.com/origin",
-        &format!(
-            "PUT /api/v1/namespaces/{ns}/finalize with spec.finalizers [\"openshift.com/origin\"] -> []"
-        ),
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    assert_contains(
+        &report,
+        [
+            "spec.finalizers holds openshift.com/origin, which is not the namespace controller's",
+            "evidence: spec.finalizers: openshift.com/origin",
+            &format!(
+                "PUT /api/v1/namespaces/{ns}/finalize with spec.finalizers [\"openshift.com/origin\"] -> []"
+            ),
+        ],
+    );
     assert_eq!(cause_kinds(&json(&env, &ns)), ["foreign_spec_finalizer"]);
     assert_eq!(version(&env, &["namespace", &ns]), before, "dry run");
 
@@ -512,14 +520,15 @@ async fn diagnose_namespace_metadata_finalizer() {
 
     let before = version(&env, &["namespace", &ns]);
     let report = dry_run(&env, &ns);
-    for line in [
-        "the namespace carries the finalizer example.com/hold",
-        "evidence: metadata.finalizers: example.com/hold",
-        "every deletion condition reports success: only finalizers hold the namespace",
-        &format!("PATCH /api/v1/namespaces/{ns} (application/json-patch+json)"),
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    assert_contains(
+        &report,
+        [
+            "the namespace carries the finalizer example.com/hold",
+            "evidence: metadata.finalizers: example.com/hold",
+            "every deletion condition reports success: only finalizers hold the namespace",
+            &format!("PATCH /api/v1/namespaces/{ns} (application/json-patch+json)"),
+        ],
+    );
     assert_eq!(cause_kinds(&json(&env, &ns)), ["namespace_finalizer"]);
 
     // --fix asks before each remedy: with no terminal and no --yes it refuses, changing nothing.
@@ -589,7 +598,7 @@ async fn diagnose_dead_webhook_blocking_deletion() {
     let before = version(&env, &["validatingwebhookconfiguration", &hook]);
     let victim = version(&env, &["configmap", "victim", "-n", &ns]);
     let report = dry_run(&env, &ns);
-    for line in [
+    assert_contains(&report, [
         "1. admission webhook deny.diag.example.com fails closed and cannot be called",
         &format!("evidence: ValidatingWebhookConfiguration {hook}, webhook deny.diag.example.com: failurePolicy Fail, Service default/diag-missing:443 does not exist"),
         "failed calling webhook \"deny.diag.example.com\"",
@@ -598,9 +607,7 @@ async fn diagnose_dead_webhook_blocking_deletion() {
         &format!("DELETE /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{hook} with preconditions"),
         "2. ",
         &format!("DELETE /api/v1/namespaces/{ns}/configmaps/victim with preconditions"),
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    ]);
     assert_eq!(cause_kinds(&json(&env, &ns)), ["dead_webhook", "undeleted_content"]);
     assert_eq!(version(&env, &["validatingwebhookconfiguration", &hook]), before, "dry run");
     assert_eq!(version(&env, &["configmap", "victim", "-n", &ns]), victim, "dry run");
@@ -637,7 +644,10 @@ async fn diagnose_two_causes_at_once() {
 
 /// The issue's three levels: `h1` (cascading deletion) > `h1-c` > `h1-c-g`, each name made
 /// unique. hns holds `h1` and `h1-c` for their subnamespaces only once they are deleted.
-async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, String) {
+/// Returns them with the scenario's turn and a witness.
+async fn three_levels() -> (Env, Cleanup, Witness, (String, String, String)) {
+    let (env, mut cleanup) = turn().await;
+    let witness = Witness::new(&env, &mut cleanup, None);
     let client = env.admin().await;
     let h1 = unique("diag-h1");
     let (c, g) = (format!("{h1}-c"), format!("{h1}-c-g"));
@@ -648,7 +658,7 @@ async fn three_levels(env: &Env, cleanup: &mut Cleanup) -> (String, String, Stri
     create_subns(&client, &h1, &c).await.expect("subnamespace h1-c");
     create_subns(&client, &c, &g).await.expect("subnamespace h1-c-g");
     allow_cascading_deletion(&client, &h1).await.expect("cascading deletion on h1");
-    (h1, c, g)
+    (env, cleanup, witness, (h1, c, g))
 }
 
 /// Whether `ns` carries hns's finalizer for its subnamespaces.
@@ -658,7 +668,10 @@ fn held_for_subnamespaces(env: &Env, ns: &str) -> bool {
 }
 
 /// After `--fix --yes` on `h1`: the one write it made, and all three namespaces gone.
-fn fixed_with_one_write(env: &Env, out: &Output, levels: [&String; 3], write: &str) {
+/// Runs `diagnose --fix --yes` on the top of `levels`, and asserts that it made `write` and no
+/// other, and that all three namespaces are gone.
+fn fixed_with_one_write(env: &Env, levels: [&String; 3], write: &str) {
+    let out = &hns(env, &["diagnose", levels[0], "--fix", "--yes", "--timeout", "120s"]);
     let narration = stderr(out);
     assert_eq!(code(out), 0, "fix failed:\n{}\n{narration}", stdout(out));
     let writes: Vec<&str> = narration.lines().filter(|l| l.trim_start().starts_with("done:")).collect();
@@ -676,9 +689,7 @@ fn fixed_with_one_write(env: &Env, out: &Output, levels: [&String; 3], write: &s
 /// must free all three by removing that one finalizer and nothing else.
 #[tokio::test]
 async fn diagnose_follows_a_stuck_subtree() {
-    let (env, mut cleanup) = turn().await;
-    let witness = Witness::new(&env, &mut cleanup, None);
-    let (h1, c, g) = three_levels(&env, &mut cleanup).await;
+    let (env, mut cleanup, witness, (h1, c, g)) = three_levels().await;
     cleanup.finalized.push(("configmaps".into(), g.clone()));
     apply(
         &env,
@@ -701,22 +712,19 @@ async fn diagnose_follows_a_stuck_subtree() {
     let out = hns(&env, &["diagnose", &h1, "--details"]);
     let report = stdout(&out);
     assert_eq!(code(&out), 2, "stuck means exit 2:\n{report}{}", stderr(&out));
-    for line in [
+    assert_contains(&report, [
         format!("1. {h1} waits for {c}, which waits for {g}: 1 object(s) wait for finalizer example.com/f, which no controller is removing"),
         format!("evidence: the way down: {h1} (Terminating) > {c} (Terminating) > {g} (Terminating)"),
         format!("PATCH /api/v1/namespaces/{g}/configmaps/w (application/json-patch+json)"),
         format!("Namespace {g} (below {h1} > {c}): Terminating"),
-    ] {
-        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
-    }
+    ]);
     assert!(!report.contains("remove finalizer hnc.x-k8s.io/hasSubnamespace"), "never orphan:\n{report}");
     let doc: Value = serde_json::from_slice(&hns(&env, &["diagnose", &h1, "-o", "json"]).stdout).unwrap();
     assert_eq!(doc["namespaces"][0]["causes"][0]["kind"], "stuck_subtree");
     assert_eq!(doc["namespaces"][1]["path"], serde_json::json!([h1, c, g]));
     assert_eq!(version(&env, &["configmap", "w", "-n", &g]), configmap, "dry run");
 
-    let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
-    fixed_with_one_write(&env, &out, [&h1, &c, &g], &format!("PATCH /api/v1/namespaces/{g}/configmaps/w"));
+    fixed_with_one_write(&env, [&h1, &c, &g], &format!("PATCH /api/v1/namespaces/{g}/configmaps/w"));
     witness.assert_untouched(&env);
 }
 
@@ -725,9 +733,7 @@ async fn diagnose_follows_a_stuck_subtree() {
 /// that webhook configuration (the one write) frees all three.
 #[tokio::test]
 async fn diagnose_follows_a_subtree_held_by_a_webhook() {
-    let (env, mut cleanup) = turn().await;
-    let witness = Witness::new(&env, &mut cleanup, None);
-    let (h1, c, g) = three_levels(&env, &mut cleanup).await;
+    let (env, mut cleanup, witness, (h1, c, g)) = three_levels().await;
     let hook = format!("{h1}-deny");
     cleanup.webhooks.push(hook.clone());
     ok(env.kubectl(&["create", "configmap", "victim", "-n", &g, "--from-literal=a=b"]));
@@ -736,16 +742,12 @@ async fn diagnose_follows_a_subtree_held_by_a_webhook() {
     condition(&env, &g, "NamespaceDeletionContentFailure").await;
 
     let report = dry_run(&env, &h1);
-    for line in [
+    assert_contains(&report, [
         format!("1. {h1} waits for {c}, which waits for {g}: admission webhook deny.diag.example.com fails closed and cannot be called"),
         format!("DELETE /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{hook} with preconditions"),
-    ] {
-        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
-    }
-    let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
+    ]);
     fixed_with_one_write(
         &env,
-        &out,
         [&h1, &c, &g],
         &format!("DELETE /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{hook}"),
     );
@@ -757,9 +759,7 @@ async fn diagnose_follows_a_subtree_held_by_a_webhook() {
 /// `h1`), refuses to finalize `h1` while they exist, and deleting the APIService frees all three.
 #[tokio::test]
 async fn diagnose_follows_a_subtree_held_by_an_api_service() {
-    let (env, mut cleanup) = turn().await;
-    let witness = Witness::new(&env, &mut cleanup, None);
-    let (h1, c, g) = three_levels(&env, &mut cleanup).await;
+    let (env, mut cleanup, witness, (h1, c, g)) = three_levels().await;
     dead_api_service(&env, &mut cleanup).await;
     ok(env.kubectl(&["delete", "namespace", &h1, "--wait=false"]));
     for ns in [&h1, &c, &g] {
@@ -767,19 +767,19 @@ async fn diagnose_follows_a_subtree_held_by_an_api_service() {
     }
 
     let report = dry_run(&env, &h1);
-    for line in [
-        "1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)".to_string(),
-        format!("finalizing it would orphan {c}, {g}, the namespace(s) below it that still exist"),
-        format!("Namespace {g} (below {h1} > {c}): Terminating"),
-        format!("Namespace {c} (below {h1}): Terminating"),
-    ] {
-        assert!(report.contains(&line), "missing {line:?} in:\n{report}");
-    }
+    assert_contains(
+        &report,
+        [
+            "1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)".to_string(),
+            format!("finalizing it would orphan {c}, {g}, the namespace(s) below it that still exist"),
+            format!("Namespace {g} (below {h1} > {c}): Terminating"),
+            format!("Namespace {c} (below {h1}): Terminating"),
+        ],
+    );
     assert_eq!(cause_kinds(&json(&env, &h1)), ["unavailable_api_service"], "said once, in h1");
 
-    let out = hns(&env, &["diagnose", &h1, "--fix", "--yes", "--timeout", "120s"]);
     let write = "DELETE /apis/apiregistration.k8s.io/v1/apiservices/v1.dead.example.com";
-    fixed_with_one_write(&env, &out, [&h1, &c, &g], write);
+    fixed_with_one_write(&env, [&h1, &c, &g], write);
     witness.assert_untouched(&env);
 }
 

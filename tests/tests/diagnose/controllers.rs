@@ -75,7 +75,7 @@ async fn diagnose_load_balancer_without_cloud_controller() {
     let service = version(&env, &["service", "web", "-n", &ns]);
     let kept = version(&env, &["service", "web", "-n", &other]);
     let report = dry_run(&env, &ns);
-    for line in [
+    assert_contains(&report, [
         "1. 1 Service(s) wait for service.kubernetes.io/load-balancer-cleanup, but no cloud-controller-manager runs to remove it",
         "evidence: service.kubernetes.io/load-balancer-cleanup on deleted Service(s): web (type LoadBalancer, deleted",
         "evidence: no Lease kube-system/cloud-controller-manager: no cloud-controller-manager runs under its default name",
@@ -85,9 +85,7 @@ async fn diagnose_load_balancer_without_cloud_controller() {
         "it is left behind and still billed: check the cloud console",
         &format!("remedy: remove finalizer {LB_CLEANUP} from 1 object(s)"),
         &format!(r#"{{"op":"test","path":"/metadata/finalizers/0","value":"{LB_CLEANUP}"}}"#),
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    ]);
     let cause = report.split("Last resort").next().unwrap();
     assert!(!cause.contains("refused without --force"), "nothing leaves a doubt here:\n{report}");
     assert_eq!(cause_kinds(&json(&env, &ns)), ["no_cloud_controller"]);
@@ -129,7 +127,7 @@ async fn diagnose_controller_manager_down() {
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
     let report = dry_run(&env, &ns);
-    for line in [
+    assert_contains(&report, [
         "1. kube-controller-manager is not running: its Lease was last renewed ",
         &format!("evidence: Lease kube-system/kube-controller-manager: held by cp-gone_1f2e, last renewed at {GONE_SINCE} ("),
         "evidence: a running kube-controller-manager renews its Lease every few seconds",
@@ -137,9 +135,7 @@ async fn diagnose_controller_manager_down() {
         "evidence: kubernetes.io/pv-protection, removed by its persistentvolume-protection-controller, holds 1 deleted object(s): configmaps/held",
         "Start kube-controller-manager again",
         "risk: None: nothing is changed.",
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    ]);
     assert_eq!(cause_kinds(&json(&env, &ns)), ["controller_manager_down"], "said once, not per finalizer");
 }
 
@@ -205,7 +201,7 @@ async fn diagnose_disabled_pvc_protection_controller() {
 
     let claim = version(&env, &["pvc", "data", "-n", &ns]);
     let report = dry_run(&env, &ns);
-    for line in [
+    assert_contains(&report, [
         &format!("1. 1 PersistentVolumeClaim(s) keep kubernetes.io/pvc-protection although no pod uses them: kube-controller-manager's {controller} is likely disabled"),
         "evidence: kubernetes.io/pvc-protection on deleted claim(s): data (deleted ",
         &format!("evidence: no pod in namespace {ns} mounts them"),
@@ -214,9 +210,7 @@ async fn diagnose_disabled_pvc_protection_controller() {
         "remedy: remove finalizer kubernetes.io/pvc-protection from 1 object(s)",
         &format!("PATCH /api/v1/namespaces/{ns}/persistentvolumeclaims/data"),
         "its volume and data",
-    ] {
-        assert!(report.contains(line), "missing {line:?} in:\n{report}");
-    }
+    ]);
     assert_eq!(version(&env, &["pvc", "data", "-n", &ns]), claim, "dry run");
     fix_removes(&env, &ns);
 }
