@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # make bench: release builds against a fresh local control plane; prints figures and ratios.
 #   hack/bench.sh [BENCHMARK...]   (default: deletion watches api propagation tree views diagnose
-#                                   quotas subtree-get plugin-tree tax hnc)
+#                                   quotas subtree-get plugin-tree tax tax-nodes hnc)
+#
+# tax-nodes is hns's tax with hns installed as users install it: deploy/hns.yaml's image and
+# Deployment on real nodes (hack/nodes.sh; it needs root and 2 CPUs), the nodes on the last CPU
+# and the control plane and the benchmark on the others, as on a cluster where hns's pods run on
+# other machines than kube-apiserver. It runs on a cluster of its own, after the others.
 #
 # hnc compares hns with HNC v1.1 itself (hack/build-hnc.sh builds it from the Go module proxy;
 # when it cannot, the benchmark is skipped and says so). It runs on two clusters of its own,
@@ -16,13 +21,49 @@ cd "$ROOT"
 TARGET="$TARGET_DIR/release"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
 cargo build --release -p hns-e2e --bin hns-bench || die "cargo build failed"
-BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get plugin-tree tax hnc})
+BENCHMARKS=(${@:-deletion watches api propagation tree views diagnose quotas subtree-get plugin-tree tax tax-nodes hnc})
 
 # hns_cluster DIR: a control plane in DIR with the release hns-apiserver built above.
 hns_cluster() {
   "$ROOT/hack/control-plane.sh" up "$1"
   HNS_APISERVER_BIN="$TARGET/hns-apiserver" RUST_LOG=warn "$ROOT/hack/hns-up.sh" up "$1"
 }
+
+# stop_other_cluster: stops the cluster of the other benchmarks, if one runs, so that a benchmark
+# on clusters of its own shares the machine with nothing else of this script's.
+stop_other_cluster() {
+  [ -n "${DIR:-}" ] || return 0
+  log "stopping the other benchmarks' cluster"
+  "$ROOT/hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
+  "$ROOT/hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
+}
+
+# bench_tax_nodes: `hns-bench tax` against hns's Deployment on real nodes, on a cluster of its
+# own removed when it ends, failed or not (a subshell, for its own EXIT trap).
+bench_tax_nodes() (
+  cpus="$(nproc)"
+  [ "$cpus" -ge 2 ] || { log "tax-nodes needs 2 CPUs (the nodes get one of their own): skipped"; exit 0; }
+  [ "$(id -u)" = 0 ] || { log "tax-nodes needs root (network namespaces, a bridge, cgroups): skipped"; exit 0; }
+  ARCHIVE="$("$ROOT/hack/build-image.sh" | tail -n1)" || die "building the image failed"
+  stop_other_cluster
+  throwaway_cluster bench-tax-nodes
+  "$ROOT/hack/control-plane.sh" up "$DIR" --nodes
+  nodes_cpu="$((cpus - 1))" others="0-$((cpus - 2))"
+  HNS_NODES=2 HNS_NODE_CPUS="$nodes_cpu" "$ROOT/hack/nodes.sh" up "$DIR"
+  "$ROOT/hack/nodes.sh" load "$DIR" "$ARCHIVE"
+  use_control_plane "$DIR"
+  for p in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+    taskset -a -cp "$others" "$(cat "$DIR/pids/$p.pid")" >/dev/null || die "pinning $p to CPUs $others failed"
+  done
+  export KUBECONFIG="$DIR/kubeconfig"
+  kubectl apply -f deploy/hns.yaml >/dev/null || die "kubectl apply -f deploy/hns.yaml failed"
+  kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=300s || die "hns did not roll out"
+  kubectl wait --for=condition=Available --timeout=180s apiservice/v1alpha2.hnc.x-k8s.io >/dev/null \
+    || die "APIService v1alpha2.hnc.x-k8s.io did not become Available"
+  log "hns's Deployment on 2 nodes on CPU $nodes_cpu; the control plane and the benchmark on CPUs $others"
+  unset HNS_E2E_DIR
+  HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_NODES_DIR="$DIR" RUST_LOG=warn taskset -c "$others" "$TARGET/hns-bench" tax
+)
 
 # bench_hnc: `hns-bench hnc` on a fresh hns cluster beside a fresh HNC cluster, both removed
 # when it ends, failed or not. A subshell, so that its clusters have their own EXIT trap.
@@ -31,11 +72,7 @@ bench_hnc() (
     log "HNC v${HNS_HNC_VERSION:-1.1.0} could not be had from the Go module proxy (hack/build-hnc.sh failed): hnc benchmark skipped"
     exit 0
   }
-  if [ -n "${DIR:-}" ]; then
-    log "stopping the other benchmarks' cluster"
-    "$ROOT/hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true
-    "$ROOT/hack/control-plane.sh" down "$DIR" >/dev/null 2>&1 || true
-  fi
+  stop_other_cluster
   HNC_DIR="$(mktemp -d "${TMPDIR:-/tmp}/hns-bench-hnc.XXXXXX")"
   throwaway_cluster bench-hnc-hns
   TEARDOWN_ALSO=("hnc_cluster_down $HNC_DIR")
@@ -50,7 +87,7 @@ bench_hnc() (
 )
 
 for b in "${BENCHMARKS[@]}"; do
-  [ "$b" = hnc ] && continue
+  [ "$b" = hnc ] || [ "$b" = tax-nodes ] && continue
   # The plugin's own work in tree -A at 100,000 namespaces needs no cluster
   # (plugin/tests/tree_bench.rs).
   if [ "$b" = plugin-tree ]; then
@@ -76,7 +113,13 @@ for b in "${BENCHMARKS[@]}"; do
     *) "$TARGET/hns-bench" "$b" ;;
   esac
 done
-# hnc runs last, whatever the order asked: it stops the other benchmarks' cluster.
+# tax-nodes and hnc run last, whatever the order asked: they stop the other benchmarks' cluster.
+for b in "${BENCHMARKS[@]}"; do
+  if [ "$b" = tax-nodes ]; then
+    log "benchmark: tax-nodes (hns's Deployment on real nodes, on a cluster of its own)"
+    bench_tax_nodes
+  fi
+done
 for b in "${BENCHMARKS[@]}"; do
   if [ "$b" = hnc ]; then
     log "benchmark: hnc (hns and HNC v1.1, each on a cluster of its own)"

@@ -6,7 +6,9 @@
 #   hack/nodes.sh bridge DIR         create the bridge (hack/control-plane.sh up DIR --nodes calls
 #                                    it: kube-apiserver listens on it)
 #   hack/nodes.sh up DIR             start HNS_NODES nodes (default 2) for the control plane in DIR
-#                                    (started with --nodes) and wait until they are Ready
+#                                    (started with --nodes) and wait until they are Ready; with
+#                                    HNS_NODE_CPUS (a taskset list, e.g. 1), the nodes' processes
+#                                    and pods run on those CPUs only, as on machines of their own
 #   hack/nodes.sh load DIR ARCHIVE   import an image archive into every node's containerd
 #   hack/nodes.sh stop DIR NODE      lose one node (e.g. hns-node-2): its processes and containers
 #                                    die, as in a power cut; `up` brings it back (empty)
@@ -189,11 +191,14 @@ node_up() { # I
   ip -n "$name" route add "$NODE_SERVICE_CIDR" via "$NODE_BRIDGE_IP"
   ip route replace "$(node_pod_cidr "$i")" via "$ip" dev "$NODE_BRIDGE"
 
+  # HNS_NODE_CPUS: the node's processes, and (through its cpuset) its pods, use those CPUs only.
+  PIN=(); [ -z "${HNS_NODE_CPUS:-}" ] || PIN=(taskset -c "$HNS_NODE_CPUS")
   # Cgroup root: /NAME in every v1 hierarchy (kubelet requires its cgroupRoot to exist).
   for mnt in $(cgroup_mounts v1); do
     mkdir -p "$mnt/$name"
     if [ -f "$mnt/cpuset.cpus" ]; then  # a new cpuset is empty, and no process may join it so
-      cat "$mnt/cpuset.cpus" > "$mnt/$name/cpuset.cpus"
+      echo "${HNS_NODE_CPUS:-$(cat "$mnt/cpuset.cpus")}" > "$mnt/$name/cpuset.cpus" \
+        || die "$name: HNS_NODE_CPUS=${HNS_NODE_CPUS:-}: not CPUs of this machine ($(cat "$mnt/cpuset.cpus"))"
       cat "$mnt/cpuset.mems" > "$mnt/$name/cpuset.mems"
     fi
   done
@@ -246,7 +251,7 @@ TOML
   ]
 }
 CNI
-  start "$name-containerd" nsenter --net="$ns" containerd --config "$nd/containerd.toml"
+  start "$name-containerd" "${PIN[@]}" nsenter --net="$ns" containerd --config "$nd/containerd.toml"
   wait_for 30 ctr --address "$nd/containerd.sock" version \
     || { tail -20 "$LOGS/$name-containerd.log" >&2; die "$name: containerd did not start (log: $LOGS/$name-containerd.log)"; }
   import_image "$name" "$PAUSE_ARCHIVE"
@@ -289,7 +294,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
 YAML
-  start "$name-kubelet" nsenter --net="$ns" "$K8S_BIN/kubelet" --config "$nd/kubelet.yaml" \
+  start "$name-kubelet" "${PIN[@]}" nsenter --net="$ns" "$K8S_BIN/kubelet" --config "$nd/kubelet.yaml" \
     --kubeconfig "$nd/kubelet.kubeconfig" --root-dir "$nd/kubelet" \
     --hostname-override "$name" --node-ip "$ip"
 
@@ -309,7 +314,7 @@ metricsBindAddress: 127.0.0.1:10249
 # the timeouts, as they are.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
-  start "$name-kube-proxy" nsenter --net="$ns" "$K8S_BIN/kube-proxy" --config "$nd/kube-proxy.yaml"
+  start "$name-kube-proxy" "${PIN[@]}" nsenter --net="$ns" "$K8S_BIN/kube-proxy" --config "$nd/kube-proxy.yaml"
 }
 
 # node_down NAME: everything of one node, whatever state it is in (a crashed node included).

@@ -130,6 +130,13 @@ impl Env {
         Some((env, local, client))
     }
 
+    /// The directory of the control plane whose processes benchmarks measure: the loopback
+    /// one's (HNS_E2E_DIR), or one with real nodes (HNS_NODES_DIR, hack/nodes.sh).
+    pub fn control_plane_dir(&self) -> Option<PathBuf> {
+        let nodes = || std::env::var_os("HNS_NODES_DIR").map(PathBuf::from);
+        self.local.as_ref().map(|l| l.dir.clone()).or_else(nodes)
+    }
+
     /// A client with the admin kubeconfig.
     pub async fn admin(&self) -> Client {
         client_for(&self.kubeconfig).await

@@ -14,6 +14,12 @@
 //! `HNS_LONE_NAMESPACE_LABELS=false` measures hns installed with lone namespaces unlabelled
 //! (config/components/unlabelled-lone-namespaces).
 //!
+//! `hack/bench.sh tax-nodes` runs the same rounds with hns as users install it: deploy/hns.yaml's
+//! Deployment on real nodes (hack/nodes.sh, HNS_NODES_DIR), the nodes on CPUs of their own and
+//! the control plane and the benchmark's clients on the others, as on a cluster where hns's pods
+//! run on other machines than kube-apiserver. Uninstalled, its registration is deleted and the
+//! Deployment scaled to 0. hns's CPU is then its nodes' pods', from their cgroups.
+//!
 //! Then, once: hns's own requests to kube-apiserver over `$HNS_BENCH_TAX_IDLE_SECONDS` (300:
 //! two or three of the leader's renewals) after `$HNS_BENCH_TAX_QUIET_SECONDS` (300) quiet seconds (kube-apiserver counts them apart under a
 //! FlowSchema of the benchmark's), the watches it holds open (kube-apiserver's, with hns and
@@ -21,11 +27,12 @@
 //! it, with and without hns). Prints the figures with their targets; asserts nothing about time.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSpec, Secret};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSchedulingGate, PodSpec, Secret};
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -74,23 +81,121 @@ impl Sizes {
     }
 }
 
-/// Installs and uninstalls hns on the local control plane, as `make bench` runs it.
-struct Switch {
-    script: PathBuf,
-    dir: PathBuf,
+/// How the rounds install and uninstall hns.
+enum Install {
+    /// hns-apiserver as a process beside a control plane on loopback (`hack/hns-up.sh up` and
+    /// `uninstall`), sharing its cores, as `make bench`'s other benchmarks run it.
+    Process { script: PathBuf, dir: PathBuf, replicas: usize },
+    /// hns as users install it: deploy/hns.yaml's Deployment on the real nodes of a control
+    /// plane made by hack/nodes.sh (`hack/bench.sh tax-nodes`), whose CPU is not the control
+    /// plane's. Uninstalled, its APIService, webhooks and admission policy are gone and the
+    /// Deployment has no pods; every namespace stays.
+    Deployment { manifest: PathBuf, dir: PathBuf, replicas: usize },
 }
 
-impl Switch {
-    fn set(&self, installed: bool) -> anyhow::Result<()> {
-        let verb = if installed { "up" } else { "uninstall" };
-        let out = std::process::Command::new(&self.script).args([verb]).arg(&self.dir).output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "hack/hns-up.sh {verb} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+/// hns's Deployment and its APIService, as deploy/hns.yaml names them.
+const DEPLOYMENT: &str = "deployment/hns-apiserver";
+const API_SERVICE: &str = "apiservice/v1alpha2.hnc.x-k8s.io";
+
+impl Install {
+    /// From where the benchmark runs: a loopback control plane (HNS_E2E_DIR) or one with nodes
+    /// (HNS_NODES_DIR, with deploy/hns.yaml or HNS_BENCH_TAX_MANIFEST already applied).
+    async fn of(client: &Client, env: &Env) -> anyhow::Result<Install> {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        if let Some(local) = &env.local {
+            let replicas = local.replica_names.len().max(1);
+            return Ok(Install::Process { script: repo.join("hack/hns-up.sh"), dir: local.dir.clone(), replicas });
+        }
+        let dir = env.control_plane_dir().ok_or_else(|| {
+            anyhow::anyhow!("the tax benchmark installs and uninstalls hns: it needs a local control plane (hack/bench.sh tax or tax-nodes)")
+        })?;
+        let manifest =
+            std::env::var_os("HNS_BENCH_TAX_MANIFEST").map(PathBuf::from).unwrap_or(repo.join("deploy/hns.yaml"));
+        let deployment = Api::<Deployment>::namespaced(client.clone(), "hns-system").get("hns-apiserver").await?;
+        let replicas = deployment.spec.and_then(|s| s.replicas).unwrap_or(1).max(1) as usize;
+        Ok(Install::Deployment { manifest, dir, replicas })
+    }
+
+    /// The control plane's directory, whose processes are measured.
+    fn dir(&self) -> &Path {
+        match self {
+            Install::Process { dir, .. } | Install::Deployment { dir, .. } => dir,
+        }
+    }
+
+    /// How many replicas of hns-apiserver run when it is installed.
+    fn replicas(&self) -> usize {
+        match self {
+            Install::Process { replicas, .. } | Install::Deployment { replicas, .. } => *replicas,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Install::Process { .. } if crate::lone_namespaces_unlabelled() => {
+                "a process beside the control plane, lone namespaces unlabelled (HNS_LONE_NAMESPACE_LABELS=false: config/components/unlabelled-lone-namespaces)".into()
+            }
+            Install::Process { .. } => {
+                "a process beside the control plane, the default (every managed namespace labelled, as under HNC)".into()
+            }
+            Install::Deployment { manifest, replicas, .. } => format!(
+                "{} applied, its {replicas} pods on nodes of their own (not the control plane's cores)",
+                manifest.display()
+            ),
+        }
+    }
+
+    async fn set(&self, client: &Client, env: &Env, installed: bool) -> anyhow::Result<()> {
+        match self {
+            Install::Process { script, dir, .. } => {
+                let verb = if installed { "up" } else { "uninstall" };
+                let out = std::process::Command::new(script).args([verb]).arg(dir).output()?;
+                anyhow::ensure!(
+                    out.status.success(),
+                    "hack/hns-up.sh {verb} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            Install::Deployment { manifest, .. } if installed => {
+                kubectl(env, &["apply", "-f", &manifest.to_string_lossy()])?;
+                kubectl(env, &["-n", "hns-system", "rollout", "status", DEPLOYMENT, "--timeout=300s"])?;
+                kubectl(env, &["wait", "--for=condition=Available", API_SERVICE, "--timeout=180s"])?;
+            }
+            Install::Deployment { .. } => {
+                let mut registration = vec![
+                    "delete",
+                    "--ignore-not-found",
+                    API_SERVICE,
+                    "validatingwebhookconfiguration/hns",
+                    "mutatingwebhookconfiguration/hns",
+                ];
+                // Its admission policy (Kubernetes 1.36 and later) goes too, not later with its owner.
+                if crate::admission_policies_served(client).await {
+                    registration.extend([
+                        "mutatingadmissionpolicy/hns-namespace-labels",
+                        "mutatingadmissionpolicybinding/hns-namespace-labels",
+                    ]);
+                }
+                kubectl(env, &registration)?;
+                kubectl(env, &["-n", "hns-system", "scale", DEPLOYMENT, "--replicas=0"])?;
+                let pods = "app.kubernetes.io/name=hns-apiserver";
+                kubectl(env, &["-n", "hns-system", "wait", "--for=delete", "pod", "-l", pods, "--timeout=180s"])?;
+            }
+        }
         Ok(())
     }
+}
+
+/// Runs kubectl on the benchmark's cluster; an error names the command and what it said.
+fn kubectl(env: &Env, args: &[&str]) -> anyhow::Result<()> {
+    let out = env.kubectl(args);
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
 }
 
 /// One round's samples.
@@ -173,17 +278,9 @@ enum Kind {
 }
 
 pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
-    let local = env.local.as_ref().ok_or_else(|| {
-        anyhow::anyhow!(
-            "the tax benchmark installs and uninstalls hns: it needs the local control plane (make bench)"
-        )
-    })?;
+    let install = Install::of(client, env).await?;
     let sizes = Sizes::from_env();
-    let switch = Switch {
-        script: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../hack/hns-up.sh"),
-        dir: local.dir.clone(),
-    };
-    let processes = Processes::new(&local.dir);
+    let processes = Processes::new(install.dir());
     let (lone, inside) = populate(client, sizes.namespaces).await?;
     println!(
         "hns's tax: {} rounds, each side in turn, on {} namespaces; {} plain namespaces created and deleted a round, {WRITES} of each write, {CLIENTS} clients",
@@ -191,23 +288,14 @@ pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
         crate::bench::namespace_count(client).await?,
         sizes.per_round
     );
-    // hack/hns-up.sh reads it when the rounds install hns.
-    let unlabelled = crate::lone_namespaces_unlabelled();
-    println!(
-        "  hns as installed: {}",
-        if unlabelled {
-            "lone namespaces unlabelled (HNS_LONE_NAMESPACE_LABELS=false: config/components/unlabelled-lone-namespaces)"
-        } else {
-            "the default (every managed namespace labelled, as under HNC)"
-        }
-    );
+    println!("  hns as installed: {}", install.describe());
 
     let (mut with, mut without) = (Vec::new(), Vec::new());
     for r in 0..sizes.rounds {
         // with, without, without, with, …: each side goes first as often, and hns is switched
         // every other round only.
         let installed = (r + 1) % 4 < 2;
-        switch.set(installed)?;
+        install.set(client, env, installed).await?;
         let round =
             round(client, env, &processes, &format!("tax-r{r}"), sizes.per_round, &lone, &inside).await?;
         println!("  round {r} ({}): {:.0} namespaces/s", side(installed), round.figures[CREATE_RATE]);
@@ -219,13 +307,13 @@ pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
     }
     report(&with, &without);
 
-    switch.set(true)?;
+    install.set(client, env, true).await?;
     let flow = FlowSchemaFor::hns(client).await?;
     let with_bytes = "tax-bytes-a";
     create_plain(client, with_bytes).await?;
     settled_labels(client, with_bytes).await?;
     let with_hns = idle(client, &flow, sizes.quiet, sizes.idle).await?;
-    switch.set(false)?;
+    install.set(client, env, false).await?;
     tokio::time::sleep(Duration::from_secs(10)).await;
     let without_watches = open_watches(client).await?;
     println!(
@@ -233,7 +321,7 @@ pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
         sizes.idle.as_secs(),
         sizes.quiet.as_secs(),
         with_hns.requests,
-        with_hns.requests / (sizes.idle.as_secs_f64() / 60.0) / local.replica_names.len().max(1) as f64
+        with_hns.requests / (sizes.idle.as_secs_f64() / 60.0) / install.replicas() as f64
     );
     println!(
         "  watches open on kube-apiserver: {:.0} with hns, {without_watches:.0} without: hns holds {:.0}",
@@ -245,7 +333,7 @@ pub async fn run(client: &Client, env: &Env) -> anyhow::Result<()> {
         bytes_added(client, with_bytes).await?
     );
     flow.remove(client).await?;
-    switch.set(true)
+    install.set(client, env, true).await
 }
 
 fn side(installed: bool) -> &'static str {
@@ -363,10 +451,12 @@ async fn delete_namespace(client: &Client, name: &str) -> Result<(), kube::Error
     Api::<Namespace>::all(client.clone()).delete(name, &DeleteParams::default()).await.map(drop)
 }
 
-/// A pod no node runs (the local control plane has none): its creation is what is measured.
+/// A pod no node runs: its creation is what is measured. A scheduling gate keeps it from any
+/// node where the control plane has some (hack/bench.sh tax-nodes).
 async fn create_pod(client: &Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
     let container = Container { name: "c".into(), image: Some("pause".into()), ..Default::default() };
-    let spec = PodSpec { containers: vec![container], ..Default::default() };
+    let gate = PodSchedulingGate { name: "hns.example.com/never".into() };
+    let spec = PodSpec { containers: vec![container], scheduling_gates: Some(vec![gate]), ..Default::default() };
     let pod = Pod { metadata: meta(Some(namespace), name), spec: Some(spec), ..Default::default() };
     Api::<Pod>::namespaced(client.clone(), namespace).create(&PostParams::default(), &pod).await.map(drop)
 }

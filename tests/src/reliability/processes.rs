@@ -56,6 +56,23 @@ impl Processes {
         Some((user + system) / 100.0)
     }
 
+    /// The CPU time every pod on the control plane's nodes has used, in seconds: each node of
+    /// hack/nodes.sh (`nodes/NAME`) keeps its pods under its own cgroup root, `/NAME`, which
+    /// cgroup v1's cpuacct counts. `None` without nodes or without cpuacct.
+    pub fn node_pods_cpu_seconds(&self) -> Option<f64> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let cpuacct = mounts.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|f| {
+            f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuacct")
+        })?[1]
+            .to_string();
+        let mut nanoseconds = 0u64;
+        for node in std::fs::read_dir(self.dir.join("nodes")).ok()?.flatten() {
+            let usage = Path::new(&cpuacct).join(node.file_name()).join("cpuacct.usage");
+            nanoseconds += std::fs::read_to_string(usage).ok()?.trim().parse::<u64>().ok()?;
+        }
+        Some(nanoseconds as f64 / 1e9)
+    }
+
     /// Resident memory of process `name` in MiB.
     pub fn rss_mib(&self, name: &str) -> Option<f64> {
         self.status_mib(name, "VmRSS:")
