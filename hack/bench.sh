@@ -48,7 +48,8 @@ bench_tax_nodes() (
   stop_other_cluster
   throwaway_cluster bench-tax-nodes
   "$ROOT/hack/control-plane.sh" up "$DIR" --nodes
-  nodes_cpu="$((cpus - 1))" others="0-$((cpus - 2))"
+  nodes_cpu="$((cpus - 1))" others=0
+  [ "$cpus" -eq 2 ] || others="0-$((cpus - 2))"
   HNS_NODES=2 HNS_NODE_CPUS="$nodes_cpu" "$ROOT/hack/nodes.sh" up "$DIR"
   "$ROOT/hack/nodes.sh" load "$DIR" "$ARCHIVE"
   use_control_plane "$DIR"

@@ -169,6 +169,23 @@ node_alive() {
   alive "$name-containerd" && alive "$name-kubelet" && alive "$name-kube-proxy" && [ -e "/run/netns/$name" ]
 }
 
+# pin_pods NAME: with HNS_NODE_CPUS, the node's pods run on those CPUs only. kubelet gives its
+# pods' cgroups (/NAME/kubepods) every CPU of the machine when it starts, and new pods copy their
+# parent's cpuset: the tree is narrowed once kubelet has made it, deepest first, as a cpuset must
+# stay within its parent's.
+pin_pods() {
+  local name="$1" mnt d
+  [ -n "${HNS_NODE_CPUS:-}" ] || return 0
+  for mnt in $(cgroup_mounts v1); do
+    [ -f "$mnt/$name/kubepods/cpuset.cpus" ] || continue
+    while read -r d; do
+      echo "$HNS_NODE_CPUS" > "$d/cpuset.cpus" || die "$name: HNS_NODE_CPUS=$HNS_NODE_CPUS: cannot narrow $d"
+    done < <(find "$mnt/$name/kubepods" -depth -type d)
+    return 0
+  done
+  die "$name: no cpuset cgroup kubepods to pin its pods to CPUs $HNS_NODE_CPUS"
+}
+
 node_up() { # I
   local i="$1" name ip nd ns j mnt
   name="$(node_name "$i")"; ip="$(node_ip "$i")"; nd="$NODES_DIR/$name"; ns="/run/netns/$name"
@@ -191,14 +208,13 @@ node_up() { # I
   ip -n "$name" route add "$NODE_SERVICE_CIDR" via "$NODE_BRIDGE_IP"
   ip route replace "$(node_pod_cidr "$i")" via "$ip" dev "$NODE_BRIDGE"
 
-  # HNS_NODE_CPUS: the node's processes, and (through its cpuset) its pods, use those CPUs only.
+  # HNS_NODE_CPUS: the node's processes run on those CPUs only (its pods too: pin_pods).
   PIN=(); [ -z "${HNS_NODE_CPUS:-}" ] || PIN=(taskset -c "$HNS_NODE_CPUS")
   # Cgroup root: /NAME in every v1 hierarchy (kubelet requires its cgroupRoot to exist).
   for mnt in $(cgroup_mounts v1); do
     mkdir -p "$mnt/$name"
     if [ -f "$mnt/cpuset.cpus" ]; then  # a new cpuset is empty, and no process may join it so
-      echo "${HNS_NODE_CPUS:-$(cat "$mnt/cpuset.cpus")}" > "$mnt/$name/cpuset.cpus" \
-        || die "$name: HNS_NODE_CPUS=${HNS_NODE_CPUS:-}: not CPUs of this machine ($(cat "$mnt/cpuset.cpus"))"
+      cat "$mnt/cpuset.cpus" > "$mnt/$name/cpuset.cpus"
       cat "$mnt/cpuset.mems" > "$mnt/$name/cpuset.mems"
     fi
   done
@@ -449,6 +465,7 @@ case "$cmd" in
         for c in containerd kubelet kube-proxy; do echo "----- last lines of $LOGS/$name-$c.log" >&2; tail -n 15 "$LOGS/$name-$c.log" >&2; done
         die "node $name did not become Ready"
       }
+      pin_pods "$name"
     done
     grep -vE '^(NODE_COUNT|TOOLBOX_IMAGE)=' "$DIR/env" > "$DIR/env.new" || true
     echo "NODE_COUNT=$NODE_COUNT" >> "$DIR/env.new"
