@@ -7,6 +7,8 @@
 # Deployment on real nodes (hack/nodes.sh; it needs root and 2 CPUs), the nodes on the last CPU
 # and the control plane and the benchmark on the others, as on a cluster where hns's pods run on
 # other machines than kube-apiserver. It runs on a cluster of its own, after the others.
+# HNS_BENCH_TAX_MANIFEST installs another rendering than deploy/hns.yaml (say, with
+# config/components/unlabelled-lone-namespaces, and HNS_LONE_NAMESPACE_LABELS=false).
 #
 # hnc compares hns with HNC v1.1 itself (hack/build-hnc.sh builds it from the Go module proxy;
 # when it cannot, the benchmark is skipped and says so). It runs on two clusters of its own,
@@ -57,7 +59,8 @@ bench_tax_nodes() (
     taskset -a -cp "$others" "$(cat "$DIR/pids/$p.pid")" >/dev/null || die "pinning $p to CPUs $others failed"
   done
   export KUBECONFIG="$DIR/kubeconfig"
-  kubectl apply -f deploy/hns.yaml >/dev/null || die "kubectl apply -f deploy/hns.yaml failed"
+  manifest="${HNS_BENCH_TAX_MANIFEST:-deploy/hns.yaml}"
+  kubectl apply -f "$manifest" >/dev/null || die "kubectl apply -f $manifest failed"
   kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=300s || die "hns did not roll out"
   kubectl wait --for=condition=Available --timeout=180s apiservice/v1alpha2.hnc.x-k8s.io >/dev/null \
     || die "APIService v1alpha2.hnc.x-k8s.io did not become Available"
