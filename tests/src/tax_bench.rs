@@ -104,14 +104,20 @@ impl Install {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         if let Some(local) = &env.local {
             let replicas = local.replica_names.len().max(1);
-            return Ok(Install::Process { script: repo.join("hack/hns-up.sh"), dir: local.dir.clone(), replicas });
+            return Ok(Install::Process {
+                script: repo.join("hack/hns-up.sh"),
+                dir: local.dir.clone(),
+                replicas,
+            });
         }
         let dir = env.control_plane_dir().ok_or_else(|| {
             anyhow::anyhow!("the tax benchmark installs and uninstalls hns: it needs a local control plane (hack/bench.sh tax or tax-nodes)")
         })?;
-        let manifest =
-            std::env::var_os("HNS_BENCH_TAX_MANIFEST").map(PathBuf::from).unwrap_or(repo.join("deploy/hns.yaml"));
-        let deployment = Api::<Deployment>::namespaced(client.clone(), "hns-system").get("hns-apiserver").await?;
+        let manifest = std::env::var_os("HNS_BENCH_TAX_MANIFEST")
+            .map(PathBuf::from)
+            .unwrap_or(repo.join("deploy/hns.yaml"));
+        let deployment =
+            Api::<Deployment>::namespaced(client.clone(), "hns-system").get("hns-apiserver").await?;
         let replicas = deployment.spec.and_then(|s| s.replicas).unwrap_or(1).max(1) as usize;
         Ok(Install::Deployment { manifest, dir, replicas })
     }
@@ -179,7 +185,10 @@ impl Install {
                 kubectl(env, &registration)?;
                 kubectl(env, &["-n", "hns-system", "scale", DEPLOYMENT, "--replicas=0"])?;
                 let pods = "app.kubernetes.io/name=hns-apiserver";
-                kubectl(env, &["-n", "hns-system", "wait", "--for=delete", "pod", "-l", pods, "--timeout=180s"])?;
+                kubectl(
+                    env,
+                    &["-n", "hns-system", "wait", "--for=delete", "pod", "-l", pods, "--timeout=180s"],
+                )?;
             }
         }
         Ok(())
@@ -456,7 +465,8 @@ async fn delete_namespace(client: &Client, name: &str) -> Result<(), kube::Error
 async fn create_pod(client: &Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
     let container = Container { name: "c".into(), image: Some("pause".into()), ..Default::default() };
     let gate = PodSchedulingGate { name: "hns.example.com/never".into() };
-    let spec = PodSpec { containers: vec![container], scheduling_gates: Some(vec![gate]), ..Default::default() };
+    let spec =
+        PodSpec { containers: vec![container], scheduling_gates: Some(vec![gate]), ..Default::default() };
     let pod = Pod { metadata: meta(Some(namespace), name), spec: Some(spec), ..Default::default() };
     Api::<Pod>::namespaced(client.clone(), namespace).create(&PostParams::default(), &pod).await.map(drop)
 }

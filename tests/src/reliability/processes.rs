@@ -61,9 +61,10 @@ impl Processes {
     /// cgroup v1's cpuacct counts. `None` without nodes or without cpuacct.
     pub fn node_pods_cpu_seconds(&self) -> Option<f64> {
         let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-        let cpuacct = mounts.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|f| {
-            f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuacct")
-        })?[1]
+        let cpuacct = mounts
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() > 3 && f[2] == "cgroup" && f[3].split(',').any(|o| o == "cpuacct"))?[1]
             .to_string();
         let mut nanoseconds = 0u64;
         for node in std::fs::read_dir(self.dir.join("nodes")).ok()?.flatten() {
