@@ -43,17 +43,27 @@ stop_other_cluster() {
 # bench_tax_nodes: `hns-bench tax` against hns's Deployment on real nodes, on a cluster of its
 # own removed when it ends, failed or not (a subshell, for its own EXIT trap).
 bench_tax_nodes() (
-  cpus="$(nproc)"
-  [ "$cpus" -ge 2 ] || { log "tax-nodes needs 2 CPUs (the nodes get one of their own): skipped"; exit 0; }
   [ "$(id -u)" = 0 ] || { log "tax-nodes needs root (network namespaces, a bridge, cgroups): skipped"; exit 0; }
+  # The CPUs this script may use: the last for the nodes, the others for everything else.
+  read -r nodes_cpu others < <(python3 - "$(taskset -pc $$ | sed 's/.*: //')" <<'PY'
+import sys
+cpus = []
+for part in filter(None, sys.argv[1].split(",")):
+    lo, _, hi = part.partition("-")
+    cpus.extend(range(int(lo), int(hi or lo) + 1))
+print(cpus[-1], ",".join(map(str, cpus[:-1])) or "-")
+PY
+)
+  [ "$others" != - ] || { log "tax-nodes needs 2 CPUs (the nodes get one of their own): skipped"; exit 0; }
+  grep -qE '^cgroup [^ ]+ cgroup [^ ]*cpuset' /proc/self/mounts && grep -qE '^cgroup [^ ]+ cgroup [^ ]*cpuacct' /proc/self/mounts \
+    || { log "tax-nodes needs cgroup v1's cpuset and cpuacct (hack/nodes.sh): skipped"; exit 0; }
   ARCHIVE="$("$ROOT/hack/build-image.sh" | tail -n1)" || die "building the image failed"
   stop_other_cluster
   throwaway_cluster bench-tax-nodes
-  "$ROOT/hack/control-plane.sh" up "$DIR" --nodes
-  nodes_cpu="$((cpus - 1))" others=0
-  [ "$cpus" -eq 2 ] || others="0-$((cpus - 2))"
-  HNS_NODES=2 HNS_NODE_CPUS="$nodes_cpu" "$ROOT/hack/nodes.sh" up "$DIR"
-  "$ROOT/hack/nodes.sh" load "$DIR" "$ARCHIVE"
+  # Called in an `||` list, where errexit is off: each step says when it fails.
+  "$ROOT/hack/control-plane.sh" up "$DIR" --nodes || die "the control plane did not start"
+  HNS_NODES=2 HNS_NODE_CPUS="$nodes_cpu" "$ROOT/hack/nodes.sh" up "$DIR" || die "the nodes did not start"
+  "$ROOT/hack/nodes.sh" load "$DIR" "$ARCHIVE" || die "loading the image into the nodes failed"
   use_control_plane "$DIR"
   for p in etcd kube-apiserver kube-controller-manager kube-scheduler; do
     taskset -a -cp "$others" "$(cat "$DIR/pids/$p.pid")" >/dev/null || die "pinning $p to CPUs $others failed"
@@ -64,9 +74,16 @@ bench_tax_nodes() (
   kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=300s || die "hns did not roll out"
   kubectl wait --for=condition=Available --timeout=180s apiservice/v1alpha2.hnc.x-k8s.io >/dev/null \
     || die "APIService v1alpha2.hnc.x-k8s.io did not become Available"
+  # The figures mean something only if hns's pods run where they were put.
+  pids="$(pgrep -x hns-apiserver)" || die "no hns-apiserver process on the nodes"
+  for pid in $pids; do
+    allowed="$(sed -n 's/^Cpus_allowed_list:\s*//p' "/proc/$pid/status")"
+    [ "$allowed" = "$nodes_cpu" ] || die "hns-apiserver (pid $pid) may run on CPUs $allowed, not only on the nodes' CPU $nodes_cpu"
+  done
   log "hns's Deployment on 2 nodes on CPU $nodes_cpu; the control plane and the benchmark on CPUs $others"
   unset HNS_E2E_DIR
-  HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_NODES_DIR="$DIR" RUST_LOG=warn taskset -c "$others" "$TARGET/hns-bench" tax
+  HNS_E2E_KUBECONFIG="$DIR/kubeconfig" HNS_NODES_DIR="$DIR" RUST_LOG=warn taskset -c "$others" "$TARGET/hns-bench" tax \
+    || die "hns-bench tax failed"
 )
 
 # bench_hnc: `hns-bench hnc` on a fresh hns cluster beside a fresh HNC cluster, both removed
@@ -121,7 +138,8 @@ done
 for b in "${BENCHMARKS[@]}"; do
   if [ "$b" = tax-nodes ]; then
     log "benchmark: tax-nodes (hns's Deployment on real nodes, on a cluster of its own)"
-    bench_tax_nodes
+    # A failure here is reported at the end: hnc still runs.
+    bench_tax_nodes || tax_nodes_failed=1
   fi
 done
 for b in "${BENCHMARKS[@]}"; do
@@ -130,9 +148,11 @@ for b in "${BENCHMARKS[@]}"; do
     HNS_PLUGIN_DIR="$TARGET" bench_hnc
   fi
 done
+[ -z "${tax_nodes_failed:-}" ] || die "benchmark tax-nodes failed (its output is above)"
 # HNS_BENCH_KEEP=1 leaves the benchmarks' cluster running when they succeed (to profile hns at
-# the size a benchmark built, say).
-if [ -n "${HNS_BENCH_KEEP:-}" ] && [ -n "${DIR:-}" ] && [ -d "$DIR" ]; then
+# the size a benchmark built, say), unless tax-nodes or hnc stopped it.
+if [ -n "${HNS_BENCH_KEEP:-}" ] && [ -n "${DIR:-}" ] && [ -f "$DIR/pids/kube-apiserver.pid" ] \
+  && kill -0 "$(cat "$DIR/pids/kube-apiserver.pid")" 2>/dev/null; then
   trap - EXIT
   log "cluster kept in $DIR: KUBECONFIG=$DIR/kubeconfig; stop it with hack/hns-up.sh down $DIR; hack/control-plane.sh down $DIR"
 fi

@@ -18,7 +18,8 @@ layer() {
     store | auth) echo 3 ;;
     hierarchy | http) echo 2 ;;
     ssa | resource_version | replicas | shutdown) echo 1 ;;
-    watching | test_support) echo 0 ;;
+    watching) echo 0 ;;
+    test_support) echo -1 ;;
     *) echo "unknown" ;;
   esac
 }

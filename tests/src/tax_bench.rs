@@ -116,8 +116,17 @@ impl Install {
         let manifest = std::env::var_os("HNS_BENCH_TAX_MANIFEST")
             .map(PathBuf::from)
             .unwrap_or(repo.join("deploy/hns.yaml"));
-        let deployment =
-            Api::<Deployment>::namespaced(client.clone(), "hns-system").get("hns-apiserver").await?;
+        let deployment = Api::<Deployment>::namespaced(client.clone(), "hns-system")
+            .get("hns-apiserver")
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!("hns's Deployment hns-system/hns-apiserver: {e}: apply deploy/hns.yaml first")
+            })?;
+        anyhow::ensure!(
+            Processes::new(&dir).node_pods_cpu_seconds().is_some(),
+            "no CPU figure for the pods of the nodes in {} (cgroup v1 cpuacct, hack/nodes.sh): the rounds could not wait for hns",
+            dir.display()
+        );
         let replicas = deployment.spec.and_then(|s| s.replicas).unwrap_or(1).max(1) as usize;
         Ok(Install::Deployment { manifest, dir, replicas })
     }

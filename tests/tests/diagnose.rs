@@ -322,7 +322,6 @@ spec:
     ]));
 }
 
-/// A Widget `w` in `ns` with the finalizer `<group>/cleanup`, which no controller removes.
 /// Makes namespace `ns` holding a widget of `group` that carries a finalizer no controller
 /// removes (and a witness with the same finalizer); returns the witness.
 fn held_by_a_widget(env: &Env, cleanup: &mut Cleanup, group: &str, ns: &str) -> Witness {
@@ -334,6 +333,7 @@ fn held_by_a_widget(env: &Env, cleanup: &mut Cleanup, group: &str, ns: &str) -> 
     witness
 }
 
+/// A Widget `w` in `ns` with the finalizer `<group>/cleanup`, which no controller removes.
 fn widget_yaml(group: &str, ns: &str) -> String {
     format!(
         "apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: w, namespace: {ns}, finalizers: [{group}/cleanup]}}\n"
@@ -667,7 +667,6 @@ fn held_for_subnamespaces(env: &Env, ns: &str) -> bool {
         .is_some_and(|f| f.contains(hns_api::keys::HAS_SUBNAMESPACE_FINALIZER))
 }
 
-/// After `--fix --yes` on `h1`: the one write it made, and all three namespaces gone.
 /// Runs `diagnose --fix --yes` on the top of `levels`, and asserts that it made `write` and no
 /// other, and that all three namespaces are gone.
 fn fixed_with_one_write(env: &Env, levels: [&String; 3], write: &str) {

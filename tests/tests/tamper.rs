@@ -69,7 +69,6 @@ async fn forgery_event(client: &Client, ns: &str) -> Option<String> {
         .and_then(|e| e.message)
 }
 
-/// `hns_forgeries_reverted_total` on the local hns-apiserver's metrics port.
 /// A namespace a forger would like to take policy from: it holds RoleBinding `victim-secrets`.
 async fn victim(admin: &Client) -> String {
     let victim = fresh_namespace(admin, "victim").await;
@@ -81,6 +80,7 @@ async fn victim(admin: &Client) -> String {
     victim
 }
 
+/// `hns_forgeries_reverted_total` on the local hns-apiserver's metrics port.
 async fn forgeries_reverted(local: &Local) -> u64 {
     let text = local.metrics().await;
     text.lines()
