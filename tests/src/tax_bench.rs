@@ -89,8 +89,9 @@ enum Install {
     /// hns as users install it: deploy/hns.yaml's Deployment on the real nodes of a control
     /// plane made by hack/nodes.sh (`hack/bench.sh tax-nodes`), whose CPU is not the control
     /// plane's. Uninstalled, its APIService, webhooks and admission policy are gone and the
-    /// Deployment has no pods; every namespace stays.
-    Deployment { manifest: PathBuf, dir: PathBuf, replicas: usize },
+    /// Deployment has no pods; every namespace stays. `unlabelled`: it runs hns with
+    /// `--label-lone-namespaces=false`.
+    Deployment { manifest: PathBuf, dir: PathBuf, replicas: usize, unlabelled: bool },
 }
 
 /// hns's Deployment and its APIService, as deploy/hns.yaml names them.
@@ -127,8 +128,15 @@ impl Install {
             "no CPU figure for the pods of the nodes in {} (cgroup v1 cpuacct, hack/nodes.sh): the rounds could not wait for hns",
             dir.display()
         );
+        let unlabelled = runs_unlabelled(&deployment);
+        anyhow::ensure!(
+            unlabelled == crate::lone_namespaces_unlabelled(),
+            "hns's Deployment runs hns {}: run the benchmark with HNS_LONE_NAMESPACE_LABELS={} (it waits on what hns does to a new namespace)",
+            if unlabelled { "with --label-lone-namespaces=false" } else { "labelling lone namespaces" },
+            !unlabelled
+        );
         let replicas = deployment.spec.and_then(|s| s.replicas).unwrap_or(1).max(1) as usize;
-        Ok(Install::Deployment { manifest, dir, replicas })
+        Ok(Install::Deployment { manifest, dir, replicas, unlabelled })
     }
 
     /// The control plane's directory, whose processes are measured.
@@ -153,9 +161,10 @@ impl Install {
             Install::Process { .. } => {
                 "a process beside the control plane, the default (every managed namespace labelled, as under HNC)".into()
             }
-            Install::Deployment { manifest, replicas, .. } => format!(
-                "{} applied, its {replicas} pods on nodes of their own (not the control plane's cores)",
-                manifest.display()
+            Install::Deployment { manifest, replicas, unlabelled, .. } => format!(
+                "{} applied, its {replicas} pods on nodes of their own (not the control plane's cores){}",
+                manifest.display(),
+                if *unlabelled { ", lone namespaces unlabelled" } else { "" }
             ),
         }
     }
@@ -202,6 +211,17 @@ impl Install {
         }
         Ok(())
     }
+}
+
+/// Whether hns's Deployment runs hns with `--label-lone-namespaces=false`
+/// (config/components/unlabelled-lone-namespaces).
+fn runs_unlabelled(deployment: &Deployment) -> bool {
+    let containers = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|s| &s.containers);
+    containers
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c.args.iter().flatten())
+        .any(|a| a == "--label-lone-namespaces=false")
 }
 
 /// Runs kubectl on the benchmark's cluster; an error names the command and what it said.
@@ -755,6 +775,17 @@ async fn open_watches(client: &Client) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deployment_runs_hns_unlabelled_only_with_the_flag() {
+        let with = |args: &[&str]| -> Deployment {
+            let spec = serde_json::json!({"selector": {}, "template": {"spec": {"containers": [{"name": "hns", "args": args}]}}});
+            serde_json::from_value(serde_json::json!({"spec": spec})).unwrap()
+        };
+        assert!(runs_unlabelled(&with(&["--cert-dir=/x", "--label-lone-namespaces=false"])));
+        assert!(!runs_unlabelled(&with(&["--cert-dir=/x"])));
+        assert!(!runs_unlabelled(&Deployment::default()));
+    }
 
     #[test]
     fn a_round_counts_only_its_own_numbered_namespaces() {
