@@ -674,7 +674,7 @@ mod tests {
         let external = |name: &str, parent: Option<&str>, labels: &[(&str, &str)]| {
             let mut n = namespace(name, parent, false);
             n.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), "cs".into());
-            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            n.metadata.labels = Some(crate::test_support::string_map(labels));
             n
         };
         let (own, org) = ("a.tree.hnc.x-k8s.io/depth", "org.tree.hnc.x-k8s.io/depth");
@@ -731,7 +731,7 @@ mod tests {
     fn direct_edits_of_managed_labels_are_named() {
         let with = |labels: &[(&str, &str)], managed_by: Option<&str>| {
             let mut n = namespace("a", None, false);
-            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            n.metadata.labels = Some(crate::test_support::string_map(labels));
             if let Some(m) = managed_by {
                 n.metadata.annotations.get_or_insert_default().insert(keys::MANAGED_BY.into(), m.into());
             }
@@ -778,7 +778,7 @@ mod tests {
         let p = policy();
         let with = |name: &str, labels: &[(&str, &str)]| {
             let mut n = namespace(name, None, false);
-            n.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            n.metadata.labels = Some(crate::test_support::string_map(labels));
             n
         };
         let inc = keys::INCLUDED_NAMESPACE;

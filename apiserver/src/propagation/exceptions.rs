@@ -243,16 +243,11 @@ pub fn check_change(old: Option<&Annotations>, new: Option<&Annotations>) -> Res
 mod tests {
     use super::*;
 
-    fn annotations(kv: &[(&str, &str)]) -> Annotations {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
+    use crate::test_support::string_map as annotations;
+    use crate::test_support::string_map as labels;
 
     fn parse(kv: &[(&str, &str)]) -> Result<Exceptions, Error> {
         Exceptions::parse(Some(&annotations(kv)))
-    }
-
-    fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        annotations(kv)
     }
 
     #[test]
