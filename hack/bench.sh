@@ -20,7 +20,7 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hnc.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # A manifest named relative to where the script was started, before it moves to the repository.
-[ -z "${HNS_BENCH_TAX_MANIFEST:-}" ] || HNS_BENCH_TAX_MANIFEST="$(realpath "$HNS_BENCH_TAX_MANIFEST")"
+if [ -f "${HNS_BENCH_TAX_MANIFEST:-}" ]; then HNS_BENCH_TAX_MANIFEST="$(realpath "$HNS_BENCH_TAX_MANIFEST")"; fi
 cd "$ROOT"
 TARGET="$TARGET_DIR/release"
 cargo build --release -p hns-apiserver -p kubectl-hns || die "cargo build failed"
@@ -73,7 +73,11 @@ PY
   export KUBECONFIG="$DIR/kubeconfig"
   manifest="${HNS_BENCH_TAX_MANIFEST:-deploy/hns.yaml}"
   # The benchmark waits on what hns does to a new namespace: with the unlabelled component, nothing.
-  if grep -q -- '--label-lone-namespaces=false' "$manifest"; then export HNS_LONE_NAMESPACE_LABELS=false; fi
+  if grep -q -- '--label-lone-namespaces=false' "$manifest"; then
+    export HNS_LONE_NAMESPACE_LABELS=false
+  else
+    export HNS_LONE_NAMESPACE_LABELS=true
+  fi
   kubectl apply -f "$manifest" >/dev/null || die "kubectl apply -f $manifest failed"
   kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=300s || die "hns did not roll out"
   kubectl wait --for=condition=Available --timeout=180s apiservice/v1alpha2.hnc.x-k8s.io >/dev/null \

@@ -215,14 +215,14 @@ impl Install {
 }
 
 /// Whether hns's Deployment runs hns with `--label-lone-namespaces=false`
-/// (config/components/unlabelled-lone-namespaces).
+/// (config/components/unlabelled-lone-namespaces), or the flag and `false` as two arguments.
 fn runs_unlabelled(deployment: &Deployment) -> bool {
+    const FLAG: &str = "--label-lone-namespaces";
     let containers = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|s| &s.containers);
-    containers
-        .into_iter()
-        .flatten()
-        .flat_map(|c| c.args.iter().flatten())
-        .any(|a| a == "--label-lone-namespaces=false")
+    containers.into_iter().flatten().filter_map(|c| c.args.as_deref()).any(|args| {
+        args.iter().any(|a| *a == format!("{FLAG}=false"))
+            || args.windows(2).any(|pair| pair[0] == FLAG && pair[1] == "false")
+    })
 }
 
 /// Runs kubectl on the benchmark's cluster; an error names the command and what it said.
@@ -797,6 +797,8 @@ mod tests {
             serde_json::from_value(serde_json::json!({"spec": spec})).unwrap()
         };
         assert!(runs_unlabelled(&with(&["--cert-dir=/x", "--label-lone-namespaces=false"])));
+        assert!(runs_unlabelled(&with(&["--label-lone-namespaces", "false"])));
+        assert!(!runs_unlabelled(&with(&["--label-lone-namespaces", "true"])));
         assert!(!runs_unlabelled(&with(&["--cert-dir=/x"])));
         assert!(!runs_unlabelled(&Deployment::default()));
     }

@@ -8,10 +8,10 @@
 //! fewer namespaces created per second and a third more kube-apiserver CPU for each
 //! (`hns-bench tax`). A MutatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes
 //! 1.36 and later) gives the same labels in kube-apiserver's own process, without a round trip.
-//! It is not free: kube-apiserver's CPU profile (1.37, 2026-11-29) puts the policy's match
-//! conditions, its mutation and the garbage they leave at about 0.7 ms of kube-apiserver CPU per
-//! namespace created, most of what hns's labels cost (docs/install.md, "What installing hns
-//! costs your cluster").
+//! It is not free: kube-apiserver's CPU profile (1.37, 2026-11-29) puts the policy at about
+//! 0.3 ms of kube-apiserver CPU per namespace created, and the garbage it and the webhook's
+//! match conditions leave at 0.2 ms more: most of the 0.6 ms hns's labels cost (profile figures;
+//! docs/install.md, "What installing hns costs your cluster").
 //!
 //! The policy covers only the common case, so that its few lines of CEL need no judgement: a
 //! namespace with a name (not `generateName`), not excluded, created by anyone but hns, with
@@ -234,8 +234,8 @@ fn policy_object(policy: &Policy, owner: &Value, reserved: &[String]) -> Value {
 
 /// The mutation, in CEL: a JSON Patch that adds the two labels (to the labels there are, or as
 /// the whole map where there are none). A JSON Patch rather than an apply configuration: measured
-/// with kube-apiserver's CPU profile (1.37), the apply configuration's structured merge costs
-/// kube-apiserver about half as much again per namespace, and more garbage to collect.
+/// with kube-apiserver's CPU profile (1.37), the policy cost a third to a half more with an apply
+/// configuration (its structured merge), and left more garbage to collect.
 fn labels_patch() -> String {
     let tree_label = format!("object.metadata.name + {}", cel_string(hns_api::keys::TREE_LABEL_SUFFIX));
     let included = hns_api::keys::INCLUDED_NAMESPACE;

@@ -32,7 +32,8 @@ use crate::store::quota_ledgers::{Change, LedgerStore, StoreError};
 
 /// How often a pass runs without a change to prompt it, as a resync: every change that matters
 /// (a namespace, one of hns's ResourceQuotas, leadership) prompts one at once, so at idle the
-/// ledgers cost kube-apiserver one LIST per this period.
+/// ledgers cost kube-apiserver one LIST per this period, where some tree has a quota or a ledger
+/// is left (and nothing otherwise).
 const RESYNC: Duration = Duration::from_secs(30 * 60);
 
 /// How soon a pass runs again after one that found grants in flight.
@@ -107,19 +108,19 @@ impl LedgerReconciler {
         in_flight_before: &BTreeSet<(String, u64)>,
     ) -> Result<BTreeSet<(String, u64)>, PassError> {
         let mut in_flight = BTreeSet::new();
+        // No tree with a quota and no ledger left: nothing to keep, and no list to pay for. Every
+        // namespace created anywhere prompts a pass; on a cluster without hierarchical quotas
+        // each would otherwise cost kube-apiserver a consistent list (issue 37).
+        if self.store.roots().is_empty() && ledger::trees(&self.cache.read()).is_empty() {
+            return Ok(in_flight);
+        }
+        let observed = self.observe().await?;
         let skeletons: BTreeMap<String, Ledger> = {
             let forest = self.cache.read();
             let mut roots = ledger::trees(&forest);
             roots.extend(self.store.roots());
             roots.into_iter().map(|root| (root.clone(), ledger::skeleton(&forest, &root))).collect()
         };
-        // No tree with a quota and no ledger left: nothing to keep, and no list to pay for. Every
-        // namespace created anywhere prompts a pass; on a cluster without hierarchical quotas
-        // each would otherwise cost kube-apiserver a consistent list (issue 37).
-        if skeletons.is_empty() {
-            return Ok(in_flight);
-        }
-        let observed = self.observe().await?;
         for (root, skeleton) in skeletons {
             let written = self
                 .store
