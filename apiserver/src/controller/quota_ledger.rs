@@ -111,7 +111,7 @@ impl LedgerReconciler {
         // No tree with a quota and no ledger left: nothing to keep, and no list to pay for. Every
         // namespace created anywhere prompts a pass; on a cluster without hierarchical quotas
         // each would otherwise cost kube-apiserver a consistent list (issue 37).
-        if self.store.roots().is_empty() && ledger::trees(&self.cache.read()).is_empty() {
+        if self.store.roots().is_empty() && !ledger::any_quota(&self.cache.read()) {
             return Ok(in_flight);
         }
         let observed = self.observe().await?;

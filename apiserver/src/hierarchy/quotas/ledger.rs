@@ -532,6 +532,12 @@ pub fn fit(next: Ledger, current: &Ledger) -> (Ledger, Vec<String>) {
     (next, left_out)
 }
 
+/// Whether any namespace has a hierarchical quota: [`trees`] is empty exactly when this is
+/// false. It stops at the first quota, where `trees` walks the whole forest.
+pub fn any_quota(forest: &Forest) -> bool {
+    forest.iter().any(|node| !node.quotas().is_empty())
+}
+
 /// The roots of every tree that has a quota.
 pub fn trees(forest: &Forest) -> BTreeSet<String> {
     forest.iter().filter(|node| !node.quotas().is_empty()).map(|node| root_of(forest, node.name())).collect()

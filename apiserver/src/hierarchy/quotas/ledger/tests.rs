@@ -273,6 +273,8 @@ fn membership_follows_the_forest_and_keeps_the_grants_of_those_that_stay() {
     assert_eq!(granted(&next, "b"), (Some("0".into()), 4), "kept");
     assert_eq!(next.namespaces["c"], entry(&["acme/budget"], None), "joined: unknown");
     assert_eq!(trees(&f), BTreeSet::from(["acme".to_string()]));
+    assert!(any_quota(&f));
+    assert!(!any_quota(&forest("acme a:~acme other")), "no quota anywhere");
     assert_eq!(membership(&f, "other", &Ledger::default()), Ledger::default());
     assert_eq!(root_of(&f, "c"), "acme");
 }
