@@ -17,24 +17,34 @@ use std::sync::Arc;
 use hns_api::keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-/// Label and annotation keys most namespaces carry: written as their index.
-const KNOWN_KEYS: &[&str] = &[
+use super::seal;
+
+/// Label and annotation keys most namespaces carry, besides the sealed annotations.
+const OTHER_KNOWN_KEYS: [&str; 7] = [
     "kubernetes.io/metadata.name",
     keys::CONDITIONS,
-    keys::SUBNAMESPACE_OF,
-    keys::PARENT,
-    keys::ALLOW_CASCADING_DELETION,
-    keys::MANAGED_LABELS,
-    keys::MANAGED_ANNOTATIONS,
-    keys::HIERARCHY_OBJECT_META,
-    keys::SUBNAMESPACE_OBJECT_META,
-    keys::RESOURCE_QUOTAS,
     keys::SEAL,
     keys::HIERARCHY_MEMBER,
     keys::INCLUDED_NAMESPACE,
     keys::HRQ_LABEL,
     keys::HRQ_PENDING_LABEL,
 ];
+
+/// Label and annotation keys written as their index: those above and every sealed annotation,
+/// so that a key hns comes to seal is packed small without a second list to keep in step.
+const KNOWN_KEYS: [&str; OTHER_KNOWN_KEYS.len() + seal::SEALED.len()] = {
+    let mut all = [""; OTHER_KNOWN_KEYS.len() + seal::SEALED.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = if i < OTHER_KNOWN_KEYS.len() {
+            OTHER_KNOWN_KEYS[i]
+        } else {
+            seal::SEALED[i - OTHER_KNOWN_KEYS.len()]
+        };
+        i += 1;
+    }
+    all
+};
 
 /// A key or value tag: the string follows (its length first).
 const LITERAL: u8 = 0;
