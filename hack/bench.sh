@@ -8,7 +8,7 @@
 # and the control plane and the benchmark on the others, as on a cluster where hns's pods run on
 # other machines than kube-apiserver. It runs on a cluster of its own, after the others.
 # HNS_BENCH_TAX_MANIFEST installs another rendering than deploy/hns.yaml (say, with
-# config/components/unlabelled-lone-namespaces; HNS_LONE_NAMESPACE_LABELS=false follows from it).
+# config/components/unlabelled-lone-namespaces; the benchmark reads which from the cluster).
 #
 # hnc compares hns with HNC v1.1 itself (hack/build-hnc.sh builds it from the Go module proxy;
 # when it cannot, the benchmark is skipped and says so). It runs on two clusters of its own,
@@ -72,12 +72,6 @@ PY
   done
   export KUBECONFIG="$DIR/kubeconfig"
   manifest="${HNS_BENCH_TAX_MANIFEST:-deploy/hns.yaml}"
-  # The benchmark waits on what hns does to a new namespace: with the unlabelled component, nothing.
-  if grep -q -- '--label-lone-namespaces=false' "$manifest"; then
-    export HNS_LONE_NAMESPACE_LABELS=false
-  else
-    export HNS_LONE_NAMESPACE_LABELS=true
-  fi
   kubectl apply -f "$manifest" >/dev/null || die "kubectl apply -f $manifest failed"
   kubectl -n hns-system rollout status deployment/hns-apiserver --timeout=300s || die "hns did not roll out"
   kubectl wait --for=condition=Available --timeout=180s apiservice/v1alpha2.hnc.x-k8s.io >/dev/null \

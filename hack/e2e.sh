@@ -37,4 +37,4 @@ cargo test -p hns-e2e --test views -- "$@"
 # New namespaces again, with lone namespaces unlabelled (config/components/unlabelled-lone-namespaces).
 log "new namespaces with --label-lone-namespaces=false"
 HNS_LONE_NAMESPACE_LABELS=false "$ROOT/hack/hns-up.sh" up "$DIR"
-HNS_LONE_NAMESPACE_LABELS=false cargo test -p hns-e2e --test namespace_labels -- "$@"
+cargo test -p hns-e2e --test namespace_labels -- "$@"

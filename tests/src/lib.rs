@@ -12,6 +12,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
@@ -516,10 +517,21 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// Whether hns was installed with lone namespaces unlabelled (`HNS_LONE_NAMESPACE_LABELS=false`,
-/// which hack/hns-up.sh reads: config/components/unlabelled-lone-namespaces).
-pub fn lone_namespaces_unlabelled() -> bool {
-    std::env::var("HNS_LONE_NAMESPACE_LABELS").is_ok_and(|v| v == "false")
+/// The match condition of hns's labelling webhook when lone namespaces stay unlabelled: every
+/// install that leaves them so (config/components/unlabelled-lone-namespaces, the chart's
+/// `labelLoneNamespaces=false`, hack/hns-up.sh with `HNS_LONE_NAMESPACE_LABELS=false`) has
+/// kube-apiserver call hns only for a namespace created with a key of hns's.
+const UNLABELLED_MATCH_CONDITION: &str = "has-hns-keys";
+
+/// Whether hns is installed with lone namespaces unlabelled, as the cluster's registration of
+/// hns's webhooks says: tests follow the install they run against, with nothing to set.
+pub async fn lone_namespaces_unlabelled(client: &Client) -> bool {
+    let webhooks = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .get_opt("hns")
+        .await
+        .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration hns: {e}"));
+    let conditions = webhooks.and_then(|w| w.webhooks).into_iter().flatten().flat_map(|w| w.match_conditions);
+    conditions.flatten().any(|c| c.name == UNLABELLED_MATCH_CONDITION)
 }
 
 /// Whether kube-apiserver serves MutatingAdmissionPolicies (Kubernetes 1.36 and later), with which
@@ -532,7 +544,7 @@ pub async fn admission_policies_served(client: &Client) -> bool {
 /// Creates a namespace with `labels`, waits until hns has labelled it as a namespace it
 /// manages (its own tree label and `included-namespace`), and returns its name: a test reading
 /// the namespace later sees no change hns makes on its own. Where hns leaves lone namespaces
-/// unlabelled (`HNS_LONE_NAMESPACE_LABELS=false`, as hack/hns-up.sh installed it), until hns
+/// unlabelled ([`lone_namespaces_unlabelled`]), until hns
 /// knows the namespace instead.
 pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) -> String {
     let api: Api<Namespace> = Api::all(client.clone());
@@ -540,7 +552,7 @@ pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str
     ns.metadata.name = Some(name.to_string());
     ns.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
     api.create(&PostParams::default(), &ns).await.unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-    if lone_namespaces_unlabelled() {
+    if lone_namespaces_unlabelled(client).await {
         let hierarchy: Api<hns_api::HierarchyConfiguration> = Api::namespaced(client.clone(), name);
         eventually(&format!("hns to know namespace {name}"), Duration::from_secs(30), || async {
             hierarchy.get("hierarchy").await.ok().map(|_| ())

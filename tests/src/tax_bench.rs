@@ -12,8 +12,9 @@
 //! its memory. The figure of each side is its median over its rounds ([`summary`]: the mean for
 //! CPU per namespace); the ratio is with ÷ without.
 //!
-//! `HNS_LONE_NAMESPACE_LABELS=false` measures hns installed with lone namespaces unlabelled
-//! (config/components/unlabelled-lone-namespaces).
+//! It measures hns as it finds it installed: with lone namespaces unlabelled
+//! (config/components/unlabelled-lone-namespaces; `HNS_LONE_NAMESPACE_LABELS=false` for
+//! hack/hns-up.sh, which the rounds reinstall with) or, by default, labelled.
 //!
 //! `hack/bench.sh tax-nodes` runs the same rounds with hns as users install it: deploy/hns.yaml's
 //! Deployment on real nodes (hack/nodes.sh, HNS_NODES_DIR), the nodes on CPUs of their own and
@@ -85,8 +86,10 @@ impl Sizes {
 /// How the rounds install and uninstall hns.
 enum Install {
     /// hns-apiserver as a process beside a control plane on loopback (`hack/hns-up.sh up` and
-    /// `uninstall`), sharing its cores, as `make bench`'s other benchmarks run it.
-    Process { script: PathBuf, dir: PathBuf, replicas: usize },
+    /// `uninstall`), sharing its cores, as `make bench`'s other benchmarks run it. `unlabelled`:
+    /// installed with lone namespaces unlabelled (`HNS_LONE_NAMESPACE_LABELS=false`, which the
+    /// script reads again at each reinstall).
+    Process { script: PathBuf, dir: PathBuf, replicas: usize, unlabelled: bool },
     /// hns as users install it: deploy/hns.yaml's Deployment on the real nodes of a control
     /// plane made by hack/nodes.sh (`hack/bench.sh tax-nodes`), whose CPU is not the control
     /// plane's. Uninstalled, its APIService, webhooks and admission policy are gone and the
@@ -110,6 +113,7 @@ impl Install {
                 script: repo.join("hack/hns-up.sh"),
                 dir: local.dir.clone(),
                 replicas,
+                unlabelled: crate::lone_namespaces_unlabelled(client).await,
             });
         }
         let dir = env.control_plane_dir().ok_or_else(|| {
@@ -131,10 +135,9 @@ impl Install {
         );
         let unlabelled = runs_unlabelled(&deployment);
         anyhow::ensure!(
-            unlabelled == crate::lone_namespaces_unlabelled(),
-            "hns's Deployment runs hns {}: run the benchmark with HNS_LONE_NAMESPACE_LABELS={} (it waits on what hns does to a new namespace)",
+            unlabelled == crate::lone_namespaces_unlabelled(client).await,
+            "hns's Deployment runs hns {}, but its labelling webhook is registered for the other way: apply one rendering of config/ whole (config/components/unlabelled-lone-namespaces patches both)",
             if unlabelled { "with --label-lone-namespaces=false" } else { "labelling lone namespaces" },
-            !unlabelled
         );
         let replicas = deployment.spec.and_then(|s| s.replicas).unwrap_or(1).max(1) as usize;
         Ok(Install::Deployment { manifest, dir, replicas, unlabelled })
@@ -156,7 +159,7 @@ impl Install {
 
     fn describe(&self) -> String {
         match self {
-            Install::Process { .. } if crate::lone_namespaces_unlabelled() => {
+            Install::Process { unlabelled: true, .. } => {
                 "a process beside the control plane, lone namespaces unlabelled (HNS_LONE_NAMESPACE_LABELS=false: config/components/unlabelled-lone-namespaces)".into()
             }
             Install::Process { .. } => {
@@ -218,9 +221,10 @@ impl Install {
 /// (config/components/unlabelled-lone-namespaces), or the flag and `false` as two arguments.
 fn runs_unlabelled(deployment: &Deployment) -> bool {
     const FLAG: &str = "--label-lone-namespaces";
+    const FLAG_FALSE: &str = "--label-lone-namespaces=false";
     let containers = deployment.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|s| &s.containers);
     containers.into_iter().flatten().filter_map(|c| c.args.as_deref()).any(|args| {
-        args.iter().any(|a| *a == format!("{FLAG}=false"))
+        args.iter().any(|a| a == FLAG_FALSE)
             || args.windows(2).any(|pair| pair[0] == FLAG && pair[1] == "false")
     })
 }

@@ -591,7 +591,7 @@ async fn an_external_hierarchys_tree_labels_are_kept_handed_down_and_reserved() 
     // The name is reserved. kube-apiserver's policy stops labelling it once hns has rewritten
     // the policy, from when a dry run is already refused. (With --label-lone-namespaces=false
     // kube-apiserver calls hns for no plain namespace's creation: only subnamespaces are checked.)
-    if !lone_namespaces_unlabelled() {
+    if !lone_namespaces_unlabelled(&client).await {
         let mut taken = Namespace::default();
         taken.metadata.name = Some(abstract_ns.clone());
         let dry_run = PostParams { dry_run: true, ..Default::default() };

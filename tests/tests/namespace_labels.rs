@@ -58,7 +58,7 @@ fn labelled(ns: &Namespace) -> bool {
 #[tokio::test]
 async fn new_namespaces_are_labelled_in_the_creating_request() {
     let client = Env::get().admin().await;
-    if lone_namespaces_unlabelled() {
+    if lone_namespaces_unlabelled(&client).await {
         return lone_namespaces_cost_nothing(&client).await;
     }
     let created = std::cell::RefCell::new(Vec::new());
