@@ -37,4 +37,8 @@ cargo test -p hns-e2e --test views -- "$@"
 # New namespaces again, with lone namespaces unlabelled (config/components/unlabelled-lone-namespaces).
 log "new namespaces with --label-lone-namespaces=false"
 HNS_LONE_NAMESPACE_LABELS=false "$ROOT/hack/hns-up.sh" up "$DIR"
+# The tests read the mode from the webhook's match conditions: check they will find this one.
+kubectl --kubeconfig "$DIR/kubeconfig" get mutatingwebhookconfiguration hns \
+  -o jsonpath='{.webhooks[*].matchConditions[*].name}' | grep -qw has-hns-keys \
+  || die "config/dev-unlabelled did not register the has-hns-keys match condition"
 cargo test -p hns-e2e --test namespace_labels -- "$@"

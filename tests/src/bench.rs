@@ -192,6 +192,29 @@ pub async fn wait_controllers_settled(client: &Client, n: usize) {
     println!("(kube-controller-manager still busy after 5 minutes; figures taken anyway)");
 }
 
+/// Creates plain namespaces `<prefix>-<i>` for each `i` of `range`, `clients` requests at a time,
+/// without waiting for hns; returns how long they took.
+pub async fn create_plain_namespaces(
+    client: &Client,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    clients: usize,
+) -> Duration {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let started = Instant::now();
+    stream::iter(range)
+        .for_each_concurrent(clients, |i| {
+            let api = &api;
+            async move {
+                let mut ns = Namespace::default();
+                ns.metadata.name = Some(format!("{prefix}-{i}"));
+                api.create(&PostParams::default(), &ns).await.expect("namespace");
+            }
+        })
+        .await;
+    started.elapsed()
+}
+
 /// The namespaces in the cluster.
 pub async fn namespace_count(client: &Client) -> anyhow::Result<usize> {
     Ok(Api::<Namespace>::all(client.clone()).list_metadata(&ListParams::default()).await?.items.len())

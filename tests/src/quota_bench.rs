@@ -20,7 +20,7 @@ use crate::quotas::{
     budget_tree, count_pods, create_pod, delete_pods, race_pods, set_quota, until_counted, until_used,
     SIBLINGS,
 };
-use crate::timing::quantile_ms;
+use crate::timing::{print_against_baseline, quantile_ms};
 use crate::{create_namespace, create_subns};
 
 /// Pods the parent's quota allows in the overspend trials (one per sibling).
@@ -142,21 +142,11 @@ async fn cost(client: &Client) -> anyhow::Result<()> {
     hrq.sort();
     rq.sort();
     println!();
-    println!("Pod creation, {ROUNDS} each, interleaved         p50 (ms)   p99 (ms)");
-    println!(
-        "  plain ResourceQuota (baseline)             {:8.2}   {:8.2}",
-        quantile_ms(&rq, 0.5),
-        quantile_ms(&rq, 0.99)
-    );
-    println!(
-        "  under a chain of 3 hierarchical quotas     {:8.2}   {:8.2}",
-        quantile_ms(&hrq, 0.5),
-        quantile_ms(&hrq, 0.99)
-    );
-    println!(
-        "  ratio                                      {:8.2}   {:8.2}   (target <= 1.3)",
-        quantile_ms(&hrq, 0.5) / quantile_ms(&rq, 0.5),
-        quantile_ms(&hrq, 0.99) / quantile_ms(&rq, 0.99)
+    print_against_baseline(
+        &format!("Pod creation, {ROUNDS} each, interleaved"),
+        ("plain ResourceQuota (baseline)", &rq),
+        ("under a chain of 3 hierarchical quotas", &hrq),
+        "target <= 1.3",
     );
     Ok(())
 }

@@ -117,19 +117,7 @@ async fn grow(client: &Client, tree: &Tree) -> Duration {
 
 /// Creates `n` plain namespaces `<prefix>-<i>`; returns how long they took.
 async fn plain(client: &Client, prefix: &str, n: usize) -> Duration {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let started = Instant::now();
-    stream::iter(0..n)
-        .for_each_concurrent(CREATORS, |i| {
-            let api = api.clone();
-            async move {
-                let mut ns = Namespace::default();
-                ns.metadata.name = Some(format!("{prefix}-{i}"));
-                api.create(&PostParams::default(), &ns).await.expect("namespace");
-            }
-        })
-        .await;
-    started.elapsed()
+    crate::bench::create_plain_namespaces(client, prefix, 0..n, CREATORS).await
 }
 
 fn rate(n: usize, took: Duration) -> f64 {
@@ -146,8 +134,14 @@ const ROUNDS: usize = 5;
 const ROUND: usize = 1_000;
 /// The processes whose CPU time a round splits between the namespaces it made.
 pub const COMPONENTS: [&str; 4] = ["kube-apiserver", "etcd", "hns-apiserver", "kube-controller-manager"];
+/// kube-apiserver's place in [`COMPONENTS`].
+pub const KUBE_APISERVER: usize = 0;
+/// etcd's place in [`COMPONENTS`].
+pub const ETCD: usize = 1;
 /// hns-apiserver's place in [`COMPONENTS`].
 const HNS: usize = 2;
+/// kube-controller-manager's place in [`COMPONENTS`].
+pub const KUBE_CONTROLLER_MANAGER: usize = 3;
 
 /// The CPU seconds each of [`COMPONENTS`] has used (0 without a local control plane).
 fn cpu(env: &Env) -> [f64; 4] {
@@ -207,6 +201,23 @@ pub async fn measured<F: std::future::Future<Output = Duration>>(
     let took = block.await;
     settle(env).await;
     (took, per_namespace(before, cpu(env), started.elapsed(), idle, n))
+}
+
+/// Runs `block` (minutes of work on `n` namespaces, after which the cluster has nothing left to
+/// do), waits for hns to be done with it, and returns its CPU per namespace less the background
+/// sampled after it. Sampled before, as [`measured`] does, the background would catch
+/// kube-controller-manager still writing into the namespaces just made, and count that rate
+/// against every second of the block.
+pub async fn measured_then_idle<F: std::future::Future<Output = ()>>(
+    env: &Env,
+    n: usize,
+    block: F,
+) -> [f64; 4] {
+    let (before, started) = (cpu(env), Instant::now());
+    block.await;
+    settle(env).await;
+    let (after, took) = (cpu(env), started.elapsed());
+    per_namespace(before, after, took, background(env).await, n)
 }
 
 /// Interleaved rounds of plain namespaces and subnamespaces on the cluster as it is, named

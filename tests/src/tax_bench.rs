@@ -24,27 +24,31 @@
 //! Deployment scaled to 0. hns's CPU is then its nodes' pods', from their cgroups.
 //!
 //! Then, once: hns's own requests to kube-apiserver over `$HNS_BENCH_TAX_IDLE_SECONDS` (300:
-//! two or three of the leader's renewals) after `$HNS_BENCH_TAX_QUIET_SECONDS` (300) quiet seconds (kube-apiserver counts them apart under a
-//! FlowSchema of the benchmark's), the watches it holds open (kube-apiserver's, with hns and
+//! two or three of the leader's renewals) after `$HNS_BENCH_TAX_QUIET_SECONDS` (300) quiet
+//! seconds (kube-apiserver counts them apart under a FlowSchema of the benchmark's), the watches it holds open (kube-apiserver's, with hns and
 //! without), and the bytes hns adds to a lone namespace (its protobuf encoding, as etcd stores
 //! it, with and without hns). Prints the figures with their targets; asserts nothing about time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use futures::{stream, StreamExt};
+use futures::{stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, Pod, PodSchedulingGate, PodSpec, Secret};
 use k8s_openapi::api::flowcontrol::v1::FlowSchema;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
-use kube::{Api, Client};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PartialObjectMeta, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, ResourceExt};
 
 use crate::apiserver_metrics::{kube_apiserver_metrics, metric_sum};
 use crate::bench::{grow_forest, Subnamespaces};
 use crate::reliability::processes::Processes;
-use crate::scale_bench::{measured, settle, COMPONENTS};
+use crate::scale_bench::{
+    measured, measured_then_idle, settle, COMPONENTS, ETCD, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER,
+};
 use crate::timing::quantile_ms;
 use crate::{create_namespace, role_binding, Env, Subject};
 
@@ -54,12 +58,6 @@ const CLIENTS: usize = 16;
 const LONE: usize = 20;
 /// Each kind's writes, pods and discovery requests in a round.
 const WRITES: usize = 200;
-/// kube-apiserver's place in [`COMPONENTS`].
-const KUBE_APISERVER: usize = 0;
-/// etcd's place in [`COMPONENTS`].
-const ETCD: usize = 1;
-/// kube-controller-manager's place in [`COMPONENTS`].
-const KUBE_CONTROLLER_MANAGER: usize = 3;
 
 /// What a round is run with, from the environment.
 struct Sizes {
@@ -90,8 +88,8 @@ impl Sizes {
 enum Install {
     /// hns-apiserver as a process beside a control plane on loopback (`hack/hns-up.sh up` and
     /// `uninstall`), sharing its cores, as `make bench`'s other benchmarks run it. `unlabelled`:
-    /// installed with lone namespaces unlabelled (`HNS_LONE_NAMESPACE_LABELS=false`, which the
-    /// script reads again at each reinstall).
+    /// found installed with lone namespaces unlabelled, and so reinstalled
+    /// (`HNS_LONE_NAMESPACE_LABELS=false` for the script).
     Process { script: PathBuf, dir: PathBuf, replicas: usize, unlabelled: bool },
     /// hns as users install it: deploy/hns.yaml's Deployment on the real nodes of a control
     /// plane made by hack/nodes.sh (`hack/bench.sh tax-nodes`), whose CPU is not the control
@@ -112,6 +110,12 @@ impl Install {
         let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         if let Some(local) = &env.local {
             let replicas = local.replica_names.len().max(1);
+            let registered = Api::<MutatingWebhookConfiguration>::all(client.clone()).get_opt("hns").await?;
+            anyhow::ensure!(
+                registered.is_some(),
+                "hns is not installed on {} (no MutatingWebhookConfiguration hns): run hack/hns-up.sh up {0} first",
+                local.dir.display()
+            );
             return Ok(Install::Process {
                 script: repo.join("hack/hns-up.sh"),
                 dir: local.dir.clone(),
@@ -178,9 +182,15 @@ impl Install {
 
     async fn set(&self, client: &Client, env: &Env, installed: bool) -> anyhow::Result<()> {
         match self {
-            Install::Process { script, dir, .. } => {
+            Install::Process { script, dir, unlabelled, .. } => {
                 let verb = if installed { "up" } else { "uninstall" };
-                let out = std::process::Command::new(script).args([verb]).arg(dir).output()?;
+                // Reinstalled as it was found, whatever the benchmark was started with.
+                let labels = if *unlabelled { "false" } else { "true" };
+                let out = std::process::Command::new(script)
+                    .args([verb])
+                    .arg(dir)
+                    .env("HNS_LONE_NAMESPACE_LABELS", labels)
+                    .output()?;
                 anyhow::ensure!(
                     out.status.success(),
                     "hack/hns-up.sh {verb} failed: {}",
@@ -460,11 +470,9 @@ async fn round(
     // The namespace controller lists and deletes every namespaced resource of a namespace being
     // deleted, hns's through its APIService: what a deletion costs, over a window of minutes.
     let (mut samples, mut gone) = (Vec::new(), Ok(Duration::ZERO));
-    let (_, cpu) = measured(env, n, async {
-        let started = Instant::now();
+    let cpu = measured_then_idle(env, n, async {
         samples = timed(&names, |name| delete_namespace(client, name)).await.1;
         gone = until_gone(client, prefix, n).await;
-        started.elapsed()
     })
     .await;
     round.latencies(&DELETE, samples);
@@ -562,26 +570,35 @@ async fn discovery(client: &Client) -> anyhow::Result<Vec<Duration>> {
 }
 
 /// Waits until none of the `n` namespaces `<prefix>-<i>` is left; returns how long since the
-/// call (the deletions were all requested just before).
+/// call (the deletions were all requested just before). It follows a watch of namespaces' metadata
+/// (one list, then events) rather than listing them again and again: the wait is inside
+/// deletion's CPU window, and a list of 10,000 namespaces every quarter second would cost
+/// kube-apiserver more than the deletions it waits for.
 async fn until_gone(client: &Client, prefix: &str, n: usize) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let api: Api<Namespace> = Api::all(client.clone());
+    let events =
+        watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), watcher::Config::default());
+    let mut events = std::pin::pin!(events.default_backoff());
+    // The round's namespaces left: as of the last (re)list, then as its events say.
+    let (mut left, mut listing, mut listed) = (BTreeSet::new(), BTreeSet::new(), false);
     loop {
-        let left = api
-            .list_metadata(&ListParams::default())
-            .await?
-            .items
-            .iter()
-            .filter(|ns| ns.metadata.name.as_deref().is_some_and(|name| in_round(name, prefix)))
-            .count();
-        if left == 0 {
+        let wait = Duration::from_secs(1800).saturating_sub(started.elapsed());
+        let event = tokio::time::timeout(wait, events.try_next())
+            .await
+            .map_err(|_| anyhow::anyhow!("{} of {n} namespaces not gone after 30 minutes", left.len()))?;
+        let name = |ns: &PartialObjectMeta<Namespace>| ns.name_any();
+        match event?.ok_or_else(|| anyhow::anyhow!("the watch of namespaces ended"))? {
+            watcher::Event::Init => listing.clear(),
+            watcher::Event::InitApply(ns) if in_round(&name(&ns), prefix) => _ = listing.insert(name(&ns)),
+            watcher::Event::InitApply(_) => {}
+            watcher::Event::InitDone => (left, listed) = (std::mem::take(&mut listing), true),
+            watcher::Event::Apply(ns) if in_round(&name(&ns), prefix) => _ = left.insert(name(&ns)),
+            watcher::Event::Apply(_) => {}
+            watcher::Event::Delete(ns) => _ = left.remove(&name(&ns)),
+        }
+        if listed && left.is_empty() {
             return Ok(started.elapsed());
         }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(1800),
-            "{left} of {n} namespaces not gone after 30 minutes"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -16,6 +16,24 @@ pub fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
     ms(sorted[((sorted.len() as f64 - 1.0) * q).round() as usize])
 }
 
+/// Prints the p50 and p99 of `measured` against those of `baseline` (each a label and sorted
+/// samples), and their ratios with `target`: the benchmarks' table of a figure and its baseline.
+pub fn print_against_baseline(
+    title: &str,
+    baseline: (&str, &[Duration]),
+    measured: (&str, &[Duration]),
+    target: &str,
+) {
+    const WIDTH: usize = 44;
+    println!("{title:<WIDTH$} p50 (ms)   p99 (ms)");
+    for (label, samples) in [baseline, measured] {
+        let (p50, p99) = (quantile_ms(samples, 0.5), quantile_ms(samples, 0.99));
+        println!("  {label:<w$} {p50:8.2}   {p99:8.2}", w = WIDTH - 2);
+    }
+    let ratio = |q| quantile_ms(measured.1, q) / quantile_ms(baseline.1, q);
+    println!("  {:<w$} {:8.2}   {:8.2}   ({target})", "ratio", ratio(0.5), ratio(0.99), w = WIDTH - 2);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,15 +73,7 @@ async fn fill(client: &Client) -> anyhow::Result<()> {
     let cluster = cluster_size();
     let missing = cluster.saturating_sub(existing);
     let started = Instant::now();
-    stream::iter(0..missing)
-        .for_each_concurrent(32, |i| {
-            let namespaces = namespaces.clone();
-            async move {
-                let mut ns = Namespace::default();
-                ns.metadata.name = Some(format!("bench-views-fill-{existing}-{i}"));
-                namespaces.create(&PostParams::default(), &ns).await.expect("namespace");
-            }
-        })
+    crate::bench::create_plain_namespaces(client, &format!("bench-views-fill-{existing}"), 0..missing, 32)
         .await;
     let configs: Api<HierarchyConfiguration> = Api::all(client.clone());
     while configs.list_metadata(&ListParams::default()).await?.items.len() < cluster {

@@ -62,6 +62,16 @@ async fn resource_quota(client: &Client, ns: &str) -> ResourceQuota {
     .await
 }
 
+/// Waits until hns's ResourceQuota in `ns` is gone: `why` says what takes it away.
+async fn resource_quota_gone(client: &Client, ns: &str, why: &str) {
+    eventually(why, WAIT, || async {
+        let rq =
+            Api::<ResourceQuota>::namespaced(client.clone(), ns).get_opt(RESOURCE_QUOTA_NAME).await.ok()?;
+        rq.is_none().then_some(())
+    })
+    .await;
+}
+
 /// Creates pod `name` in `ns` requesting `cpu`, retrying while Kubernetes' quota admission has
 /// no usage for a new ResourceQuota yet or the namespace's ServiceAccount is not made yet.
 async fn create_pod(client: &Client, ns: &str, name: &str, cpu: &str) {
@@ -162,14 +172,7 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
     assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
     let ns: Namespace = Api::all(client.clone()).get(&team).await.unwrap();
     assert!(!ns.metadata.annotations.unwrap_or_default().contains_key(keys::RESOURCE_QUOTAS));
-    eventually("the ResourceQuota to go with the last quota", WAIT, || async {
-        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &team)
-            .get_opt(RESOURCE_QUOTA_NAME)
-            .await
-            .ok()?;
-        rq.is_none().then_some(())
-    })
-    .await;
+    resource_quota_gone(&client, &team, "the ResourceQuota to go with the last quota").await;
     delete_namespaces(&client, &[&team]).await;
 }
 
@@ -322,14 +325,7 @@ async fn nested_quotas_the_smallest_limit_wins_and_a_move_out_lowers_usage() {
     set_parent(&client, &full, None).await.unwrap();
     used_becomes(&client, &team, "team", json!({"pods": "0"})).await;
     used_becomes(&client, &root, "org", json!({"pods": "0", "services": "0"})).await;
-    eventually("the ResourceQuota of a namespace no quota covers to go", WAIT, || async {
-        let rq = Api::<ResourceQuota>::namespaced(client.clone(), &full)
-            .get_opt(RESOURCE_QUOTA_NAME)
-            .await
-            .ok()?;
-        rq.is_none().then_some(())
-    })
-    .await;
+    resource_quota_gone(&client, &full, "the ResourceQuota of a namespace no quota covers to go").await;
     delete_namespaces(&client, &[&full]).await;
     delete_tree(&client, &root).await;
 }

@@ -32,7 +32,7 @@ const OTHER_KNOWN_KEYS: [&str; 7] = [
 
 /// Label and annotation keys written as their index: those above and every sealed annotation,
 /// so that a key hns comes to seal is packed small without a second list to keep in step.
-const KNOWN_KEYS: [&str; OTHER_KNOWN_KEYS.len() + seal::SEALED.len()] = {
+const KNOWN_KEYS: &[&str] = &{
     let mut all = [""; OTHER_KNOWN_KEYS.len() + seal::SEALED.len()];
     let mut i = 0;
     while i < all.len() {
@@ -54,6 +54,8 @@ const TRUE: u8 = 1;
 const OWN_NAME: u8 = 2;
 /// A key tag: `KNOWN_KEYS[tag - FIRST_KNOWN]`.
 const FIRST_KNOWN: u8 = 1;
+// Every known key's tag fits in its byte.
+const _: () = assert!(KNOWN_KEYS.len() <= (u8::MAX - FIRST_KNOWN) as usize + 1, "a key's tag is a byte");
 
 /// Which of the packed fields are present (the first byte).
 const HAS_UID: u8 = 1;

@@ -51,7 +51,7 @@ use hns_e2e::bench::{
     wait_controllers_settled, Subnamespaces,
 };
 use hns_e2e::reliability::processes::Processes;
-use hns_e2e::timing::{ms, quantile_ms};
+use hns_e2e::timing::{ms, print_against_baseline};
 use hns_e2e::{create_namespace, role_binding, Env, Subject};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -151,21 +151,11 @@ async fn api(client: &Client) -> anyhow::Result<()> {
     hns.sort();
     kube.sort();
     println!();
-    println!("GET, {ROUNDS} requests each          p50 (ms)   p99 (ms)");
-    println!(
-        "  namespaces/NAME (baseline)      {:8.2}   {:8.2}",
-        quantile_ms(&kube, 0.5),
-        quantile_ms(&kube, 0.99)
-    );
-    println!(
-        "  hierarchyconfigurations/hierarchy {:6.2}   {:8.2}",
-        quantile_ms(&hns, 0.5),
-        quantile_ms(&hns, 0.99)
-    );
-    println!(
-        "  ratio hns/baseline              {:8.2}   {:8.2}   (target p50 ratio <= 1.5)",
-        quantile_ms(&hns, 0.5) / quantile_ms(&kube, 0.5),
-        quantile_ms(&hns, 0.99) / quantile_ms(&kube, 0.99)
+    print_against_baseline(
+        &format!("GET, {ROUNDS} requests each"),
+        ("namespaces/NAME (baseline)", &kube),
+        ("hierarchyconfigurations/hierarchy", &hns),
+        "target p50 ratio <= 1.5",
     );
 
     println!();
