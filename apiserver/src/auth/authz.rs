@@ -1,12 +1,6 @@
 //! Authorization delegated to kube-apiserver with SubjectAccessReviews, as k8s.io/apiserver's
 //! delegating authorizer does: `system:masters` is allowed outright, everything else is asked,
 //! and both answers are cached for ten seconds so a burst of requests costs one review.
-//!
-//! A request in a namespace is first asked about every namespace at once ([`across_namespaces`]):
-//! a right there covers each namespace, and one cached answer then serves a controller or an
-//! administrator everywhere. Without it, each namespace is a review of its own: the namespace
-//! controller lists and deletes hns's resources in every namespace it deletes, and each of those
-//! requests cost kube-apiserver a review besides the request.
 
 use std::time::Duration;
 
@@ -54,13 +48,7 @@ impl Authorizer {
         if who.in_group("system:masters") {
             return Ok(());
         }
-        let spec = review_spec(who, what);
-        if let Some(everywhere) = across_namespaces(&spec) {
-            if self.decide(everywhere).await? == Decision::Allow {
-                return Ok(());
-            }
-        }
-        match self.decide(spec).await? {
+        match self.decide(review_spec(who, what)).await? {
             Decision::Allow => Ok(()),
             Decision::Deny(reason) => Err(denial(who, what, &reason)),
         }
@@ -128,16 +116,6 @@ pub fn review_spec(who: &Identity, what: &RequestInfo) -> SubjectAccessReviewSpe
     spec
 }
 
-/// The same review about every object of the kind in every namespace, for a review of a request
-/// in one namespace: `""` means all namespaces in a SubjectAccessReview, so whoever may do it
-/// there may do it here. The name goes too, so that one answer serves every object. `None` for
-/// a request that is not in a namespace.
-fn across_namespaces(spec: &SubjectAccessReviewSpec) -> Option<SubjectAccessReviewSpec> {
-    let attrs = spec.resource_attributes.as_ref().filter(|a| a.namespace.is_some())?;
-    let everywhere = ResourceAttributes { namespace: None, name: None, ..attrs.clone() };
-    Some(SubjectAccessReviewSpec { resource_attributes: Some(everywhere), ..spec.clone() })
-}
-
 /// kube-apiserver's wording for a denial, so users see the same message as for built-in kinds.
 pub fn denial(who: &Identity, what: &RequestInfo, reason: &str) -> ApiError {
     let suffix = if reason.is_empty() { String::new() } else { format!(": {reason}") };
@@ -177,23 +155,6 @@ mod tests {
             groups: vec!["system:authenticated".into()],
             extra: Default::default(),
         }
-    }
-
-    #[test]
-    fn a_request_in_a_namespace_is_first_asked_about_every_namespace() {
-        let info =
-            RequestInfo::parse("DELETE", "/apis/hnc.x-k8s.io/v1alpha2/namespaces/a/subnamespaces/b", "");
-        let spec = review_spec(&bob(), &info);
-        let everywhere = across_namespaces(&spec).unwrap();
-        let ra = everywhere.resource_attributes.as_ref().unwrap();
-        assert_eq!((ra.namespace.as_deref(), ra.name.as_deref()), (None, None));
-        assert_eq!((ra.verb.as_deref(), ra.resource.as_deref()), (Some("delete"), Some("subnamespaces")));
-        assert_eq!((everywhere.user, everywhere.groups), (spec.user.clone(), spec.groups.clone()));
-
-        let listed_everywhere = RequestInfo::parse("GET", "/apis/hnc.x-k8s.io/v1alpha2/subnamespaces", "");
-        assert_eq!(across_namespaces(&review_spec(&bob(), &listed_everywhere)), None, "already");
-        let discovery = RequestInfo::parse("GET", "/apis/hnc.x-k8s.io/v1alpha2", "");
-        assert_eq!(across_namespaces(&review_spec(&bob(), &discovery)), None, "not a resource");
     }
 
     #[test]
