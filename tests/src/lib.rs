@@ -530,8 +530,13 @@ pub async fn lone_namespaces_unlabelled(client: &Client) -> bool {
         .get_opt("hns")
         .await
         .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration hns: {e}"));
-    let conditions = webhooks.and_then(|w| w.webhooks).into_iter().flatten().flat_map(|w| w.match_conditions);
-    conditions.flatten().any(|c| c.name == UNLABELLED_MATCH_CONDITION)
+    webhooks.as_ref().is_some_and(registers_unlabelled)
+}
+
+/// Whether hns's webhook registration `webhooks` is the one that leaves lone namespaces unlabelled.
+pub fn registers_unlabelled(webhooks: &MutatingWebhookConfiguration) -> bool {
+    let conditions = webhooks.webhooks.iter().flatten().flat_map(|w| w.match_conditions.iter().flatten());
+    conditions.into_iter().any(|c| c.name == UNLABELLED_MATCH_CONDITION)
 }
 
 /// Whether kube-apiserver serves MutatingAdmissionPolicies (Kubernetes 1.36 and later), with which

@@ -10,8 +10,9 @@
 //! RoleBindings, Secrets and ConfigMaps created in lone namespaces and inside the forest;
 //! aggregated discovery as kubectl asks for it; kube-apiserver's CPU per namespace created and
 //! its memory; and kube-apiserver's and kube-controller-manager's CPU per namespace deleted (the
-//! namespace controller lists and deletes hns's resources in every namespace it deletes). The figure of each side is its median over its rounds ([`summary`]: the mean for
-//! CPU per namespace); the ratio is with ÷ without.
+//! namespace controller lists and deletes hns's resources in every namespace it deletes). The
+//! figure of each side is its median over its rounds ([`summary`]: the mean for CPU per
+//! namespace); the ratio is with ÷ without.
 //!
 //! It measures hns as it finds it installed: with lone namespaces unlabelled
 //! (config/components/unlabelled-lone-namespaces; `HNS_LONE_NAMESPACE_LABELS=false` for
@@ -25,9 +26,9 @@
 //!
 //! Then, once: hns's own requests to kube-apiserver over `$HNS_BENCH_TAX_IDLE_SECONDS` (300:
 //! two or three of the leader's renewals) after `$HNS_BENCH_TAX_QUIET_SECONDS` (300) quiet
-//! seconds (kube-apiserver counts them apart under a FlowSchema of the benchmark's), the watches it holds open (kube-apiserver's, with hns and
-//! without), and the bytes hns adds to a lone namespace (its protobuf encoding, as etcd stores
-//! it, with and without hns). Prints the figures with their targets; asserts nothing about time.
+//! seconds (kube-apiserver counts them apart under a FlowSchema of the benchmark's), the watches
+//! it holds open (kube-apiserver's, with hns and without), and the bytes hns adds to a lone
+//! namespace (its protobuf encoding, as etcd stores it, with and without hns). Prints the figures with their targets; asserts nothing about time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -111,16 +112,17 @@ impl Install {
         if let Some(local) = &env.local {
             let replicas = local.replica_names.len().max(1);
             let registered = Api::<MutatingWebhookConfiguration>::all(client.clone()).get_opt("hns").await?;
-            anyhow::ensure!(
-                registered.is_some(),
-                "hns is not installed on {} (no MutatingWebhookConfiguration hns): run hack/hns-up.sh up {0} first",
-                local.dir.display()
-            );
+            let Some(webhooks) = registered else {
+                anyhow::bail!(
+                    "hns is not installed on {} (no MutatingWebhookConfiguration hns): run hack/hns-up.sh up {0} first",
+                    local.dir.display()
+                );
+            };
             return Ok(Install::Process {
                 script: repo.join("hack/hns-up.sh"),
                 dir: local.dir.clone(),
                 replicas,
-                unlabelled: crate::lone_namespaces_unlabelled(client).await,
+                unlabelled: crate::registers_unlabelled(&webhooks),
             });
         }
         let dir = env.control_plane_dir().ok_or_else(|| {
