@@ -559,12 +559,20 @@ async fn an_external_hierarchys_tree_labels_are_kept_handed_down_and_reserved() 
     create_namespace(&client, &other, &[]).await;
     let child = unique("child");
     create_subns(&client, &ext, &child).await.unwrap();
-    eventually("the external tree labels to reach the subnamespace", WAIT, || async {
-        let l = namespaces.get(&child).await.ok()?.metadata.labels?;
-        (l.get(&abstract_label).map(String::as_str) == Some("2")
-            && l.get(&keys::tree_label(&ext)).map(String::as_str) == Some("1"))
-        .then_some(())
-    })
+    // The root's own labels (it becomes a hierarchy member) are a separate write from the
+    // child's, so wait for both before taking the state the refusal below must not change.
+    eventually(
+        "the external tree labels to reach the subnamespace, and the root to be a member",
+        WAIT,
+        || async {
+            let l = namespaces.get(&child).await.ok()?.metadata.labels?;
+            let root = namespaces.get(&ext).await.ok()?.metadata.labels?;
+            (l.get(&abstract_label).map(String::as_str) == Some("2")
+                && l.get(&keys::tree_label(&ext)).map(String::as_str) == Some("1")
+                && root.contains_key(keys::HIERARCHY_MEMBER))
+            .then_some(())
+        },
+    )
     .await;
     let l = labels_of(&client, &ext).await;
     assert_eq!(l.get(&abstract_label).map(String::as_str), Some("1"), "kept on the root: {l:?}");
