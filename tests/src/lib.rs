@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -524,13 +525,23 @@ pub fn unique(prefix: &str) -> String {
 const UNLABELLED_MATCH_CONDITION: &str = "has-hns-keys";
 
 /// Whether hns is installed with lone namespaces unlabelled, as the cluster's registration of
-/// hns's webhooks says: tests follow the install they run against, with nothing to set.
+/// hns's webhooks says: tests follow the install they run against, with nothing to set. A test
+/// process runs against one install mode (a reinstall keeps it), so the answer is read once it
+/// is found; while hns is not registered (between a test's `hns-up.sh down` and `up`) it is
+/// asked again next time.
 pub async fn lone_namespaces_unlabelled(client: &Client) -> bool {
+    static FOUND: OnceLock<bool> = OnceLock::new();
+    if let Some(unlabelled) = FOUND.get() {
+        return *unlabelled;
+    }
     let webhooks = Api::<MutatingWebhookConfiguration>::all(client.clone())
         .get_opt("hns")
         .await
         .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration hns: {e}"));
-    webhooks.as_ref().is_some_and(registers_unlabelled)
+    match webhooks {
+        Some(webhooks) => *FOUND.get_or_init(|| registers_unlabelled(&webhooks)),
+        None => false,
+    }
 }
 
 /// Whether hns's webhook registration `webhooks` is the one that leaves lone namespaces unlabelled.
