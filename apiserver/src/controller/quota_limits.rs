@@ -60,8 +60,9 @@ pub fn plan(forest: &Forest, ns: &str) -> Action {
     if node.is_terminating() {
         return Action::None;
     }
-    let required_by = quotas::required_by(forest, ns);
-    match (quotas::resource_quota_hard(forest, ns), forest.observed_quota(ns)) {
+    let covering = forest.quotas_covering(ns);
+    let required_by = quotas::required_by(&covering);
+    match (quotas::resource_quota_hard(&covering), forest.observed_quota(ns)) {
         (None, None) => Action::None,
         (Some(hard), None) => Action::Create(hard, required_by),
         (Some(hard), Some(o)) if same_limits(&hard, &o.hard) && o.required_by == required_by => Action::None,

@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod forest;
 pub mod identity;
 pub mod kstatus;
+pub mod lineage;
 pub mod namespace_meta;
 pub mod objects;
 pub mod plan;

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{json, Map, Value};
 
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels, StoredQuota};
+use crate::hierarchy::lineage::Lineage;
 use crate::hierarchy::namespace_meta::Pairs;
 use crate::hierarchy::policy::Policy;
 use crate::hierarchy::quotas;
@@ -216,7 +217,7 @@ pub fn new_subnamespace(
 ) -> Namespace {
     let mut labels = hierarchy_labels(forest, policy, name, Some(parent));
     // Created in a quota's subtree: pending from its first moment (see `quotas::pending`).
-    if !forest.quotas_covering(parent).is_empty() {
+    if Lineage::of(forest, parent).under_quota() {
         labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
     }
     let state = HierarchyState { parent: Some(parent.to_string()), ..state.clone() };

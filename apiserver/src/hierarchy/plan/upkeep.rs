@@ -10,18 +10,19 @@ use serde_json::{json, Map, Value};
 
 use crate::hierarchy::conditions;
 use crate::hierarchy::forest::{Forest, Node};
+use crate::hierarchy::lineage::Lineage;
 use crate::hierarchy::namespace_meta::Pairs;
 use crate::hierarchy::plan;
 use crate::hierarchy::policy::Policy;
 
-/// The labels hns wants on `ns`, and the keys it owns there (wanted or not).
-fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String, String> {
-    let Some(node) = forest.get(ns) else { return BTreeMap::new() };
-    let mut labels = plan::hierarchy_labels(forest, policy, ns, node.parent.as_deref());
-    if crate::hierarchy::quotas::pending(forest, ns) {
+/// The labels hns wants on `node`, whose lineage is `lineage`, and the keys it owns there
+/// (wanted or not).
+fn desired_labels(lineage: &Lineage, policy: &Policy, node: &Node) -> BTreeMap<String, String> {
+    let mut labels = plan::hierarchy_labels(lineage.forest(), policy, node.name(), node.parent.as_deref());
+    if crate::hierarchy::quotas::pending(lineage) {
         labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
     }
-    for kv in inherited(forest, ns, |n| n.managed_labels(), |n| n.meta.labels()) {
+    for kv in inherited(lineage, |n| n.managed_labels(), |n| n.meta.labels()) {
         if policy.is_managed_label(&kv.0) && !keys::is_hns_label(&kv.0) {
             labels.insert(kv.0, kv.1);
         }
@@ -35,13 +36,12 @@ fn desired_labels(forest: &Forest, policy: &Policy, ns: &str) -> BTreeMap<String
 /// win over the spec's there, as in HNC, so that hns never writes over them. The caller keeps
 /// the keys that are managed.
 fn inherited<'f>(
-    forest: &'f Forest,
-    ns: &str,
+    lineage: &Lineage<'f>,
     pick: impl Fn(&'f Node) -> &'f [hns_api::MetaKvp],
     carried: impl Fn(&'f Node) -> Option<Pairs<'f>>,
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for n in forest.ancestry_names(ns).iter().filter_map(|a| forest.get(a)) {
+    for n in lineage.nodes() {
         out.extend(pick(n).iter().map(|kv| (kv.key.clone(), kv.value.clone())));
         if n.external_manager().is_some() {
             let pairs = carried(n).into_iter().flat_map(Pairs::iter);
@@ -59,7 +59,9 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
     let current_labels = node.labels();
     let current_annotations = meta.annotations().map(Pairs::to_map).unwrap_or_default();
 
-    let want = desired_labels(forest, policy, ns);
+    // One walk up the forest serves every question below about the ancestors.
+    let lineage = Lineage::of(forest, ns);
+    let want = desired_labels(&lineage, policy, node);
     let mut labels = Map::new();
     for (k, v) in &want {
         if current_labels.get(k) != Some(v) {
@@ -84,7 +86,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         annotations.insert(keys::CONDITIONS.to_string(), value);
     }
     let want_annotations: BTreeMap<String, String> =
-        inherited(forest, ns, |n| n.managed_annotations(), |n| n.meta.annotations())
+        inherited(&lineage, |n| n.managed_annotations(), |n| n.meta.annotations())
             .into_iter()
             .filter(|(k, _)| policy.is_managed_annotation(k) && !keys::HNS_ANNOTATIONS.contains(&k.as_str()))
             .collect();

@@ -39,6 +39,7 @@ use serde_json::Value;
 use self::quantity::{Amount, Amounts};
 use crate::hierarchy::forest::{Forest, StoredQuota};
 use crate::hierarchy::kstatus;
+use crate::hierarchy::lineage::Lineage;
 
 /// The reason of the `Exceeded` condition.
 pub const REASON_EXCEEDED: &str = "Exceeded";
@@ -136,10 +137,9 @@ pub fn quotas_in(forest: &Forest, ns: &str) -> Vec<HierarchicalResourceQuota> {
     node.quotas().keys().filter_map(|q| quota(forest, ns, q)).collect()
 }
 
-/// The `spec.hard` hns's ResourceQuota in `ns` should have: for each resource, the smallest
-/// limit of the quotas covering `ns`; `None` when no quota covers it.
-pub fn resource_quota_hard(forest: &Forest, ns: &str) -> Option<BTreeMap<String, Quantity>> {
-    let covering = forest.quotas_covering(ns);
+/// The `spec.hard` hns's ResourceQuota in a namespace should have: for each resource, the
+/// smallest limit of the quotas `covering` it ([`Forest::quotas_covering`]); `None` when none do.
+pub fn resource_quota_hard(covering: &[(&str, &str, &StoredQuota)]) -> Option<BTreeMap<String, Quantity>> {
     if covering.is_empty() {
         return None;
     }
@@ -161,12 +161,13 @@ pub fn resource_quota_hard(forest: &Forest, ns: &str) -> Option<BTreeMap<String,
 pub const DECLARED_BY_EVERY_CONTAINER: [&str; 6] =
     ["cpu", "limits.cpu", "limits.memory", "memory", "requests.cpu", "requests.memory"];
 
-/// For each of [`DECLARED_BY_EVERY_CONTAINER`] that a quota covering `ns` limits, the nearest
-/// such quota as `NAMESPACE/NAME`: the one a pod's author should be told about.
-pub fn required_by(forest: &Forest, ns: &str) -> BTreeMap<String, String> {
+/// For each of [`DECLARED_BY_EVERY_CONTAINER`] that a quota `covering` a namespace limits
+/// ([`Forest::quotas_covering`]), the nearest such quota as `NAMESPACE/NAME`: the one a pod's
+/// author should be told about.
+pub fn required_by(covering: &[(&str, &str, &StoredQuota)]) -> BTreeMap<String, String> {
     let mut nearest = BTreeMap::new();
     // Nearest first, so the first quota that names a resource is the one kept.
-    for (quota_ns, name, q) in forest.quotas_covering(ns) {
+    for (quota_ns, name, q) in covering {
         for resource in q.hard.keys().filter(|r| DECLARED_BY_EVERY_CONTAINER.contains(&r.as_str())) {
             nearest.entry(resource.clone()).or_insert_with(|| format!("{quota_ns}/{name}"));
         }
@@ -222,9 +223,10 @@ pub fn enters_quota(forest: &Forest, ns: &str, parent: Option<&str>) -> bool {
 /// Whether `ns` should be pending: a quota covers it and hns's ResourceQuota there, through
 /// which Kubernetes counts its usage, has not been observed yet. A terminating namespace is
 /// not: its ResourceQuota goes with its other objects, and nothing new is made in it.
-pub fn pending(forest: &Forest, ns: &str) -> bool {
+pub fn pending(lineage: &Lineage) -> bool {
+    let (forest, ns) = (lineage.forest(), lineage.name());
     let terminating = forest.get(ns).is_some_and(|n| n.is_terminating());
-    !terminating && !forest.quotas_covering(ns).is_empty() && forest.observed_quota(ns).is_none()
+    !terminating && forest.observed_quota(ns).is_none() && lineage.under_quota()
 }
 
 /// A new quota as stored: a fresh uid, created now.
@@ -308,11 +310,11 @@ mod tests {
         let mut f = forest("acme team-a:~acme dev:~team-a other");
         with_quota(&mut f, "acme", "org", json!({"pods": "10", "requests.cpu": "1"}));
         with_quota(&mut f, "team-a", "team", json!({"pods": "4", "services": "2"}));
-        let hard = resource_quota_hard(&f, "dev").unwrap();
+        let hard = resource_quota_hard(&f.quotas_covering("dev")).unwrap();
         let hard: BTreeMap<&str, &str> = hard.iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect();
         assert_eq!(hard, BTreeMap::from([("pods", "4"), ("requests.cpu", "1"), ("services", "2")]));
-        assert_eq!(resource_quota_hard(&f, "acme").unwrap()["pods"].0, "10");
-        assert!(resource_quota_hard(&f, "other").is_none());
+        assert_eq!(resource_quota_hard(&f.quotas_covering("acme")).unwrap()["pods"].0, "10");
+        assert!(resource_quota_hard(&f.quotas_covering("other")).is_none());
     }
 
     #[test]
@@ -322,10 +324,10 @@ mod tests {
         assert!(enters_quota(&f, "other", Some("team-a")));
         assert!(!enters_quota(&f, "other", None));
         assert!(!enters_quota(&f, "team-a", Some("acme")), "already covered by it");
-        assert!(pending(&f, "team-a"));
+        assert!(pending(&Lineage::of(&f, "team-a")));
         used(&mut f, "team-a", &[]);
-        assert!(!pending(&f, "team-a"));
-        assert!(!pending(&f, "other"), "not covered");
+        assert!(!pending(&Lineage::of(&f, "team-a")));
+        assert!(!pending(&Lineage::of(&f, "other")), "not covered");
     }
 
     #[test]
