@@ -78,6 +78,13 @@ pub const HAS_SUBNAMESPACE_FINALIZER: &str = "hnc.x-k8s.io/hasSubnamespace";
 /// takes it back.
 pub const HELD_AT: &str = "hnc.x-k8s.io/held-for-subnamespaces-at";
 
+/// Annotation written with [`HIERARCHY_MEMBER`] on a namespace about to gain its first child,
+/// when (RFC 3339): hns marks a parent a member before it creates or moves the child, and its
+/// controller keeps the mark for a while although the namespace has no child yet, rather than
+/// taking it back and writing it again once the child comes. Removed once the child comes, or
+/// with the mark once that while is over.
+pub const MARKED_AT: &str = "hnc.x-k8s.io/member-marked-at";
+
 /// Annotation by which a tool outside hns (Config Sync, Anthos Config Management) says that it
 /// manages a root namespace's place in a hierarchy of its own (HNC's key): hns then keeps the
 /// tree labels that tool gives the namespace, and gives them to the namespace's descendants in
@@ -97,6 +104,7 @@ pub fn external_manager(value: Option<&str>) -> Option<&str> {
 pub const HNS_ANNOTATIONS: &[&str] = &[
     CONDITIONS,
     HELD_AT,
+    MARKED_AT,
     SUBNAMESPACE_OF,
     PARENT,
     ALLOW_CASCADING_DELETION,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hns_api::{keys, HierarchyConfiguration, Subnamespace};
 use hns_e2e::*;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
 
@@ -537,6 +537,52 @@ async fn every_managed_namespace_carries_its_tree_label_and_included_namespace()
         Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap_err();
     assert_eq!(api_status(refused).code, 403);
     delete_namespaces(&client, &[&lone, &exported]).await;
+}
+
+/// Whether each version of namespace `ns` written after resourceVersion `rv` carried the
+/// membership label, until `quiet` passes with no new version.
+async fn memberships_since(client: &Client, ns: &str, rv: &str, quiet: Duration) -> Vec<bool> {
+    use futures::{StreamExt, TryStreamExt};
+    let api: Api<Namespace> = Api::all(client.clone());
+    let wp = WatchParams::default().fields(&format!("metadata.name={ns}")).timeout(60);
+    let mut stream = api.watch(&wp, rv).await.unwrap().boxed();
+    let mut versions = Vec::new();
+    while let Ok(event) = tokio::time::timeout(quiet, stream.try_next()).await {
+        match event.unwrap() {
+            Some(WatchEvent::Modified(n)) => {
+                versions.push(n.metadata.labels.unwrap_or_default().contains_key(keys::HIERARCHY_MEMBER))
+            }
+            Some(_) => {}
+            None => break,
+        }
+    }
+    versions
+}
+
+/// A namespace about to gain its first child is marked a member before the child is made and
+/// stays one: the controller does not take the mark back while the child is on its way (it
+/// did, and wrote it again once the child came, leaving the parent outside the fail-closed
+/// webhook in between); it removes only the mark's time once the child is there. Both ways of
+/// gaining a child: a subnamespace, and a parent set.
+#[tokio::test]
+async fn a_parent_is_a_member_from_its_mark_on() {
+    let client = Env::get().admin().await;
+    let api: Api<Namespace> = Api::all(client.clone());
+    let by_subnamespace = fresh_namespace(&client, "mark-sub").await;
+    let by_set = fresh_namespace(&client, "mark-set").await;
+    let child = fresh_namespace(&client, "mark-child").await;
+    let mut rvs = Vec::new();
+    for parent in [&by_subnamespace, &by_set] {
+        rvs.push(api.get(parent).await.unwrap().metadata.resource_version.unwrap());
+    }
+    create_subns(&client, &by_subnamespace, &unique("mark-sub-c")).await.unwrap();
+    set_parent(&client, &child, Some(&by_set)).await.unwrap();
+    for (parent, rv) in [&by_subnamespace, &by_set].into_iter().zip(&rvs) {
+        let versions = memberships_since(&client, parent, rv, Duration::from_secs(3)).await;
+        assert_eq!(versions, [true, true], "{parent}: marked, then the mark's time removed, never unmarked");
+    }
+    delete_tree(&client, &by_subnamespace).await;
+    delete_namespaces(&client, &[&child, &by_set]).await;
 }
 
 /// HNC's external hierarchies: a tool such as Config Sync creates a root namespace with

@@ -291,10 +291,10 @@ impl Controller {
         }
     }
 
-    /// Queues `ns` again when the hold on it, if it is live, outlives its grace: nothing else
-    /// changes then to prompt a look.
-    fn recheck_hold(&self, ns: &str) {
-        let left = self.cache.read().get(ns).and_then(|node| node.hold_left(jiff::Timestamp::now()));
+    /// Queues `ns` again when a hold or a membership mark on it outlives its grace: nothing
+    /// else changes then to prompt a look.
+    fn look_again_later(&self, ns: &str) {
+        let left = self.cache.read().get(ns).and_then(|node| node.look_again_in(jiff::Timestamp::now()));
         if let Some(left) = left {
             let (queue, ns) = (self.queue.clone(), ns.to_string());
             tokio::spawn(async move {
@@ -342,7 +342,7 @@ impl Controller {
                 Err(source) => return Err(Error::Namespace { namespace: ns.to_string(), source }),
             }
         }
-        self.recheck_hold(ns);
+        self.look_again_later(ns);
         let mut result = self.resource_quota(ns).await;
         for syncer in self.propagation.syncers().iter().filter(|s| s.is_synced()) {
             let (actions, unreadable) = {

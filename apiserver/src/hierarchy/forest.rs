@@ -102,6 +102,11 @@ struct Extras {
 /// controller takes it back.
 pub const HOLD_GRACE: std::time::Duration = std::time::Duration::from_secs(90);
 
+/// How long the controller keeps the membership hns marks on a parent before it gains its first
+/// child ([`keys::MARKED_AT`]) while the child is not there yet: the create or move that follows
+/// the mark commits within kube-apiserver's request timeout (60 s by default) or not at all.
+pub const MARK_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What a namespace without extras has.
 static NO_EXTRAS: Extras = Extras {
     managed_labels: Vec::new(),
@@ -307,9 +312,37 @@ impl Node {
         if !self.is_held() || self.is_terminating() {
             return None;
         }
-        let at: jiff::Timestamp = self.meta.annotation(keys::HELD_AT)?.parse().ok()?;
-        let age = std::time::Duration::try_from(now.duration_since(at)).unwrap_or_default();
-        HOLD_GRACE.checked_sub(age).filter(|left| !left.is_zero())
+        self.grace_left(keys::HELD_AT, HOLD_GRACE, now)
+    }
+
+    /// How long the membership marked on it before its first child ([`keys::MARKED_AT`]) still
+    /// stands without the child ([`MARK_GRACE`]); `None` if it carries no mark, or an older one.
+    pub fn mark_left(&self, now: jiff::Timestamp) -> Option<std::time::Duration> {
+        self.grace_left(keys::MARKED_AT, MARK_GRACE, now)
+    }
+
+    /// When the controller should look at it again, with nothing else changing meanwhile: when
+    /// a hold ([`Node::hold_left`]) or a mark ([`Node::mark_left`]) outlives its grace.
+    pub fn look_again_in(&self, now: jiff::Timestamp) -> Option<std::time::Duration> {
+        self.hold_left(now).into_iter().chain(self.mark_left(now)).min()
+    }
+
+    /// What is left of `grace` from the time annotation `key` gives. A time ahead of `now` (the
+    /// clock of the replica that wrote it may be ahead) counts as now, unless it is further
+    /// ahead than the grace itself: then it was not written by hns.
+    fn grace_left(
+        &self,
+        key: &str,
+        grace: std::time::Duration,
+        now: jiff::Timestamp,
+    ) -> Option<std::time::Duration> {
+        let at: jiff::Timestamp = self.meta.annotation(key)?.parse().ok()?;
+        let age = now.duration_since(at);
+        if age.is_negative() && age.unsigned_abs() > grace {
+            return None;
+        }
+        let age = std::time::Duration::try_from(age).unwrap_or_default();
+        grace.checked_sub(age).filter(|left| !left.is_zero())
     }
 
     /// Hierarchy annotations on the namespace that hns did not write (their keys), if any:

@@ -320,21 +320,29 @@ fn membership_labels(
 
 /// A patch marking `node` as a hierarchy member before it gains a child, or `None` if it is one.
 /// Marking first means a crash leaves at worst a member without children, which is harmless.
-/// It carries the labels every managed namespace has too, so the parent is complete at once
-/// (a parent is never excluded).
-pub fn mark_member(node: &Node) -> Option<Value> {
+/// The mark carries its time ([`keys::MARKED_AT`]): the controller keeps it for up to
+/// [`crate::hierarchy::forest::MARK_GRACE`] although the child is not there yet, so the parent
+/// does not lose its membership (and the fail-closed webhook it selects) between the mark and
+/// the child; once the child is there, it removes only the mark's time.
+pub fn mark_member(node: &Node, now: jiff::Timestamp) -> Option<Value> {
     let labels = node.labels();
-    let own = keys::tree_label(node.name());
-    let want = [
-        (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
-        (keys::INCLUDED_NAMESPACE.to_string(), "true".to_string()),
-        (own.clone(), labels.get(&own).cloned().unwrap_or_else(|| "0".into())),
-    ];
+    let want = member_labels(node);
     if want.iter().all(|(k, v)| labels.get(k) == Some(v)) {
         return None;
     }
     let changes: Map<String, Value> = want.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-    Some(json!({"metadata": {"labels": changes}}))
+    Some(json!({"metadata": {"labels": changes, "annotations": {keys::MARKED_AT: now.to_string()}}}))
+}
+
+/// The labels that make `node` a complete member: the membership label and the labels every
+/// managed namespace has (a parent is never excluded).
+pub fn member_labels(node: &Node) -> BTreeMap<String, String> {
+    let own = keys::tree_label(node.name());
+    BTreeMap::from([
+        (keys::HIERARCHY_MEMBER.to_string(), "true".to_string()),
+        (keys::INCLUDED_NAMESPACE.to_string(), "true".to_string()),
+        (own.clone(), node.labels().get(&own).cloned().unwrap_or_else(|| "0".into())),
+    ])
 }
 
 #[cfg(test)]
@@ -562,7 +570,7 @@ mod tests {
     #[test]
     fn parents_are_marked_before_they_gain_children() {
         let f = forest("acme");
-        let p = mark_member(f.get("acme").unwrap()).unwrap();
+        let p = mark_member(f.get("acme").unwrap(), jiff::Timestamp::now()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], "true");
         assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "0");
         assert_eq!(p["metadata"]["labels"][keys::INCLUDED_NAMESPACE], "true");

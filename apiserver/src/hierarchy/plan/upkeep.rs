@@ -17,8 +17,17 @@ use crate::hierarchy::policy::Policy;
 
 /// The labels hns wants on `node`, whose lineage is `lineage`, and the keys it owns there
 /// (wanted or not).
-fn desired_labels(lineage: &Lineage, policy: &Policy, node: &Node) -> BTreeMap<String, String> {
+fn desired_labels(
+    lineage: &Lineage,
+    policy: &Policy,
+    node: &Node,
+    now: jiff::Timestamp,
+) -> BTreeMap<String, String> {
     let mut labels = plan::hierarchy_labels(lineage.forest(), policy, node.name(), node.parent.as_deref());
+    // Marked a member for a child that is being made: it stays one until the child comes.
+    if !mark_done(lineage.forest(), node, now) {
+        labels.extend(plan::member_labels(node));
+    }
     if crate::hierarchy::quotas::pending(lineage) {
         labels.insert(keys::HRQ_PENDING_LABEL.to_string(), "true".to_string());
     }
@@ -28,6 +37,14 @@ fn desired_labels(lineage: &Lineage, policy: &Policy, node: &Node) -> BTreeMap<S
         }
     }
     labels
+}
+
+/// Whether the membership marked on `node` before its first child ([`keys::MARKED_AT`]) has done
+/// its work: the namespace is in a hierarchy by its own place now (the child came), or the
+/// mark's grace is over (it never will); true too when there is no mark. Once the child came,
+/// the mark's time goes, so that losing the child later ends the membership at once.
+fn mark_done(forest: &Forest, node: &Node, now: jiff::Timestamp) -> bool {
+    node.parent.is_some() || forest.children(node.name()).next().is_some() || node.mark_left(now).is_none()
 }
 
 /// Managed key/values from the namespace's ancestry, root first so nearer ones win: each
@@ -61,7 +78,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 
     // One walk up the forest serves every question below about the ancestors.
     let lineage = Lineage::of(forest, ns);
-    let want = desired_labels(&lineage, policy, node);
+    let want = desired_labels(&lineage, policy, node, now);
     let mut labels = Map::new();
     for (k, v) in &want {
         if current_labels.get(k) != Some(v) {
@@ -75,6 +92,10 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 
     // Forged hierarchy annotations go back to the sealed state the forest honours.
     let mut annotations = plan::revert_forgery(forest, node);
+    // A mark's time goes once the child came, or with the mark once its grace is over.
+    if meta.annotation(keys::MARKED_AT).is_some() && mark_done(forest, node, now) {
+        annotations.insert(keys::MARKED_AT.to_string(), Value::Null);
+    }
     let recorded = conditions::recorded(meta.annotation(keys::CONDITIONS));
     let record = conditions::to_record(&conditions::conditions(forest, policy, ns), &recorded, now);
     if record != recorded {
@@ -422,5 +443,56 @@ mod tests {
         assert_eq!(recorded[0].reason, conditions::FORGED);
         assert!(recorded[0].message.contains("hnc.x-k8s.io/parent=\"victim\""), "{}", recorded[0].message);
         assert!(recorded[0].message.contains("keeps no parent"), "{}", recorded[0].message);
+    }
+
+    /// `name` in `f` marked a member before its first child, `ago`, as the API handlers mark it.
+    fn mark(f: &mut Forest, name: &str, ago: std::time::Duration) {
+        let at = now() - jiff::SignedDuration::try_from(ago).unwrap();
+        let p = plan::mark_member(f.get(name).unwrap(), at).expect("not a member yet");
+        apply(f, name, &p);
+    }
+
+    /// A parent marked for the child being made keeps its membership until the child comes:
+    /// taken back and given again, it would cost two writes and leave the parent outside the
+    /// fail-closed webhook in between.
+    #[test]
+    fn a_parent_marked_for_its_first_child_stays_a_member_until_it_comes() {
+        use crate::hierarchy::forest::MARK_GRACE;
+        let mut f = forest("acme");
+        mark(&mut f, "acme", JUST_NOW);
+        assert!(patch(&f, &policy(), "acme", now()).is_none(), "no child yet, and nothing to write");
+        let left = f.get("acme").unwrap().look_again_in(now()).unwrap();
+        assert!(left > MARK_GRACE / 2 && left <= MARK_GRACE, "looked at again after its grace: {left:?}");
+
+        f.upsert(namespace("dev", Some("acme"), true));
+        let p = patch(&f, &policy(), "acme", now()).expect("the child came: the mark's time goes");
+        assert_eq!(p["metadata"]["annotations"][keys::MARKED_AT], Value::Null);
+        assert!(p["metadata"]["labels"].as_object().unwrap().is_empty(), "a member by its child: {p}");
+        apply(&mut f, "acme", &p);
+
+        // Losing the child later ends the membership at once.
+        let dev = f.get("dev").unwrap().namespace();
+        f.remove(&dev);
+        let p = patch(&f, &policy(), "acme", now()).expect("no longer in a hierarchy");
+        assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], Value::Null, "{p}");
+    }
+
+    #[test]
+    fn a_mark_whose_child_never_came_goes_after_its_grace() {
+        use crate::hierarchy::forest::MARK_GRACE;
+        let mut f = forest("acme");
+        mark(&mut f, "acme", MARK_GRACE + std::time::Duration::from_secs(1));
+        let p = patch(&f, &policy(), "acme", now()).expect("taken back");
+        assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], Value::Null, "{p}");
+        assert_eq!(p["metadata"]["annotations"][keys::MARKED_AT], Value::Null, "{p}");
+        assert!(p["metadata"]["labels"].get(keys::INCLUDED_NAMESPACE).is_none(), "a lone namespace keeps it");
+
+        // A time further ahead than the grace was not written by hns: no mark.
+        let mut f = forest("acme");
+        let ahead = MARK_GRACE * 2;
+        let p =
+            plan::mark_member(f.get("acme").unwrap(), now() + jiff::SignedDuration::try_from(ahead).unwrap());
+        apply(&mut f, "acme", &p.unwrap());
+        assert!(f.get("acme").unwrap().mark_left(now()).is_none());
     }
 }
