@@ -631,6 +631,21 @@ pub async fn new_subnamespace(client: &Client, parent: &str, suffix: &str) -> St
     name
 }
 
+/// Waits until hns is done making `parent` a member for its first child: it carries the
+/// membership label and no longer the mark's time ([`hns_api::keys::MARKED_AT`], which hns's
+/// controller removes once the child is there). A test comparing the parent's state later sees
+/// no write hns makes on its own.
+pub async fn settled_parent(client: &Client, parent: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    eventually(&format!("hns to settle parent {parent}"), Duration::from_secs(30), || async {
+        let meta = api.get(parent).await.ok()?.metadata;
+        let member = meta.labels.unwrap_or_default().contains_key(hns_api::keys::HIERARCHY_MEMBER);
+        let marking = meta.annotations.unwrap_or_default().contains_key(hns_api::keys::MARKED_AT);
+        (member && !marking).then_some(())
+    })
+    .await;
+}
+
 /// Sets `allowCascadingDeletion` on namespace `ns` through the hierarchy API.
 pub async fn allow_cascading_deletion(
     client: &Client,

@@ -794,6 +794,12 @@ async fn diagnose_stale_remedies_change_nothing() {
         ),
     );
     delete_now(&env, &ns);
+    // The namespace controller's own writes would change the version compared below.
+    eventually("the namespace controller is done with its part", WAIT, || async {
+        let f = get(&env, &["namespace", &ns], "{.spec.finalizers}")?;
+        (!f.contains("kubernetes")).then_some(())
+    })
+    .await;
     let client = env.admin().await;
     let evidence = scan(&client, &Target::Named(vec![ns.clone()]), &()).await.unwrap();
     let diagnosis = diagnose(&evidence);

@@ -74,6 +74,7 @@ async fn hierarchy_rules_refuse_and_change_nothing() {
     let (a, b) = parent_and_child(&client, "a", "b").await;
     let sub = new_subnamespace(&client, &a, "sub").await;
     let other = fresh_namespace(&client, "other").await;
+    settled_parent(&client, &a).await;
     let before: Vec<(Value, Value)> = futures_states(&client, &[&a, &b, &sub, &other]).await;
 
     let cases: Vec<(&str, Result<HierarchyConfiguration, kube::Error>, u16, String)> = vec![
@@ -605,21 +606,16 @@ async fn an_external_hierarchys_tree_labels_are_kept_handed_down_and_reserved() 
     create_namespace(&client, &other, &[]).await;
     let child = unique("child");
     create_subns(&client, &ext, &child).await.unwrap();
-    // The root's own labels (it becomes a hierarchy member) are a separate write from the
-    // child's, so wait for both before taking the state the refusal below must not change.
-    eventually(
-        "the external tree labels to reach the subnamespace, and the root to be a member",
-        WAIT,
-        || async {
-            let l = namespaces.get(&child).await.ok()?.metadata.labels?;
-            let root = namespaces.get(&ext).await.ok()?.metadata.labels?;
-            (l.get(&abstract_label).map(String::as_str) == Some("2")
-                && l.get(&keys::tree_label(&ext)).map(String::as_str) == Some("1")
-                && root.contains_key(keys::HIERARCHY_MEMBER))
-            .then_some(())
-        },
-    )
+    eventually("the external tree labels to reach the subnamespace", WAIT, || async {
+        let l = namespaces.get(&child).await.ok()?.metadata.labels?;
+        (l.get(&abstract_label).map(String::as_str) == Some("2")
+            && l.get(&keys::tree_label(&ext)).map(String::as_str) == Some("1"))
+        .then_some(())
+    })
     .await;
+    // The root's own writes (marked a member, then the mark's time removed) are apart from the
+    // child's: wait for them before taking the state the refusal below must not change.
+    settled_parent(&client, &ext).await;
     let l = labels_of(&client, &ext).await;
     assert_eq!(l.get(&abstract_label).map(String::as_str), Some("1"), "kept on the root: {l:?}");
     assert_eq!(l.get(&keys::tree_label(&ext)).map(String::as_str), Some("0"), "{l:?}");

@@ -321,10 +321,18 @@ async fn a_source_that_would_overwrite_a_descendants_own_object_is_refused() {
     let entry = |w: &Webhooks| {
         w.webhooks.iter().flatten().position(|e| e.name == "sources.hns.hnc.x-k8s.io").expect("the entry")
     };
-    let mut replaced = webhooks.get("hns").await.unwrap();
-    let index = entry(&replaced);
-    replaced.webhooks.as_mut().unwrap()[index].rules = Some(Vec::new());
-    webhooks.replace("hns", &PostParams::default(), &replaced).await.unwrap();
+    // hns rewrites the configuration whenever the propagated kinds change, as other tests here
+    // do at the same time: a replace that loses that race (409) reads it again.
+    eventually("the webhook configuration replaced without rules", Duration::from_secs(20), || async {
+        let mut replaced = webhooks.get("hns").await.unwrap();
+        let index = entry(&replaced);
+        replaced.webhooks.as_mut().unwrap()[index].rules = Some(Vec::new());
+        match webhooks.replace("hns", &PostParams::default(), &replaced).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => None,
+            replaced => Some(replaced.unwrap()),
+        }
+    })
+    .await;
     eventually("hns to put the rules back", Duration::from_secs(20), || async {
         let w = webhooks.get("hns").await.ok()?;
         let rules = w.webhooks.as_ref()?[entry(&w)].rules.clone()?;

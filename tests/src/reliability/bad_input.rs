@@ -16,7 +16,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use super::{Context, Figure};
-use crate::{create_namespace, create_subns, delete_tree, Local};
+use crate::{create_namespace, create_subns, delete_tree, settled_parent, Local};
 
 const SUITE: &str = "bad input";
 const API: &str = "/apis/hnc.x-k8s.io/v1alpha2";
@@ -27,7 +27,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     let t = format!("bad{}-t", std::process::id());
     create_namespace(&ctx.client, &t, &[]).await;
     create_subns(&ctx.client, &t, &format!("{t}-child")).await.expect("create the target's subnamespace");
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    settled_parent(&ctx.client, &t).await;
 
     let before = state(ctx, &t).await;
     let amplification = patch_amplification(ctx, &t).await;
