@@ -540,9 +540,9 @@ async fn every_managed_namespace_carries_its_tree_label_and_included_namespace()
     delete_namespaces(&client, &[&lone, &exported]).await;
 }
 
-/// Whether each version of namespace `ns` written after resourceVersion `rv` carried the
-/// membership label, until `quiet` passes with no new version.
-async fn memberships_since(client: &Client, ns: &str, rv: &str, quiet: Duration) -> Vec<bool> {
+/// For each version of namespace `ns` written after resourceVersion `rv`, until `quiet` passes
+/// with no new version: whether it carried the membership label, and the mark's time.
+async fn memberships_since(client: &Client, ns: &str, rv: &str, quiet: Duration) -> Vec<(bool, bool)> {
     use futures::{StreamExt, TryStreamExt};
     let api: Api<Namespace> = Api::all(client.clone());
     let wp = WatchParams::default().fields(&format!("metadata.name={ns}")).timeout(60);
@@ -550,9 +550,10 @@ async fn memberships_since(client: &Client, ns: &str, rv: &str, quiet: Duration)
     let mut versions = Vec::new();
     while let Ok(event) = tokio::time::timeout(quiet, stream.try_next()).await {
         match event.unwrap() {
-            Some(WatchEvent::Modified(n)) => {
-                versions.push(n.metadata.labels.unwrap_or_default().contains_key(keys::HIERARCHY_MEMBER))
-            }
+            Some(WatchEvent::Modified(n)) => versions.push((
+                n.metadata.labels.unwrap_or_default().contains_key(keys::HIERARCHY_MEMBER),
+                n.metadata.annotations.unwrap_or_default().contains_key(keys::MARKED_AT),
+            )),
             Some(_) => {}
             None => break,
         }
@@ -579,8 +580,10 @@ async fn a_parent_is_a_member_from_its_mark_on() {
     create_subns(&client, &by_subnamespace, &unique("mark-sub-c")).await.unwrap();
     set_parent(&client, &child, Some(&by_set)).await.unwrap();
     for (parent, rv) in [&by_subnamespace, &by_set].into_iter().zip(&rvs) {
-        let versions = memberships_since(&client, parent, rv, Duration::from_secs(3)).await;
-        assert_eq!(versions, [true, true], "{parent}: marked, then the mark's time removed, never unmarked");
+        settled_parent(&client, parent).await;
+        let versions = memberships_since(&client, parent, rv, Duration::from_secs(2)).await;
+        let (marked, settled) = ((true, true), (true, false));
+        assert_eq!(versions, [marked, settled], "{parent}: (member, mark's time) in each version");
     }
     delete_tree(&client, &by_subnamespace).await;
     delete_namespaces(&client, &[&child, &by_set]).await;

@@ -107,6 +107,10 @@ pub const HOLD_GRACE: std::time::Duration = std::time::Duration::from_secs(90);
 /// the mark commits within kube-apiserver's request timeout (60 s by default) or not at all.
 pub const MARK_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How far ahead of a replica's clock a time hns wrote may be (another replica's clock running
+/// ahead); one further ahead was not written by hns, and counts as none.
+const CLOCKS_APART: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// What a namespace without extras has.
 static NO_EXTRAS: Extras = Extras {
     managed_labels: Vec::new(),
@@ -329,7 +333,7 @@ impl Node {
 
     /// What is left of `grace` from the time annotation `key` gives. A time ahead of `now` (the
     /// clock of the replica that wrote it may be ahead) counts as now, unless it is further
-    /// ahead than the grace itself: then it was not written by hns.
+    /// ahead than [`CLOCKS_APART`]: then it was not written by hns.
     fn grace_left(
         &self,
         key: &str,
@@ -338,7 +342,7 @@ impl Node {
     ) -> Option<std::time::Duration> {
         let at: jiff::Timestamp = self.meta.annotation(key)?.parse().ok()?;
         let age = now.duration_since(at);
-        if age.is_negative() && age.unsigned_abs() > grace {
+        if age.is_negative() && age.unsigned_abs() > CLOCKS_APART {
             return None;
         }
         let age = std::time::Duration::try_from(age).unwrap_or_default();

@@ -312,10 +312,9 @@ async fn apply(
         let forest = cx.cache.read();
         let node =
             forest.get(ns).ok_or_else(|| ApiError::not_found(DEF.group_resource(), HIERARCHY_SINGLETON))?;
-        let mark =
-            desired.parent.as_deref().and_then(|p| forest.get(p)).and_then(|p| {
-                plan::mark_member(p, jiff::Timestamp::now()).map(|m| (p.name().to_string(), m))
-            });
+        let mark = desired.parent.as_deref().and_then(|p| forest.get(p)).and_then(|p| {
+            plan::mark_member(&forest, p, jiff::Timestamp::now()).map(|m| (p.name().to_string(), m))
+        });
         let moves = desired.parent.clone().filter(|p| node.parent.as_ref() != Some(p));
         (mark, plan::hierarchy_patch(&forest, cx.policy, node, desired), moves)
     };

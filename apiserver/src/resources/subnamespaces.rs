@@ -264,7 +264,7 @@ async fn create(
     };
     let (namespace, mark) = {
         let forest = cx.cache.read();
-        let mark = forest.get(parent).and_then(|p| plan::mark_member(p, jiff::Timestamp::now()));
+        let mark = forest.get(parent).and_then(|p| plan::mark_member(&forest, p, jiff::Timestamp::now()));
         (plan::new_subnamespace(&forest, cx.policy, parent, name, &state), mark)
     };
     if let (Some(m), false) = (mark, dry_run) {

@@ -318,19 +318,20 @@ fn membership_labels(
     changes
 }
 
-/// A patch marking `node` as a hierarchy member before it gains a child, or `None` if it is one.
-/// Marking first means a crash leaves at worst a member without children, which is harmless.
+/// A patch marking `node` as a hierarchy member before it gains a child, or `None` if its place
+/// makes it one already (it has a parent or a child). Marking first means a crash leaves at worst a member without children, which is harmless.
 /// The mark carries its time ([`keys::MARKED_AT`]): the controller keeps it for up to
 /// [`crate::hierarchy::forest::MARK_GRACE`] although the child is not there yet, so the parent
 /// does not lose its membership (and the fail-closed webhook it selects) between the mark and
-/// the child; once the child is there, it removes only the mark's time.
-pub fn mark_member(node: &Node, now: jiff::Timestamp) -> Option<Value> {
-    let labels = node.labels();
-    let want = member_labels(node);
-    if want.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+/// the child; once the child is there, it removes only the mark's time. A namespace that still
+/// carries the labels without a parent or a child (an earlier mark whose child did not come, or
+/// a last child just gone) is marked again, for the time.
+pub fn mark_member(forest: &Forest, node: &Node, now: jiff::Timestamp) -> Option<Value> {
+    if node.parent.is_some() || forest.children(node.name()).next().is_some() {
         return None;
     }
-    let changes: Map<String, Value> = want.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+    let changes: Map<String, Value> =
+        member_labels(node).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
     Some(json!({"metadata": {"labels": changes, "annotations": {keys::MARKED_AT: now.to_string()}}}))
 }
 
@@ -569,8 +570,14 @@ mod tests {
 
     #[test]
     fn parents_are_marked_before_they_gain_children() {
+        let f = forest("acme team:acme");
+        assert!(
+            mark_member(&f, f.get("acme").unwrap(), jiff::Timestamp::now()).is_none(),
+            "a parent already"
+        );
+        assert!(mark_member(&f, f.get("team").unwrap(), jiff::Timestamp::now()).is_none(), "a child already");
         let f = forest("acme");
-        let p = mark_member(f.get("acme").unwrap(), jiff::Timestamp::now()).unwrap();
+        let p = mark_member(&f, f.get("acme").unwrap(), jiff::Timestamp::now()).unwrap();
         assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], "true");
         assert_eq!(p["metadata"]["labels"]["acme.tree.hnc.x-k8s.io/depth"], "0");
         assert_eq!(p["metadata"]["labels"][keys::INCLUDED_NAMESPACE], "true");

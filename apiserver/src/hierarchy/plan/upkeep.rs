@@ -25,7 +25,7 @@ fn desired_labels(
 ) -> BTreeMap<String, String> {
     let mut labels = plan::hierarchy_labels(lineage.forest(), policy, node.name(), node.parent.as_deref());
     // Marked a member for a child that is being made: it stays one until the child comes.
-    if !mark_done(lineage.forest(), node, now) {
+    if !mark_done(lineage.forest(), node, now) && !policy.is_excluded(node.name()) {
         labels.extend(plan::member_labels(node));
     }
     if crate::hierarchy::quotas::pending(lineage) {
@@ -448,7 +448,7 @@ mod tests {
     /// `name` in `f` marked a member before its first child, `ago`, as the API handlers mark it.
     fn mark(f: &mut Forest, name: &str, ago: std::time::Duration) {
         let at = now() - jiff::SignedDuration::try_from(ago).unwrap();
-        let p = plan::mark_member(f.get(name).unwrap(), at).expect("not a member yet");
+        let p = plan::mark_member(f, f.get(name).unwrap(), at).expect("not a member yet");
         apply(f, name, &p);
     }
 
@@ -487,12 +487,23 @@ mod tests {
         assert_eq!(p["metadata"]["annotations"][keys::MARKED_AT], Value::Null, "{p}");
         assert!(p["metadata"]["labels"].get(keys::INCLUDED_NAMESPACE).is_none(), "a lone namespace keeps it");
 
-        // A time further ahead than the grace was not written by hns: no mark.
+        // A time ahead (another replica's clock) counts as now; one further ahead than clocks
+        // drift apart was not written by hns: no mark, and the membership goes.
+        let ahead = |seconds| now() + jiff::SignedDuration::from_secs(seconds);
         let mut f = forest("acme");
-        let ahead = MARK_GRACE * 2;
-        let p =
-            plan::mark_member(f.get("acme").unwrap(), now() + jiff::SignedDuration::try_from(ahead).unwrap());
-        apply(&mut f, "acme", &p.unwrap());
+        let p = plan::mark_member(&f, f.get("acme").unwrap(), ahead(30)).unwrap();
+        apply(&mut f, "acme", &p);
+        assert_eq!(f.get("acme").unwrap().mark_left(now()), Some(MARK_GRACE));
+        let mut f = forest("acme");
+        let p = plan::mark_member(&f, f.get("acme").unwrap(), ahead(600)).unwrap();
+        apply(&mut f, "acme", &p);
         assert!(f.get("acme").unwrap().mark_left(now()).is_none());
+        let p = patch(&f, &policy(), "acme", now()).expect("not hns's mark");
+        assert_eq!(p["metadata"]["labels"][keys::HIERARCHY_MEMBER], Value::Null, "{p}");
+
+        // A namespace still labelled from a mark whose child did not come is marked again.
+        let mut f = forest("acme");
+        mark(&mut f, "acme", MARK_GRACE + std::time::Duration::from_secs(1));
+        assert!(plan::mark_member(&f, f.get("acme").unwrap(), now()).is_some(), "a fresh time");
     }
 }
