@@ -28,7 +28,8 @@
 //! two or three of the leader's renewals) after `$HNS_BENCH_TAX_QUIET_SECONDS` (300) quiet
 //! seconds (kube-apiserver counts them apart under a FlowSchema of the benchmark's), the watches
 //! it holds open (kube-apiserver's, with hns and without), and the bytes hns adds to a lone
-//! namespace (its protobuf encoding, as etcd stores it, with and without hns). Prints the figures with their targets; asserts nothing about time.
+//! namespace (its protobuf encoding, as etcd stores it, with and without hns). Prints the
+//! figures with their targets; asserts nothing about time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -826,6 +826,11 @@ impl Forest {
         self.children.get(name).into_iter().flat_map(|set| set.iter()).map(|c| &**c)
     }
 
+    /// Whether `node` is in a hierarchy by its place: it has a parent or a child.
+    pub fn in_a_hierarchy(&self, node: &Node) -> bool {
+        node.parent.is_some() || self.children(node.name()).next().is_some()
+    }
+
     /// The subnamespaces of `name` (children created through it), sorted by name.
     pub fn subnamespaces<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
         self.children(name)

@@ -319,15 +319,15 @@ fn membership_labels(
 }
 
 /// A patch marking `node` as a hierarchy member before it gains a child, or `None` if its place
-/// makes it one already (it has a parent or a child). Marking first means a crash leaves at worst a member without children, which is harmless.
-/// The mark carries its time ([`keys::MARKED_AT`]): the controller keeps it for up to
+/// makes it one already ([`Forest::in_a_hierarchy`]). Marking first means a crash leaves at
+/// worst a member without children, which is harmless. The mark carries its time ([`keys::MARKED_AT`]): the controller keeps it for up to
 /// [`crate::hierarchy::forest::MARK_GRACE`] although the child is not there yet, so the parent
 /// does not lose its membership (and the fail-closed webhook it selects) between the mark and
 /// the child; once the child is there, it removes only the mark's time. A namespace that still
 /// carries the labels without a parent or a child (an earlier mark whose child did not come, or
 /// a last child just gone) is marked again, for the time.
 pub fn mark_member(forest: &Forest, node: &Node, now: jiff::Timestamp) -> Option<Value> {
-    if node.parent.is_some() || forest.children(node.name()).next().is_some() {
+    if forest.in_a_hierarchy(node) {
         return None;
     }
     let changes: Map<String, Value> =

@@ -16,16 +16,11 @@ use crate::hierarchy::plan;
 use crate::hierarchy::policy::Policy;
 
 /// The labels hns wants on `node`, whose lineage is `lineage`, and the keys it owns there
-/// (wanted or not).
-fn desired_labels(
-    lineage: &Lineage,
-    policy: &Policy,
-    node: &Node,
-    now: jiff::Timestamp,
-) -> BTreeMap<String, String> {
+/// (wanted or not); `marked` when a mark for its first child still stands ([`mark_done`]).
+fn desired_labels(lineage: &Lineage, policy: &Policy, node: &Node, marked: bool) -> BTreeMap<String, String> {
     let mut labels = plan::hierarchy_labels(lineage.forest(), policy, node.name(), node.parent.as_deref());
     // Marked a member for a child that is being made: it stays one until the child comes.
-    if !mark_done(lineage.forest(), node, now) && !policy.is_excluded(node.name()) {
+    if marked && !policy.is_excluded(node.name()) {
         labels.extend(plan::member_labels(node));
     }
     if crate::hierarchy::quotas::pending(lineage) {
@@ -44,7 +39,7 @@ fn desired_labels(
 /// mark's grace is over (it never will); true too when there is no mark. Once the child came,
 /// the mark's time goes, so that losing the child later ends the membership at once.
 fn mark_done(forest: &Forest, node: &Node, now: jiff::Timestamp) -> bool {
-    node.parent.is_some() || forest.children(node.name()).next().is_some() || node.mark_left(now).is_none()
+    forest.in_a_hierarchy(node) || node.mark_left(now).is_none()
 }
 
 /// Managed key/values from the namespace's ancestry, root first so nearer ones win: each
@@ -78,7 +73,8 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
 
     // One walk up the forest serves every question below about the ancestors.
     let lineage = Lineage::of(forest, ns);
-    let want = desired_labels(&lineage, policy, node, now);
+    let marked = !mark_done(forest, node, now);
+    let want = desired_labels(&lineage, policy, node, marked);
     let mut labels = Map::new();
     for (k, v) in &want {
         if current_labels.get(k) != Some(v) {
@@ -93,7 +89,7 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
     // Forged hierarchy annotations go back to the sealed state the forest honours.
     let mut annotations = plan::revert_forgery(forest, node);
     // A mark's time goes once the child came, or with the mark once its grace is over.
-    if meta.annotation(keys::MARKED_AT).is_some() && mark_done(forest, node, now) {
+    if meta.annotation(keys::MARKED_AT).is_some() && !marked {
         annotations.insert(keys::MARKED_AT.to_string(), Value::Null);
     }
     let recorded = conditions::recorded(meta.annotation(keys::CONDITIONS));
