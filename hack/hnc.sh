@@ -11,7 +11,7 @@ hnc_up() {
   kubectl apply -f "$HNC/crds.yaml" >/dev/null
   kubectl wait --for condition=Established --timeout 60s crd --all >/dev/null
   kubectl get ns hnc-system >/dev/null 2>&1 || kubectl create ns hnc-system >/dev/null
-  local port; port="$(free_port)"
+  local port probe; port="$(free_port)"; probe="$(free_port)"
   # HNC's webhooks let HNC's own writes through by the group of its ServiceAccounts, so the
   # manager authenticates as its ServiceAccount (a client certificate, as hack/hns-up.sh does
   # for hns), bound to cluster-admin: HNC's in-cluster RBAC is not what is tested here.
@@ -31,11 +31,15 @@ hnc_up() {
   # one port listens on every interface of this machine while the test runs.
   KUBECONFIG="$DIR/hnc-manager.kubeconfig" TMPDIR="$DIR/hnc-tmp" start hnc-manager "$HNC/manager" \
     --webhook-server-port "$port" --metrics-addr "127.0.0.1:$(free_port)" \
-    --health-probe-bind-address "127.0.0.1:$(free_port)" --enable-stackdriver=false \
+    --health-probe-bind-address "127.0.0.1:$probe" --enable-stackdriver=false \
     --max-reconciles 10 --excluded-namespace kube-system --excluded-namespace kube-public \
     --excluded-namespace hnc-system --excluded-namespace kube-node-lease \
     --nopropagation-label cattle.io/creator=norman --managed-namespace-label env
-  # Ready once its HNCConfiguration exists and a namespace gets HNC's label.
+  # Ready once its webhooks serve (its readyz), its HNCConfiguration exists and a namespace has
+  # HNC's label. When HNC is installed again (the migration's way back) the last two are already
+  # true, so readyz is what tells the manager has started.
+  wait_for 90 curl -sf "http://127.0.0.1:$probe/readyz" \
+    || { tail -30 "$LOGS/hnc-manager.log" >&2; die "HNC's manager did not become ready (log: $LOGS/hnc-manager.log)"; }
   wait_for 90 kubectl get hncconfiguration config \
     || { tail -30 "$LOGS/hnc-manager.log" >&2; die "HNC's manager did not start (log: $LOGS/hnc-manager.log)"; }
   wait_for 60 sh -c "kubectl get ns default -o jsonpath='{.metadata.labels}' | grep -q included-namespace" \

@@ -10,7 +10,13 @@ ETCD_VERSION="${HNS_ETCD_VERSION:-3.6.16}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target}"
 
 log() { printf '\033[1;34m[hns]\033[0m %s\n' "$*" >&2; }
-die() { printf '\033[1;31m[hns] error:\033[0m %s\n' "$*" >&2; exit 1; }
+# die MESSAGE: fails the script. The message is also kept in $DIR/errors (when the script has a
+# state directory), so that teardown can repeat it after the logs' tails: a CI log shows only its end.
+die() {
+  printf '\033[1;31m[hns] error:\033[0m %s\n' "$*" >&2
+  if [ -n "${DIR:-}" ] && [ -d "$DIR" ]; then printf '%s\n' "$*" >> "$DIR/errors" || true; fi
+  exit 1
+}
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -77,6 +83,10 @@ teardown() {
     tail -n 60 "$DIR/report.txt" >&2
     # A panic's message is followed by its backtrace; name it again where a CI log ends.
     grep -h "panicked at" -A1 "$DIR/report.txt" >&2 || true
+  fi
+  if [ $rc -ne 0 ] && [ -s "$DIR/errors" ]; then
+    echo "----- why the run failed (again)" >&2
+    sed 's/^/[hns] error: /' "$DIR/errors" >&2
   fi
   for also in "${TEARDOWN_ALSO[@]}"; do eval "$also" >/dev/null 2>&1 || true; done
   "$hack/hns-up.sh" down "$DIR" >/dev/null 2>&1 || true

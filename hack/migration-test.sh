@@ -116,10 +116,14 @@ snapshot() {
   } > "$1"
 }
 
-# The tree as a kubectl plugin draws it, modulo markers: HNC's plugin ($HNC/kubectl-hns) or hns's.
+# tree_of PLUGIN FILE: the tree as a kubectl plugin draws it, modulo markers: HNC's plugin
+# ($HNC/kubectl-hns) or hns's.
 tree_of() {
-  "$1" tree -A | grep -E '(acme-org|team-|svc-)' | sed -E 's/ \((s|[a-z ]+)\)//g; s/\[s\] //g; s/ +$//'
+  "$1" tree -A | grep -E '(acme-org|team-|svc-)' | sed -E 's/ \((s|[a-z ]+)\)//g; s/\[s\] //g; s/ +$//' > "$2"
 }
+
+# snapshot_without_uids FILE: the snapshot, with the copies' UIDs left out.
+snapshot_without_uids() { snapshot "$1"; sed -i 's/ uid=.*//' "$1"; }
 
 # --- the guide's steps ----------------------------------------------------------------------
 # run_phase PHASE: runs the guide's blocks tagged `sh migration PHASE` in order, in one working
@@ -164,6 +168,17 @@ same() { # same WHAT EXPECTED_FILE ACTUAL_FILE
   log "$1: the same"
 }
 
+# settled WHAT EXPECTED_FILE ACTUAL_FILE PRODUCER...: runs `PRODUCER... ACTUAL_FILE` until it
+# writes EXPECTED_FILE (90 s at most), then compares them as `same` does. A controller that has
+# just started sets its anchors' states and its tree a moment later: HNC's manager, on the way
+# back, is ready before it has reconciled what the restored objects say.
+settled() {
+  local what="$1" expected="$2" actual="$3"; shift 3
+  wait_for 90 produces "$expected" "$actual" "$@" || true
+  same "$what" "$expected" "$actual"
+}
+produces() { local expected="$1" actual="$2"; shift 2; "$@" "$actual" && cmp -s "$expected" "$actual"; }
+
 # Propagation is live, not just left over: a change to the source reaches its copy, and
 # deleting the source removes its copies.
 check_propagation_follows() {
@@ -183,16 +198,14 @@ check_propagation_follows() {
 hnc_up
 build_with_hnc
 snapshot "$WORK/hnc.snapshot"
-tree_of "$HNC/kubectl-hns" > "$WORK/hnc.tree"
+tree_of "$HNC/kubectl-hns" "$WORK/hnc.tree"
 log "HNC's hierarchy:"; cat "$WORK/hnc.snapshot" "$WORK/hnc.tree" >&2
 [ "${HNS_MIGRATION_STOP:-}" = hnc ] && exit 0
 
 log "from HNC to hns, following $DOC"
 run_phase to-hns
-snapshot "$WORK/hns.snapshot"
-same "the hierarchy after moving to hns (copies with their UIDs)" "$WORK/hnc.snapshot" "$WORK/hns.snapshot"
-tree_of kubectl-hns > "$WORK/hns.tree"
-same "kubectl hns tree -A" "$WORK/hnc.tree" "$WORK/hns.tree"
+settled "the hierarchy after moving to hns (copies with their UIDs)" "$WORK/hnc.snapshot" "$WORK/hns.snapshot" snapshot
+settled "kubectl hns tree -A" "$WORK/hnc.tree" "$WORK/hns.tree" tree_of kubectl-hns
 kubectl -n team-a get subnamespace team-a-dev >/dev/null || die "hns does not serve team-a-dev as a Subnamespace"
 # hns holds a parent for its subnamespaces only once the parent is deleted.
 [ -z "$(held_namespaces)" ] || die "hns holds live namespaces with its finalizer: $(held_namespaces | tr '\n' ' ')"
@@ -214,10 +227,9 @@ left="$(kubectl get clusterroles,clusterrolebindings -o name | grep '/hns-' || t
 kubectl auth can-i list hierarchyconfigurations.hnc.x-k8s.io -A --as=migration-nobody >/dev/null 2>&1 \
   && die "after uninstalling hns, any user may list HNC's hierarchy configurations across namespaces"
 wait_copies "HNC, after the way back,"
-snapshot "$WORK/back.snapshot"
-same "the hierarchy after moving back to HNC (copies without UIDs)" \
-  <(sed 's/ uid=.*//' "$WORK/hnc.snapshot") <(sed 's/ uid=.*//' "$WORK/back.snapshot")
-tree_of "$HNC/kubectl-hns" > "$WORK/back.tree"
-same "HNC's tree -A after the way back" "$WORK/hnc.tree" "$WORK/back.tree"
+sed 's/ uid=.*//' "$WORK/hnc.snapshot" > "$WORK/hnc.snapshot-without-uids"
+settled "the hierarchy after moving back to HNC (copies without UIDs)" \
+  "$WORK/hnc.snapshot-without-uids" "$WORK/back.snapshot" snapshot_without_uids
+settled "HNC's tree -A after the way back" "$WORK/hnc.tree" "$WORK/back.tree" tree_of "$HNC/kubectl-hns"
 check_propagation_follows "HNC after the way back"
 log "migration from HNC to hns and back: nothing lost"

@@ -89,17 +89,23 @@ impl Sources {
     pub fn render(&self) -> String {
         let mut registry = Registry::with_prefix("hns");
         let m = &self.metrics;
-        registry.register("reconciles", "Namespace reconciles by the controller", m.reconciles.clone());
-        registry.register(
-            "reconcile_errors",
-            "Reconciles that failed and were retried (not write races, not copies: see object_write_errors)",
-            m.reconcile_errors.clone(),
-        );
-        registry.register(
-            "namespace_writes",
-            "Writes to Namespace objects by the controller",
-            m.namespace_writes.clone(),
-        );
+        let counters = [
+            ("reconciles", "Namespace reconciles by the controller", &m.reconciles),
+            (
+                "reconcile_errors",
+                "Reconciles that failed and were retried (not write races, not copies: see object_write_errors)",
+                &m.reconcile_errors,
+            ),
+            ("namespace_writes", "Writes to Namespace objects by the controller", &m.namespace_writes),
+            (
+                "forgeries_reverted",
+                "Namespaces whose hierarchy annotations, written past hns's webhooks, the controller reverted",
+                &m.forgeries_reverted,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
         registry.register("object_writes", "Writes of propagated objects", m.object_writes.clone());
         registry.register(
             "object_write_errors",
@@ -112,46 +118,27 @@ impl Sources {
             self.cache.watch_lag.clone(),
         );
         registry.register("leader", "1 while this replica leads", m.leader.clone());
-        registry.register(
-            "forgeries_reverted",
-            "Namespaces whose hierarchy annotations, written past hns's webhooks, the controller reverted",
-            m.forgeries_reverted.clone(),
-        );
-        let expiry: Gauge = Gauge::default();
-        expiry.set(self.serving.not_after());
-        registry.register(
-            "serving_certificate_expiry_timestamp_seconds",
-            "When the serving certificate expires, in seconds since the Unix epoch (0: none served yet)",
-            expiry,
-        );
 
-        let namespaces = Gauge::<i64>::default();
-        let by_condition: Family<ConditionLabels, Gauge> = Family::default();
-        {
-            let forest = self.cache.read();
-            namespaces.set(forest.len() as i64);
-            // Zeros for every pair, as HNC does, so dashboards see the series before trouble.
-            for (condition, reason) in conditions::ALL {
-                let _ = by_condition.get_or_create(&ConditionLabels {
-                    condition: condition.to_string(),
-                    reason: reason.to_string(),
-                });
-            }
-            for node in forest.iter() {
-                for c in conditions::conditions(&forest, &self.policy, node.name()) {
-                    by_condition
-                        .get_or_create(&ConditionLabels {
-                            condition: c.type_.to_string(),
-                            reason: c.reason.to_string(),
-                        })
-                        .inc();
-                }
-            }
+        let (namespace_count, by_condition) = self.namespace_conditions();
+        let gauges = [
+            (
+                "serving_certificate_expiry_timestamp_seconds",
+                "When the serving certificate expires, in seconds since the Unix epoch (0: none served yet)",
+                self.serving.not_after(),
+            ),
+            ("namespaces", "Namespaces in the forest", namespace_count),
+            ("watches", "Watches open", self.cache.hub.watches() as i64),
+            (
+                "quota_namespaces_unknown_usage",
+                "Namespaces under a hierarchical quota whose usage the quota ledger does not know yet (usage increases there are refused until it does)",
+                self.ledgers.unknown_usage() as i64,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge: Gauge = Gauge::default();
+            gauge.set(value);
+            registry.register(name, help, gauge);
         }
-        registry.register("namespaces", "Namespaces in the forest", namespaces);
-        let watches: Gauge = Gauge::default();
-        watches.set(self.cache.hub.watches() as i64);
-        registry.register("watches", "Watches open", watches);
         registry.register("namespace_conditions", "Namespaces with each condition", by_condition);
 
         let sources: Family<KindLabels, Gauge> = Family::default();
@@ -172,18 +159,30 @@ impl Sources {
         registry.register("source_objects", "Objects of propagated kinds that are sources", sources);
         registry.register("propagated_objects", "Copies made by propagation", copies);
 
-        let unknown_usage: Gauge = Gauge::default();
-        unknown_usage.set(self.ledgers.unknown_usage() as i64);
-        registry.register(
-            "quota_namespaces_unknown_usage",
-            "Namespaces under a hierarchical quota whose usage the quota ledger does not know yet (usage increases there are refused until it does)",
-            unknown_usage,
-        );
-
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &registry);
         out
+    }
+
+    /// How many namespaces the forest holds, and how many have each condition: zeros for every
+    /// pair, as HNC gives, so that dashboards see the series before trouble.
+    fn namespace_conditions(&self) -> (i64, Family<ConditionLabels, Gauge>) {
+        let by_condition: Family<ConditionLabels, Gauge> = Family::default();
+        let forest = self.cache.read();
+        let label = |condition: &str, reason: &str| ConditionLabels {
+            condition: condition.to_string(),
+            reason: reason.to_string(),
+        };
+        for (condition, reason) in conditions::ALL {
+            let _ = by_condition.get_or_create(&label(condition, reason));
+        }
+        for node in forest.iter() {
+            for c in conditions::conditions(&forest, &self.policy, node.name()) {
+                by_condition.get_or_create(&label(c.type_, c.reason)).inc();
+            }
+        }
+        (forest.len() as i64, by_condition)
     }
 }
 

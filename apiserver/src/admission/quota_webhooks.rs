@@ -63,7 +63,20 @@ pub async fn admit_status(
         Ok(r) => r,
         Err(e) => return invalid(e),
     };
-    match decide_status(&state, &request).await {
+    let started = std::time::Instant::now();
+    let decided = decide_status(&state, &request).await;
+    tracing::debug!(
+        namespace = request.namespace.as_deref().unwrap_or_default(),
+        ms = started.elapsed().as_millis() as u64,
+        outcome = match &decided {
+            Ok(Some(_)) => "granted",
+            Ok(None) => "allowed",
+            Err(d) => d.reason,
+        },
+        why = decided.as_ref().err().map(|d| d.message.as_str()).unwrap_or_default(),
+        "quota status update decided"
+    );
+    match decided {
         Ok(Some(allocation)) => match raise(&request, &allocation) {
             Ok(response) => HttpResponse::Ok().json(response.into_review()),
             Err(e) => invalid(e),
@@ -228,7 +241,7 @@ async fn reclaim_slack(
     if plan.is_empty() {
         return;
     }
-    if let Err(error) = quota_allocations::lower(&state.client, &state.ledgers, root, plan).await {
+    if let Err(error) = quota_allocations::lower(&state.client, &state.ledgers, root, plan, 0).await {
         tracing::warn!(%error, namespace = ns, "cannot take back quota grants held beyond their usage");
     }
 }

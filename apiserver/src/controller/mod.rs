@@ -1,7 +1,7 @@
 //! The hierarchy controller: makes every namespace's metadata match the hierarchy (tree labels,
 //! membership, managed labels and annotations, recorded conditions).
 //!
-//! Reconciling is an idempotent function of the forest ([`upkeep::patch`]): the controller
+//! Reconciling is an idempotent function of the forest ([`upkeep::due`]): the controller
 //! only decides *which* namespaces to look at. Every namespace change enqueues the namespace,
 //! its old and new parents and its descendants, except one of only its resourceVersion or
 //! finalizers, which enqueues the namespace alone; a re-list enqueues everything. Only the leader writes; the
@@ -307,35 +307,22 @@ impl Controller {
     /// Brings one namespace's metadata and propagated objects to what the hierarchy wants.
     async fn reconcile(&self, ns: &str) -> Result<(), Error> {
         self.cascade(ns).await?;
-        let write = {
+        let due = {
             let forest = self.cache.read();
-            upkeep::patch(&forest, &self.policy, ns, jiff::Timestamp::now()).map(|patch| {
-                // Conditions new since the last write are told as Events once it succeeds; a
-                // namespace with nothing to write has none.
-                let node = forest.get(ns);
-                let recorded = crate::hierarchy::conditions::recorded(
-                    node.and_then(|n| n.meta.annotation(hns_api::keys::CONDITIONS)),
-                );
-                let fresh: Vec<_> = crate::hierarchy::conditions::conditions(&forest, &self.policy, ns)
-                    .into_iter()
-                    .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
-                    .collect();
-                let forged = node.is_some_and(|n| n.forgery().is_some());
-                (patch, fresh, node.and_then(|n| n.meta.uid().map(str::to_string)), forged)
-            })
+            upkeep::due(&forest, &self.policy, ns, jiff::Timestamp::now())
         };
-        if let Some((patch, new_conditions, uid, forged)) = write {
+        if let Some(due) = due {
             self.metrics.namespace_writes.inc();
-            match self.writer.patch(ns, &patch, false).await {
+            match self.writer.patch(ns, &due.patch, false).await {
                 Ok(updated) => {
                     // The next look at this namespace must see this write, not the old labels.
                     self.cache.caught_up_with(&updated).await;
-                    if forged {
+                    if due.reverts_forgery {
                         // The condition lasts only until this revert is seen; the count stays.
                         self.metrics.forgeries_reverted.inc();
                     }
-                    for c in &new_conditions {
-                        self.events.condition(ns, uid.clone(), c).await;
+                    for c in &due.new_conditions {
+                        self.events.condition(ns, due.uid.clone(), c).await;
                     }
                 }
                 Err(e) if e.code == 404 => return Ok(()),
@@ -380,12 +367,13 @@ impl Controller {
     async fn resource_quota(&self, ns: &str) -> Result<(), Error> {
         let (action, covering) = {
             let forest = self.cache.read();
-            let covering: Vec<(String, String, String)> = forest
-                .quotas_covering(ns)
+            let covering = forest.quotas_covering(ns);
+            let action = quota_limits::plan(&forest, ns, &covering);
+            let covering: Vec<(String, String, String)> = covering
                 .into_iter()
                 .map(|(n, q, stored)| (n.to_string(), q.to_string(), stored.uid.clone()))
                 .collect();
-            (quota_limits::plan(&forest, ns), covering)
+            (action, covering)
         };
         let Err(source) = quota_limits::apply(&self.client, ns, action).await else { return Ok(()) };
         if source.code != 409 {

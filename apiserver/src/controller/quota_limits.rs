@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
-use crate::hierarchy::forest::Forest;
+use crate::hierarchy::forest::{Forest, StoredQuota};
 use crate::hierarchy::quotas;
 use crate::hierarchy::quotas::quantity::{Amount, Amounts};
 use crate::http::status::ApiError;
@@ -54,15 +54,15 @@ fn replacing<V: Clone + Into<serde_json::Value>>(
     patch
 }
 
-/// What `ns`'s ResourceQuota needs, from the forest.
-pub fn plan(forest: &Forest, ns: &str) -> Action {
+/// What `ns`'s ResourceQuota needs, from the forest and the quotas covering `ns`
+/// ([`Forest::quotas_covering`], which the caller also names in its Events).
+pub fn plan(forest: &Forest, ns: &str, covering: &[(&str, &str, &StoredQuota)]) -> Action {
     let Some(node) = forest.get(ns) else { return Action::None };
     if node.is_terminating() {
         return Action::None;
     }
-    let covering = forest.quotas_covering(ns);
-    let required_by = quotas::required_by(&covering);
-    match (quotas::resource_quota_hard(&covering), forest.observed_quota(ns)) {
+    let required_by = quotas::required_by(covering);
+    match (quotas::resource_quota_hard(covering), forest.observed_quota(ns)) {
         (None, None) => Action::None,
         (Some(hard), None) => Action::Create(hard, required_by),
         (Some(hard), Some(o)) if same_limits(&hard, &o.hard) && o.required_by == required_by => Action::None,
@@ -122,6 +122,11 @@ mod tests {
         crate::hierarchy::forest::testing::with_quota(f, ns, "q", hard);
     }
 
+    /// The plan for `ns`, with the quotas covering it read from `f`.
+    fn planned(f: &Forest, ns: &str) -> Action {
+        plan(f, ns, &f.quotas_covering(ns))
+    }
+
     fn list(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
         pairs.iter().map(|(n, q)| (n.to_string(), Quantity(q.to_string()))).collect()
     }
@@ -141,19 +146,19 @@ mod tests {
         let mut f = forest("acme team-a:~acme dev:~team-a other");
         with_quota(&mut f, "acme", r#"{"pods":"10"}"#);
         with_quota(&mut f, "team-a", r#"{"pods":"4"}"#);
-        assert_eq!(plan(&f, "dev"), Action::Create(list(&[("pods", "4")]), BTreeMap::new()));
-        assert_eq!(plan(&f, "acme"), Action::Create(list(&[("pods", "10")]), BTreeMap::new()));
-        assert_eq!(plan(&f, "other"), Action::None);
+        assert_eq!(planned(&f, "dev"), Action::Create(list(&[("pods", "4")]), BTreeMap::new()));
+        assert_eq!(planned(&f, "acme"), Action::Create(list(&[("pods", "10")]), BTreeMap::new()));
+        assert_eq!(planned(&f, "other"), Action::None);
         observe(&mut f, "dev", &[("pods", "4")]);
-        assert_eq!(plan(&f, "dev"), Action::None, "converged");
+        assert_eq!(planned(&f, "dev"), Action::None, "converged");
         observe(&mut f, "team-a", &[("pods", "10"), ("services", "1")]);
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": "5", "labels": {hns_api::keys::HRQ_LABEL: "true"}, "annotations": {}},
             "spec": {"hard": {"pods": "4", "services": null}},
         });
-        assert_eq!(plan(&f, "team-a"), Action::Update(patch), "a limit no quota sets any more is removed");
+        assert_eq!(planned(&f, "team-a"), Action::Update(patch), "a limit no quota sets any more is removed");
         observe(&mut f, "other", &[("pods", "1")]);
-        assert_eq!(plan(&f, "other"), Action::Delete(Some("rq".into())));
+        assert_eq!(planned(&f, "other"), Action::Delete(Some("rq".into())));
     }
 
     #[test]
@@ -167,7 +172,7 @@ mod tests {
         };
         let required_by = named(&[("limits.memory", "acme/q"), ("requests.cpu", "team-a/q")]);
         assert_eq!(
-            plan(&f, "dev"),
+            planned(&f, "dev"),
             Action::Create(hard.clone(), required_by),
             "pods is not declared per container"
         );
@@ -191,7 +196,7 @@ mod tests {
             },
             "spec": {"hard": {"limits.memory": "10Gi", "pods": "10", "requests.cpu": "4"}},
         });
-        assert_eq!(plan(&f, "dev"), Action::Update(patch), "same limits, stale names");
+        assert_eq!(planned(&f, "dev"), Action::Update(patch), "same limits, stale names");
     }
 
     #[test]
@@ -209,6 +214,6 @@ mod tests {
         ns.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
         f.upsert(sealed(ns));
-        assert_eq!(plan(&f, "acme"), Action::None);
+        assert_eq!(planned(&f, "acme"), Action::None);
     }
 }

@@ -76,6 +76,19 @@ pub struct Handlers {
 }
 
 impl Handlers {
+    /// Nothing served: a resource names the verbs it serves and takes the rest from here
+    /// (`..Handlers::NONE`).
+    pub const NONE: Handlers = Handlers {
+        get: None,
+        list: None,
+        watch: None,
+        create: None,
+        update: None,
+        patch: None,
+        delete: None,
+        delete_collection: None,
+    };
+
     /// The handler of `verb` (a list from the current objects and a watch are not plain
     /// handlers: see [`Handlers::list`] and [`Handlers::watch`]).
     pub fn handler(&self, verb: Verb) -> Option<Handler> {

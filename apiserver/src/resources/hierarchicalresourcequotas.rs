@@ -183,14 +183,6 @@ impl Strategy for Quota {
     type Before = ();
     const SHAPE: Shape = SHAPE;
 
-    fn metadata(hrq: &HierarchicalResourceQuota) -> &ObjectMeta {
-        &hrq.metadata
-    }
-
-    fn stored<'a>(call: &'a Call<'_>, _: &'a str) -> Stored<'a> {
-        Stored::Namespace(&call.req.namespace)
-    }
-
     async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<()>, ApiError> {
         let (name, current) = starting_point(cx, call).await?;
         Ok(Start { name, current, before: () })

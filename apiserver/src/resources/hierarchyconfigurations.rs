@@ -14,7 +14,7 @@ use super::checks::{await_write, refused};
 use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::managed::{METADATA, META_KVPS};
-use super::write::{write, Attempt, Start, Stored, Strategy};
+use super::write::{write, Attempt, Start, Strategy};
 use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::Derived;
@@ -52,8 +52,8 @@ pub const DEF: ResourceDef = ResourceDef {
         create: Some(|c| Box::pin(write::<Hierarchy>(c))),
         update: Some(|c| Box::pin(write::<Hierarchy>(c))),
         patch: Some(|c| Box::pin(write::<Hierarchy>(c))),
-        delete: None,
-        delete_collection: None,
+        // The configuration is its namespace's: it goes with the namespace.
+        ..Handlers::NONE
     },
     name_is_namespace: false,
     short_names: &[],
@@ -171,14 +171,6 @@ impl Strategy for Hierarchy {
     /// The namespace's hierarchy as it was.
     type Before = HierarchyState;
     const SHAPE: Shape = SHAPE;
-
-    fn metadata(hc: &HierarchyConfiguration) -> &ObjectMeta {
-        &hc.metadata
-    }
-
-    fn stored<'a>(call: &'a Call<'_>, _: &'a str) -> Stored<'a> {
-        Stored::Namespace(&call.req.namespace)
-    }
 
     async fn start(cx: &Self::Context<'_>, call: &Call<'_>) -> Result<Start<HierarchyState>, ApiError> {
         let ns = call.req.namespace.as_str();

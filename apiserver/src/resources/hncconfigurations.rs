@@ -5,7 +5,6 @@ use std::future::ready;
 
 use hns_api::config::{Mode, CONFIG_SINGLETON};
 use hns_api::{HNCConfiguration, HNCConfigurationSpec, HNCConfigurationStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use serde_json::Value;
 
@@ -43,11 +42,10 @@ pub const DEF: ResourceDef = ResourceDef {
         get: Some(|c| Box::pin(ready(get(c)))),
         list: Some(List::Handler(|c| Box::pin(ready(list(c))))),
         watch: Some(current),
-        create: None,
         update: Some(|c| Box::pin(write::<Config>(c))),
         patch: Some(|c| Box::pin(write::<Config>(c))),
-        delete: None,
-        delete_collection: None,
+        // The one configuration always exists: it is neither created nor deleted.
+        ..Handlers::NONE
     },
     name_is_namespace: false,
     short_names: &[],
@@ -142,10 +140,6 @@ impl Strategy for Config {
     /// The configuration as it was.
     type Before = HNCConfigurationSpec;
     const SHAPE: Shape = SHAPE;
-
-    fn metadata(obj: &HNCConfiguration) -> &ObjectMeta {
-        &obj.metadata
-    }
 
     fn stored<'a>(_: &'a Call<'_>, _: &'a str) -> Stored<'a> {
         Stored::Config

@@ -130,7 +130,7 @@ pub fn list(
         let in_namespace = |ns: &str| current(&reads, &forest, def, ns);
         let items = objects(&forest, def, in_namespace, &namespace, view.as_ref()).filter(|o| opts.selects(o));
         for item in items {
-            let full = pieces.item(|out| render::write_list_item(def, &item, &render, out))
+            let full = pieces.item(|out| render::write_item(def, &item, &render, render::Framing::InList, out))
                 .map_err(actix_web::error::ErrorInternalServerError)?;
             if let Some(full) = full {
                 yield Ok(full);

@@ -2,6 +2,8 @@
 //! [`crate::ssa`]) or of an ordinary write, and the ownership each records, kept in the object's
 //! `metadata.managedFields` on its way to the resource's usual checks and storage.
 
+use std::borrow::Cow;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -28,16 +30,28 @@ pub fn is_apply(call: &Call<'_>) -> bool {
     call.req.verb == Verb::Patch && body::essence(call.content_type) == APPLY_PATCH
 }
 
-/// The object a write of `sent` to `current` (`{}` for a create) asks for, with the
-/// managedFields it leaves, and the warnings about an applied configuration's unknown fields.
-/// `T`, the kind's type, checks that configuration.
+/// The object a write of `sent` asks for, with the managedFields it leaves, and the warnings
+/// about an applied configuration's unknown fields: a POST's body as it is; a PUT's body, a
+/// patch or an apply configuration over `current`, the object as served (over a bare one named
+/// `name` for an apply that creates). `T`, the kind's type, checks that configuration.
 pub fn desired<T: DeserializeOwned>(
     call: &Call<'_>,
     opts: &WriteOptions,
     sent: &Sent,
     shape: &Shape,
-    current: &Value,
+    current: Option<&Value>,
+    name: &str,
 ) -> Result<(Value, Vec<String>), ApiError> {
+    let current: Cow<'_, Value> = match (current, call.req.verb) {
+        (Some(current), _) => Cow::Borrowed(current),
+        (None, Verb::Create) => Cow::Owned(json!({})),
+        (None, _) => Cow::Owned(json!({
+            "apiVersion": hns_api::API_VERSION,
+            "kind": call.def.kind,
+            "metadata": {"name": name, "namespace": call.req.namespace},
+        })),
+    };
+    let current = current.as_ref();
     let new = match sent {
         Sent::Apply(config) => return apply::<T>(call, opts, shape, current, config),
         Sent::MergePatch(_) | Sent::JsonPatch(_) if opts.force => {
@@ -55,7 +69,7 @@ pub fn desired<T: DeserializeOwned>(
 /// sent are the starting point when they read (clients may edit them), an empty list clears
 /// them, and otherwise `old`'s are. managedFields that are not even of managedFields' types are
 /// refused (400), as kube-apiserver's decoding of the body refuses them, not silently replaced.
-pub fn track_update(
+fn track_update(
     call: &Call<'_>,
     opts: &WriteOptions,
     shape: &Shape,
@@ -104,7 +118,7 @@ fn apply<T: DeserializeOwned>(
         .as_deref()
         .ok_or_else(|| ApiError::bad_request("PATCH /apply requires fieldManager"))?;
     check_config(call, config)?;
-    let warnings = validate::<T>(call, opts, config)?;
+    let warnings = decode_config::<T>(call, opts, config)?;
     Ok((merge_config(shape, current, config, manager, opts.force, &now())?, warnings))
 }
 
@@ -154,7 +168,7 @@ fn check_config(call: &Call<'_>, config: &Value) -> Result<(), ApiError> {
 
 /// Decodes the configuration as the kind (with its type fields and unknown fields checked);
 /// a configuration may leave out `spec`, which the kind's type requires.
-fn validate<T: DeserializeOwned>(
+fn decode_config<T: DeserializeOwned>(
     call: &Call<'_>,
     opts: &WriteOptions,
     config: &Value,

@@ -84,36 +84,35 @@ pub fn list_envelope(
     (envelope, items)
 }
 
-/// Writes one item of a list as the client negotiated it to `out`: the object, its metadata,
-/// or a Table row, serialized straight from the typed object.
-pub fn write_list_item(
+/// How an item is written on its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// One item of a list: a Table's row is the item.
+    InList,
+    /// An object alone (a watch event's): a Table of its one row.
+    Alone,
+}
+
+/// Writes one item as the client negotiated it to `out`: the object, its metadata, or a Table
+/// row (alone, in a Table of its own), serialized straight from the typed object.
+pub fn write_item(
     def: &ResourceDef,
     item: &Item,
     opts: &RenderOptions,
+    framing: Framing,
     out: &mut Vec<u8>,
 ) -> serde_json::Result<()> {
     match opts.representation {
         Representation::Object => serde_json::to_writer(out, item),
         Representation::Metadata => serde_json::to_writer(out, &partial(item.metadata())),
-        Representation::Table => serde_json::to_writer(out, &row(def, item, opts)),
-    }
-}
-
-/// Writes one object as the client negotiated it to `out`: the object, its metadata, or a
-/// Table of its one row.
-pub fn write_object(
-    def: &ResourceDef,
-    item: &Item,
-    opts: &RenderOptions,
-    out: &mut Vec<u8>,
-) -> serde_json::Result<()> {
-    match opts.representation {
+        Representation::Table if framing == Framing::InList => {
+            serde_json::to_writer(out, &row(def, item, opts))
+        }
         Representation::Table => {
             let rv = item.metadata().resource_version.clone();
             let table = list_of(def, std::slice::from_ref(item), json!({"resourceVersion": rv}), opts);
             serde_json::to_writer(out, &table)
         }
-        _ => write_list_item(def, item, opts, out),
     }
 }
 

@@ -186,10 +186,6 @@ impl Strategy for Sub {
     type Before = Option<HierarchyState>;
     const SHAPE: Shape = SHAPE;
 
-    fn metadata(obj: &Written) -> &ObjectMeta {
-        &obj.metadata
-    }
-
     fn stored<'a>(_: &'a Call<'_>, name: &'a str) -> Stored<'a> {
         Stored::Namespace(name)
     }

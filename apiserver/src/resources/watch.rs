@@ -154,7 +154,7 @@ impl Watcher {
         // Ages are computed when the event is sent, not when the watch began.
         let render = RenderOptions { now: jiff::Timestamp::now(), ..self.render };
         let mut line = format!("{{\"type\":{},\"object\":", Value::from(kind)).into_bytes();
-        match render::write_object(self.def, item, &render, &mut line) {
+        match render::write_item(self.def, item, &render, render::Framing::Alone, &mut line) {
             Ok(()) => line.extend_from_slice(b"}\n"),
             Err(e) => return self.failed(&format!("{} could not be rendered: {e}", item.name())),
         }

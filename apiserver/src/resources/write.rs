@@ -14,7 +14,8 @@ use std::future::Future;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
 use super::checks::{check_metadata, check_name, check_namespace};
 use super::def::{Call, Reply};
@@ -74,11 +75,11 @@ pub trait Strategy {
     /// The fields writers own, for managed fields and server-side apply.
     const SHAPE: Shape;
 
-    /// The object's metadata.
-    fn metadata(obj: &Self::Object) -> &ObjectMeta;
-
-    /// Where the object named `name` is stored, to read it afresh after a conflict.
-    fn stored<'a>(call: &'a Call<'_>, name: &'a str) -> Stored<'a>;
+    /// Where the object named `name` is stored, to read it afresh after a conflict: by default
+    /// the request's namespace, for an object kept on the namespace it is in.
+    fn stored<'a>(call: &'a Call<'_>, _name: &'a str) -> Stored<'a> {
+        Stored::Namespace(&call.req.namespace)
+    }
 
     /// What the write starts from: 404 when there is nothing to update, and, where the URL names
     /// the object, 409 when a create finds it there already (a POST's name is its body's: the
@@ -141,14 +142,17 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     let start = S::start(&cx, call).await?;
     // Read after the start, so that a write to nothing is a 404 whatever its body.
     let sent = Sent::read(call.req.verb == Verb::Patch, call.body, call.content_type)?;
-    let (desired, mut warnings) = desired::<S>(call, &opts, &sent, &start)?;
+    let (desired, mut warnings) =
+        managed::desired::<S::Object>(call, &opts, &sent, &S::SHAPE, start.current.as_ref(), &start.name)?;
     // The name first (a POST's is its body's), so that the resource's checks can name the object.
     let named = check_name(call.def, &start.name, desired.pointer("/metadata/name").and_then(Value::as_str))?;
     S::check_desired(&cx, call, &named, &desired).await?;
+    // Every object's metadata is an ObjectMeta: once the object decodes, so does its metadata.
+    // Read in place, not from a copy: managedFields can make it large.
+    let meta = desired.get("metadata").and_then(|m| ObjectMeta::deserialize(m).ok()).unwrap_or_default();
     let (obj, more): (S::Object, _) = body::decode(desired, call.def.kind, opts.field_validation)?;
     warnings.extend(more);
-    let meta = S::metadata(&obj);
-    let name = check_metadata(call.def, &start.name, meta)?;
+    let name = check_metadata(call.def, &start.name, &meta)?;
     if call.def.namespaced {
         check_namespace(&call.req.namespace, meta.namespace.as_deref())?;
     }
@@ -171,27 +175,6 @@ async fn write_once<S: Strategy>(call: &Call<'_>) -> Result<Reply, Failure> {
     };
     let code = if attempt.start.current.is_none() || call.req.verb == Verb::Create { 201 } else { 200 };
     Ok(Reply::json(code, render::object(call.def, written, call.render)?, warnings))
-}
-
-/// The object the client asks for, with its managed fields, and the warnings of reading it: a
-/// POST's body as it is; a PUT's body, a patch or an apply configuration over the current object
-/// (over a bare one of the URL's name for an apply that creates).
-fn desired<S: Strategy>(
-    call: &Call<'_>,
-    opts: &WriteOptions,
-    sent: &Sent,
-    start: &Start<S::Before>,
-) -> Result<(Value, Vec<String>), ApiError> {
-    let bare = match (&start.current, call.req.verb) {
-        (Some(current), _) => return managed::desired::<S::Object>(call, opts, sent, &S::SHAPE, current),
-        (None, Verb::Create) => json!({}),
-        (None, _) => json!({
-            "apiVersion": hns_api::API_VERSION,
-            "kind": call.def.kind,
-            "metadata": {"name": start.name, "namespace": call.req.namespace},
-        }),
-    };
-    managed::desired::<S::Object>(call, opts, sent, &S::SHAPE, &bare)
 }
 
 impl From<ApiError> for Failure {

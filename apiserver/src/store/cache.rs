@@ -72,6 +72,10 @@ pub struct Cache {
     reserved: tokio::sync::watch::Sender<Vec<String>>,
     /// [`Forest::reserved_changes`] when the reserved names were last published.
     reserved_published: std::sync::atomic::AtomicU64,
+    /// Told whenever one of hns's ResourceQuotas changes in any way (usage, allocation,
+    /// limits), for the quota ledger reconciler. A `Notify` holds one permit, so a burst of
+    /// changes wakes it once, however long its pass takes.
+    pub quota_changed: tokio::sync::Notify,
 }
 
 /// Write access to the forest. Snapshots share it ([`Cache::snapshot`]): the first change made
@@ -123,6 +127,7 @@ impl Cache {
             reached: Reached::default(),
             reserved: tokio::sync::watch::Sender::new(Vec::new()),
             reserved_published: std::sync::atomic::AtomicU64::new(0),
+            quota_changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -227,8 +232,9 @@ impl Cache {
     }
 
     /// Records hns's ResourceQuota in `ns` as observed (`None`: gone) and publishes the changes
-    /// of the quotas above it, whose usage it is part of. The controller is told when the
-    /// ResourceQuota appears, goes or changes its limits, not when only its usage moves.
+    /// of the quotas above it, whose usage it is part of. The controller is told (on `changes`)
+    /// when the ResourceQuota appears, goes or changes its limits, not when only its usage
+    /// moves; the ledger reconciler (on `quota_changed`) of every change.
     pub fn observe_quota(&self, ns: &str, mut observed: Option<ObservedQuota>) {
         let mut forest = self.write();
         let old = forest.observed_quota(ns).cloned();
@@ -241,6 +247,7 @@ impl Cache {
         if old == observed {
             return;
         }
+        self.quota_changed.notify_one();
         // What hns writes on it (limits, the quotas named as requiring resources), so that a
         // hand edit is put back; usage alone is no business of the controller's.
         let controller_cares = old.as_ref().map(|o| (&o.hard, &o.required_by))
@@ -269,6 +276,7 @@ impl Cache {
         let after = changes::snapshot(&forest, &self.policy, &keys);
         self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
         let _ = self.changes.send(Change::All);
+        self.quota_changed.notify_one();
     }
 
     /// Applies one watch event.

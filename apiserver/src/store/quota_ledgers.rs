@@ -81,6 +81,13 @@ impl LedgerStore {
         read_ledger(self.cached(root).as_ref())
     }
 
+    /// The resourceVersion of the cached ledger of the tree rooted at `root` (`None` when there
+    /// is none): a ledger read after this call is this version or a newer one.
+    pub fn version(&self, root: &str) -> Option<u64> {
+        let cached = self.cached.read().unwrap_or_else(|e| e.into_inner());
+        cached.get(root).map(|cm| resource_version::number(&cm.metadata))
+    }
+
     fn cached(&self, root: &str) -> Option<ConfigMap> {
         self.cached.read().unwrap_or_else(|e| e.into_inner()).get(root).cloned()
     }

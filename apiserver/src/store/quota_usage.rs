@@ -37,6 +37,19 @@ pub fn observed(rq: &ResourceQuota) -> ObservedQuota {
     }
 }
 
+/// A ResourceQuota as the quota ledger reads it: its version, usage and allocation.
+pub fn ledger_observed(rq: &ResourceQuota) -> ledger::Observed {
+    let status = rq.status.as_ref();
+    ledger::Observed {
+        version: crate::resource_version::number(&rq.metadata),
+        used: ledger::counted_usage(
+            status.and_then(|s| s.hard.as_ref()),
+            status.and_then(|s| s.used.as_ref()),
+        ),
+        allocation: allocation_of(rq),
+    }
+}
+
 /// The allocation annotated on a ResourceQuota, as written.
 pub fn allocation_annotation(rq: &ResourceQuota) -> Option<&String> {
     rq.metadata.annotations.as_ref()?.get(ledger::ALLOCATION_ANNOTATION)
@@ -61,12 +74,19 @@ fn namespace_of(rq: &ResourceQuota) -> String {
     rq.metadata.namespace.clone().unwrap_or_default()
 }
 
+/// The label and field selectors of hns's ResourceQuotas: its label, and its name. The cache's
+/// watch and the quota ledger's consistent list both use them, so a ResourceQuota that wakes a
+/// ledger pass is also in the pass's list.
+pub fn selectors() -> (String, String) {
+    let labels = format!("{}=true", hns_api::keys::HRQ_LABEL);
+    (labels, format!("metadata.name={}", hns_api::quota::RESOURCE_QUOTA_NAME))
+}
+
 /// Watches hns's ResourceQuotas into `cache` until shutdown; errors are retried with backoff.
 pub async fn run(client: Client, cache: Arc<Cache>) {
     let api: Api<ResourceQuota> = Api::all(client);
-    let config = crate::watching::config()
-        .labels(&format!("{}=true", hns_api::keys::HRQ_LABEL))
-        .fields(&format!("metadata.name={}", hns_api::quota::RESOURCE_QUOTA_NAME));
+    let (labels, fields) = selectors();
+    let config = crate::watching::config().labels(&labels).fields(&fields);
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist = BTreeMap::new();
     loop {

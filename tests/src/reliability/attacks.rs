@@ -165,7 +165,15 @@ async fn tenant_quotas(ctx: &Context, tag: &str) -> Vec<Figure> {
         match create_pod(&ctx.client, ns, &format!("p{i}"), "1m").await {
             Admission::Admitted => {}
             other => {
-                println!("auth: a pod in {ns} was {} while the tenant's quotas stood", other.outcome());
+                // Why, so that a refusal in CI can be told apart from a slow ledger.
+                let why = match &other {
+                    Admission::OverQuota(m) | Admission::Failed(m) => m.as_str(),
+                    Admission::Admitted => "",
+                };
+                println!(
+                    "auth: a pod in {ns} was {} while the tenant's quotas stood: {why}",
+                    other.outcome()
+                );
                 refused += 1;
             }
         }

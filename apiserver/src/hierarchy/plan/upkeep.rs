@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use hns_api::keys;
 use serde_json::{json, Map, Value};
 
-use crate::hierarchy::conditions;
+use crate::hierarchy::conditions::{self, NsCondition};
 use crate::hierarchy::forest::{Forest, Node};
 use crate::hierarchy::lineage::Lineage;
 use crate::hierarchy::namespace_meta::Pairs;
@@ -63,9 +63,22 @@ fn inherited<'f>(
     out
 }
 
-/// A merge patch bringing `ns` to what the hierarchy wants, or `None` if it already is. It is
-/// guarded by the namespace's resourceVersion.
-pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -> Option<Value> {
+/// What the controller writes to one namespace, and what it tells once the write went through.
+#[derive(Debug)]
+pub struct Upkeep {
+    /// A merge patch bringing the namespace to what the hierarchy wants, guarded by its
+    /// resourceVersion.
+    pub patch: Value,
+    /// Its conditions that were not recorded before, told as Events once the write succeeds.
+    pub new_conditions: Vec<NsCondition>,
+    /// The namespace's uid, which those Events name.
+    pub uid: Option<String>,
+    /// Whether the write reverts hierarchy annotations hns did not write.
+    pub reverts_forgery: bool,
+}
+
+/// The upkeep of `ns`, or `None` if it already is what the hierarchy wants.
+pub fn due(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -> Option<Upkeep> {
     let node = forest.get(ns)?;
     let meta = &node.meta;
     let current_labels = node.labels();
@@ -93,7 +106,8 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
         annotations.insert(keys::MARKED_AT.to_string(), Value::Null);
     }
     let recorded = conditions::recorded(meta.annotation(keys::CONDITIONS));
-    let record = conditions::to_record(&conditions::conditions(forest, policy, ns), &recorded, now);
+    let current = conditions::conditions(forest, policy, ns);
+    let record = conditions::to_record(&current, &recorded, now);
     if record != recorded {
         let value = if record.is_empty() {
             Value::Null
@@ -133,7 +147,16 @@ pub fn patch(forest: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -
     if let Some(finalizers) = finalizers {
         metadata["finalizers"] = finalizers.into();
     }
-    Some(json!({ "metadata": metadata }))
+    let new_conditions = current
+        .into_iter()
+        .filter(|c| !recorded.iter().any(|r| r.reason == c.reason && r.message == c.message))
+        .collect();
+    Some(Upkeep {
+        patch: json!({ "metadata": metadata }),
+        new_conditions,
+        uid: meta.uid().map(str::to_string),
+        reverts_forgery: node.forgery().is_some(),
+    })
 }
 
 /// The namespace's finalizers without HNC's `hasSubnamespace`, or `None` if they are right. It
@@ -173,6 +196,11 @@ mod tests {
 
     fn now() -> jiff::Timestamp {
         jiff::Timestamp::now()
+    }
+
+    /// The upkeep's patch alone.
+    fn patch(f: &Forest, policy: &Policy, ns: &str, now: jiff::Timestamp) -> Option<Value> {
+        due(f, policy, ns, now).map(|u| u.patch)
     }
 
     /// Applies a patch's label changes to the forest's copy, as the API server would.

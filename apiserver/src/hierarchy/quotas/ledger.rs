@@ -598,9 +598,10 @@ pub fn in_flight(ledger: &Ledger, observed: &BTreeMap<String, Observed>) -> BTre
 
 /// A grant to lower to `target`, planned from a namespace's ResourceQuota at `version` and from
 /// its entry at `approvals`. Carried out by `store::quota_allocations`: the ResourceQuota's
-/// allocation is set to `target` by a compare-and-swap on `version` (so no update from that
-/// version or older can commit any more, and none from a newer one may go beyond `target`
-/// without an approval), then [`apply`] lowers the grant if no approval happened since.
+/// allocation is set to `target` by a compare-and-swap on `version`, or on a later version
+/// where the reclaim [still holds](Reclaim::still_holds) (so no update from that version or
+/// older can commit any more, and none from a newer one may go beyond `target` without an
+/// approval), then [`apply`] lowers the grant if no approval happened since.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reclaim {
     /// The namespace.
@@ -611,6 +612,30 @@ pub struct Reclaim {
     pub approvals: u64,
     /// The new grant and allocation: at least the usage at `version`.
     pub target: ResourceList,
+    /// The usage at `version` the plan was made from.
+    pub used: Amounts,
+}
+
+impl Reclaim {
+    /// Whether the reclaim still holds at a later version of its ResourceQuota, observed as
+    /// `later`: the usage of the resources it sets has not moved (only the limits or
+    /// annotations did, or a recount found the same; a resource limited since is left for a
+    /// later plan), and its target is still within what [`capped`] allows there (no allocation
+    /// lowered since is raised back). Written there, the reclaim keeps what makes it safe: its
+    /// target is at least the usage and at most the allocation it replaces, and the grant is
+    /// lowered only if no approval happened since the plan ([`apply`]). A pass at that version
+    /// might plan otherwise (from a newer ledger), but giving up instead, under a burst of
+    /// ResourceQuota writes (a tenant's quotas rewriting every ResourceQuota of a subtree),
+    /// would leave a namespace's usage unknown, and every increase under its quotas refused,
+    /// until the burst ends.
+    pub fn still_holds(&self, later: &Observed) -> bool {
+        let (Some(used), Ok(target)) = (&later.used, quantity::parse_list(&self.target)) else {
+            return false;
+        };
+        let usage = |list: &Amounts, r: &str| list.get(r).copied().unwrap_or(Amount::ZERO);
+        let moved = target.keys().any(|r| usage(used, r) != usage(&self.used, r));
+        !moved && quantity::same(&capped(&target, used, later.allocation.as_ref()), &target)
+    }
 }
 
 /// The reconciler's reclaims: unknown entries are filled with their observed usage; a known one
@@ -638,6 +663,7 @@ pub fn reclaims(
                 version,
                 approvals: entry.approvals,
                 target: quantity::to_list(&capped(&target, used, seen.allocation.as_ref()), used),
+                used: used.clone(),
             };
             let Some(granted) = known_grant(ledger, ns, entry).ok()? else { return Some(plan(used.clone())) };
             if fresh.contains(&(ns.clone(), version)) {
@@ -748,6 +774,7 @@ pub fn slack(
                     &capped(&lowered(&granted, used, used), used, Some(allocation)),
                     used,
                 ),
+                used: used.clone(),
             })
         })
         .collect()

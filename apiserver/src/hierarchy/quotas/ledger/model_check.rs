@@ -58,6 +58,9 @@ struct Lowering {
     plan: Vec<Reclaim>,
     next: usize,
     done: Vec<Reclaim>,
+    /// Whether a reclaim whose ResourceQuota moved on is written at the new version where it
+    /// still holds (the reconciler's, not the webhook's).
+    rewrites: bool,
 }
 
 /// Where one pod creation is.
@@ -155,6 +158,8 @@ struct Coverage {
     slack_lowered: u64,
     refused: u64,
     reclaimed: u64,
+    /// Reclaims written at a later version than planned, where they still held.
+    rewritten: u64,
     steps: u64,
 }
 
@@ -438,7 +443,7 @@ impl World {
                                 self.note(|_| {
                                     format!("{who}: over ({why}); reclaims inline {}", plan_text(&plan))
                                 });
-                                let lowering = Lowering { plan, next: 0, done: Vec::new() };
+                                let lowering = Lowering { plan, next: 0, done: Vec::new(), rewrites: false };
                                 Admission::Slack { version, used, target, lowering }
                             }
                         }
@@ -540,14 +545,20 @@ impl World {
         if let Some(reclaim) = lowering.plan.get(lowering.next).cloned() {
             lowering.next += 1;
             let ns = reclaim.namespace.clone();
-            if self.rqs[&ns].version == reclaim.version {
+            let now = Self::observed_of(&self.rqs[&ns]);
+            // At the planned version, or (store::quota_allocations re-reading after a conflict)
+            // at the current one where the reclaim still holds.
+            let rewrite = now.version != reclaim.version && lowering.rewrites && reclaim.still_holds(&now);
+            if now.version == reclaim.version || rewrite {
+                self.coverage.rewritten += u64::from(rewrite);
                 let v = self.bump();
                 let rq = self.rqs.get_mut(&ns).unwrap();
                 rq.version = v;
                 rq.allocation = Some(pods_milli(&reclaim.target));
                 self.note(|_| {
                     format!(
-                        "{who}: lowers A of {ns} at v{} to {}m",
+                        "{who}: lowers A of {ns} at v{} (planned at v{}) to {}m",
+                        now.version,
                         reclaim.version,
                         pods_milli(&reclaim.target)
                     )
@@ -680,7 +691,7 @@ impl World {
                     let plan = reclaims(&self.ledger, &observed, &self.in_flight);
                     self.in_flight = in_flight(&self.ledger, &observed);
                     self.note(|_| format!("reconciler plans {}", plan_text(&plan)));
-                    Pass::Lower(Lowering { plan, next: 0, done: Vec::new() })
+                    Pass::Lower(Lowering { plan, next: 0, done: Vec::new(), rewrites: true })
                 }
             }
             Pass::Lower(mut lowering) => match self.lower("reconciler", &mut lowering) {
@@ -696,14 +707,14 @@ impl World {
     }
 
     fn observed_from(rqs: &BTreeMap<String, Rq>) -> BTreeMap<String, Observed> {
-        rqs.iter()
-            .map(|(ns, rq)| {
-                let allocation = rq
-                    .allocation
-                    .map(|m| [("pods".to_string(), Amount::parse(&format!("{m}m")).unwrap())].into());
-                (ns.clone(), Observed { version: rq.version, used: Some(pods(rq.used)), allocation })
-            })
-            .collect()
+        rqs.iter().map(|(ns, rq)| (ns.clone(), Self::observed_of(rq))).collect()
+    }
+
+    /// One ResourceQuota as hns observes it.
+    fn observed_of(rq: &Rq) -> Observed {
+        let allocation =
+            rq.allocation.map(|m| [("pods".to_string(), Amount::parse(&format!("{m}m")).unwrap())].into());
+        Observed { version: rq.version, used: Some(pods(rq.used)), allocation }
     }
 
     fn listed(&self) -> BTreeMap<String, Observed> {
@@ -868,6 +879,7 @@ fn run(
     coverage.slack_lowered += world.coverage.slack_lowered;
     coverage.refused += world.coverage.refused;
     coverage.reclaimed += world.coverage.reclaimed;
+    coverage.rewritten += world.coverage.rewritten;
     coverage.steps += world.coverage.steps;
     result.map_err(|e| (e, world.log.unwrap_or_default()))
 }
@@ -903,6 +915,9 @@ fn concurrent_admissions_never_overspend_and_grants_come_back() {
     }
     if coverage.slack_lowered == 0 {
         failures.push("the inline reclaim never lowered a grant".into());
+    }
+    if coverage.rewritten == 0 {
+        failures.push("no reclaim was written at a later version than planned".into());
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

@@ -395,11 +395,23 @@ fn slack_lowers_others_to_their_usage_before_a_refusal() {
     assert_eq!(parse_allocation("pods"), None);
 }
 
+/// A reclaim in namespace `b`, planned at version 30 with no approvals, of `target` pods where
+/// `used` were used.
+fn reclaim_of_pods(target: &str, used: &str) -> Reclaim {
+    Reclaim {
+        namespace: "b".into(),
+        version: 30,
+        approvals: 0,
+        target: list(&[("pods", target)]),
+        used: amounts(&[("pods", used)]),
+    }
+}
+
 #[test]
 fn a_reclaim_applies_only_if_nothing_was_approved_since_it_was_planned() {
     let mut l = ledger();
     l.namespaces.get_mut("b").unwrap().granted = Some(list(&[("pods", "2")]));
-    let plan = Reclaim { namespace: "b".into(), version: 30, approvals: 0, target: list(&[("pods", "0")]) };
+    let plan = reclaim_of_pods("0", "0");
     assert_eq!(granted(&apply(&l, std::slice::from_ref(&plan)), "b"), (Some("0".into()), 0));
     l.namespaces.get_mut("b").unwrap().approvals = 1;
     assert_eq!(apply(&l, &[plan]), l, "an approval since may stand on the old grant");
@@ -421,4 +433,26 @@ fn namespaces_without_a_grant_are_counted_as_unknown_usage() {
     assert_eq!(l.unknown_usage(), 0);
     l.namespaces.insert("c".into(), entry(&["acme/budget"], None));
     assert_eq!(l.unknown_usage(), 1);
+}
+
+#[test]
+fn a_reclaim_still_holds_at_a_later_version_only_where_its_usage_and_allocation_allow() {
+    let plan = reclaim_of_pods("2", "1");
+    let later = |used: Option<&[(&str, &str)]>, allocation: Option<&[(&str, &str)]>| Observed {
+        version: 31,
+        used: used.map(amounts),
+        allocation: allocation.map(amounts),
+    };
+    assert!(
+        plan.still_holds(&later(Some(&[("pods", "1")]), Some(&[("pods", "2")]))),
+        "only the limits moved"
+    );
+    assert!(
+        plan.still_holds(&later(Some(&[("pods", "1"), ("secrets", "1")]), Some(&[("pods", "3")]))),
+        "a resource limited since is left for a later plan"
+    );
+    assert!(!plan.still_holds(&later(Some(&[("pods", "2")]), Some(&[("pods", "2")]))), "the usage moved");
+    assert!(!plan.still_holds(&later(Some(&[("pods", "1")]), Some(&[("pods", "1")]))), "lowered since");
+    assert!(!plan.still_holds(&later(Some(&[("pods", "1")]), None)), "no allocation: not above the usage");
+    assert!(!plan.still_holds(&later(None, None)), "not counted");
 }
