@@ -360,7 +360,8 @@ async fn a_revoked_user_resuming_a_watch_learns_nothing_written_after() {
 }
 
 /// A watch open while its user loses access removes the objects with tombstones: name and
-/// namespace, nothing of the objects as they are now.
+/// namespace, nothing of the objects as they are now, at the resourceVersion the watch has
+/// reached (a watch client resumes from it; kube-runtime's watcher fails on an event without one).
 #[tokio::test]
 async fn a_watch_open_during_a_revocation_removes_objects_with_tombstones() {
     let (env, admin, victim) = Env::with_namespace("tomb").await;
@@ -369,18 +370,24 @@ async fn a_watch_open_during_a_revocation_removes_objects_with_tombstones() {
     grant_view(&env, &user, &victim, "t-view");
     let api: Api<HierarchyConfiguration> = Api::all(env.client_as(&user, &[]).await);
     let mut events = api.watch(&WatchParams::default().timeout(60), "0").await.unwrap().boxed();
+    let rv = |hc: &HierarchyConfiguration| hc.resource_version().and_then(|rv| rv.parse::<u64>().ok());
     let read = async {
+        let mut added = None;
         loop {
             match events.try_next().await.unwrap().expect("the watch ended") {
                 WatchEvent::Added(hc) if hc.namespace().as_deref() == Some(victim.as_str()) => {
+                    added = rv(&hc);
                     ok(env.kubectl(&["delete", "rolebinding", "t-view", "-n", &victim]));
                 }
-                WatchEvent::Deleted(hc) if hc.namespace().as_deref() == Some(victim.as_str()) => return hc,
+                WatchEvent::Deleted(hc) if hc.namespace().as_deref() == Some(victim.as_str()) => {
+                    return (added, hc)
+                }
                 _ => {}
             }
         }
     };
-    let tombstone = tokio::time::timeout(WAIT, read).await.expect("a DELETED event for the victim");
+    let (added, tombstone) = tokio::time::timeout(WAIT, read).await.expect("a DELETED event for the victim");
+    assert!(rv(&tombstone).is_some() && rv(&tombstone) >= added, "after {added:?}: {tombstone:?}");
     assert_eq!(tombstone.metadata.name.as_deref(), Some("hierarchy"));
     assert!(tombstone.metadata.labels.is_none() && tombstone.metadata.annotations.is_none(), "{tombstone:?}");
     assert!(

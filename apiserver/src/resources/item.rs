@@ -57,9 +57,11 @@ impl Item {
         Item::Anchor(SubnamespaceAnchor { metadata: sub.metadata, spec, status: sub.status })
     }
 
-    /// The object reduced to its kind, name and namespace: what a watch tells a user who may no
-    /// longer see it that it left their view.
-    pub fn tombstone(&self) -> Item {
+    /// The object reduced to its kind, name and namespace, at `resource_version`: what a watch
+    /// tells a user who may no longer see it that it left their view. The resourceVersion is the
+    /// watch's, not the object's: watch clients (client-go's reflector, kube-runtime's watcher)
+    /// resume from the last event's, and kube-runtime's fails on an event without one.
+    pub fn tombstone(&self, resource_version: u64) -> Item {
         let name = self.name();
         let mut item = match self {
             Item::Hierarchy(_) => Item::Hierarchy(HierarchyConfiguration::new(name, Default::default())),
@@ -68,7 +70,9 @@ impl Item {
             Item::Quota(_) => Item::Quota(HierarchicalResourceQuota::new(name, Default::default())),
             Item::Config(_) => Item::Config(HNCConfiguration::new(name, Default::default())),
         };
-        item.metadata_mut().namespace = self.metadata().namespace.clone();
+        let meta = item.metadata_mut();
+        meta.namespace = self.metadata().namespace.clone();
+        meta.resource_version = Some(resource_version.to_string());
         item
     }
 

@@ -80,13 +80,23 @@ fn track_update(
     Ok(record_update(shape, old, new, &opts.update_manager(call.user_agent), &now()))
 }
 
-/// The managedFields in a written object, if any, decode as managedFields.
+/// The managedFields in a written object, if any, decode as managedFields, and each entry's
+/// fieldsV1 is an object, as the schema says. k8s-openapi's `FieldsV1` holds any JSON value, so
+/// its decoding alone would take `"fieldsV1": true` and the write would silently keep the old
+/// managedFields in its place.
 fn check_sent_managed_fields(new: &Value) -> Result<(), ApiError> {
-    match new.pointer("/metadata/managedFields") {
-        None | Some(Value::Null) => Ok(()),
-        Some(sent) => serde_json::from_value::<Vec<ManagedFieldsEntry>>(sent.clone())
-            .map(drop)
-            .map_err(|e| ApiError::bad_request(format!("metadata.managedFields: {e}"))),
+    let sent = match new.pointer("/metadata/managedFields") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(sent) => sent,
+    };
+    let entries = serde_json::from_value::<Vec<ManagedFieldsEntry>>(sent.clone())
+        .map_err(|e| ApiError::bad_request(format!("metadata.managedFields: {e}")))?;
+    match entries.iter().position(|e| e.fields_v1.as_ref().is_some_and(|f| !f.0.is_object())) {
+        None => Ok(()),
+        Some(i) => Err(ApiError::bad_request(format!(
+            "metadata.managedFields[{i}].fieldsV1: must be an object of field paths, as hns wrote it; \
+             send the managedFields read from the object, an empty list to clear them, or none"
+        ))),
     }
 }
 

@@ -468,6 +468,14 @@ mod tests {
         assert!(e.message.contains("metadata.managedFields"), "{}", e.message);
         let e = send(&state, &SUBNAMESPACES, Verb::Create, ("team-a", ""), &body).await.err().unwrap();
         assert_eq!(e.code, 400, "a create too: {}", e.message);
+        // FieldsV1 decodes from any JSON value: its schema's type (an object) is checked apart.
+        for fields in [json!(true), json!("f:spec"), json!([])] {
+            body["metadata"]["managedFields"] =
+                json!([{"manager": "x", "fieldsV1": {}}, {"fieldsV1": fields}]);
+            let e = send(&state, &SUBNAMESPACES, Verb::Update, ("team-a", "dev"), &body).await.err().unwrap();
+            assert_eq!(e.code, 400, "{}", e.message);
+            assert!(e.message.contains("managedFields[1].fieldsV1"), "{}", e.message);
+        }
     }
 
     #[tokio::test]

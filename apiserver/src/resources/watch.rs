@@ -104,13 +104,15 @@ impl Watcher {
     ///
     /// A DELETED event carries a tombstone, the object's name and namespace only: its user may
     /// no longer see the object, so nothing of it as it is now is sent, and it is sent whatever
-    /// the watch's selectors say of the object now (which would tell its labels).
+    /// the watch's selectors say of the object now (which would tell its labels), at `as_of`,
+    /// the resourceVersion the watch has reached: a client resuming from it misses nothing.
     fn regranted(
         &self,
         (reads, forest): (&Reads<'_>, &Forest),
         current: CurrentObjects,
         old: &[View],
         new: &View,
+        as_of: u64,
     ) -> Vec<bytes::Bytes> {
         let mut namespaces = std::collections::BTreeSet::new();
         let mut everywhere = false;
@@ -142,7 +144,7 @@ impl Watcher {
                 let now = listing::shows(new, o);
                 match (old.iter().any(|v| listing::shows(v, o) != now), now) {
                     (true, true) if self.opts.selects(o) => Some(self.item_line("ADDED", o)),
-                    (true, false) => Some(self.item_line("DELETED", &o.tombstone())),
+                    (true, false) => Some(self.item_line("DELETED", &o.tombstone(as_of))),
                     _ => None,
                 }
             })
@@ -318,7 +320,13 @@ pub async fn serve(
                     // has it already takes it as an update. (Lost access was answered above.)
                     if let Some(view) = &watcher.view {
                         let shown_nothing = [View::default()];
-                        lines.extend(watcher.regranted((&Reads::of(&state), &forest), current_objects, &shown_nothing, view));
+                        lines.extend(watcher.regranted(
+                            (&Reads::of(&state), &forest),
+                            current_objects,
+                            &shown_nothing,
+                            view,
+                            now_rv,
+                        ));
                     }
                     Begin::Lines(lines)
                 }
@@ -416,7 +424,13 @@ pub async fn serve(
                     match listing::view_of(&state, &who, def).await {
                         Ok(new) => {
                             let old: Vec<View> = watcher.view.iter().cloned().collect();
-                            let lines = watcher.regranted((&Reads::of(&state), &state.cache.read()), current_objects, &old, &new);
+                            let lines = watcher.regranted(
+                                (&Reads::of(&state), &state.cache.read()),
+                                current_objects,
+                                &old,
+                                &new,
+                                last_rv,
+                            );
                             for line in lines {
                                 yield Ok(line);
                             }
@@ -547,10 +561,15 @@ mod tests {
         let f = forest("team-a dev:~team-a");
         let item =
             Item::subnamespace(objects::subnamespace(&policy(), f.get("dev").unwrap()), "Subnamespace");
-        let line =
-            parsed(&watcher(&SUBNAMESPACES, Representation::Object).item_line("DELETED", &item.tombstone()));
+        let line = parsed(
+            &watcher(&SUBNAMESPACES, Representation::Object).item_line("DELETED", &item.tombstone(42)),
+        );
         let object = &line["object"];
-        assert_eq!(object["metadata"], json!({"name": "dev", "namespace": "team-a"}), "{line}");
+        assert_eq!(
+            object["metadata"],
+            json!({"name": "dev", "namespace": "team-a", "resourceVersion": "42"}),
+            "{line}"
+        );
         let fields: Vec<&String> = object.as_object().unwrap().keys().collect();
         assert!(
             object.get("status").is_none_or(|s| s

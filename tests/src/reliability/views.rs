@@ -6,6 +6,7 @@
 //! row shown that may not be seen, a row less one hidden that may.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,9 @@ struct Watcher {
     client: Client,
     /// The namespaces its watch shows, kept by a background task.
     watched: Arc<Mutex<BTreeSet<String>>>,
+    /// Events its watcher could not take: hns broke the watch protocol (an object without a
+    /// resourceVersion). An expired watch (410) is the protocol working, and is not counted.
+    unusable: Arc<AtomicUsize>,
 }
 
 /// The namespaces of the suite: trees (roots with two subnamespaces each) and loose namespaces
@@ -72,6 +76,8 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
     let client = ctx.env.client_as(&user, &[&group]).await;
     let watched = Arc::new(Mutex::new(BTreeSet::new()));
     let (api, shown) = (Api::<HierarchyConfiguration>::all(client.clone()), watched.clone());
+    let unusable = Arc::new(AtomicUsize::new(0));
+    let broken = unusable.clone();
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
         let mut relisted = BTreeSet::new();
@@ -82,6 +88,9 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
                 Ok(None) => return,
                 // The watcher retries (with backoff) on its own.
                 Err(e) => {
+                    if matches!(e, watcher::Error::NoResourceVersion) {
+                        broken.fetch_add(1, Ordering::Relaxed);
+                    }
                     println!("views: a watch failed: {e}");
                     continue;
                 }
@@ -102,7 +111,7 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
             }
         }
     });
-    Watcher { user, group, client, watched }
+    Watcher { user, group, client, watched, unusable }
 }
 
 /// Rows shown that may not be seen, and rows hidden that may, over every user's watch and list.
@@ -230,6 +239,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         wrong.hidden += last.hidden;
     }
     settle_times.sort();
+    let unusable = watchers.iter().map(|w| w.unusable.load(Ordering::Relaxed)).sum();
     for root in &pool.roots {
         delete_tree(&ctx.client, root).await;
     }
@@ -239,6 +249,11 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
         Figure::zero(SUITE, "rows shown that SubjectAccessReview denies (watch + list)", wrong.shown),
         Figure::zero(SUITE, "rows hidden that SubjectAccessReview allows (watch + list)", wrong.hidden),
         Figure::zero(SUITE, format!("changes not settled within {} s", SETTLE.as_secs()), unsettled),
+        Figure::zero(
+            SUITE,
+            "watch events without a resourceVersion (kube-runtime's watcher fails)",
+            unusable,
+        ),
         Figure::info(
             SUITE,
             "change to every watch and list agreeing, p50 / p99",
