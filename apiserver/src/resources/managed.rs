@@ -68,7 +68,9 @@ pub fn desired<T: DeserializeOwned>(
 /// create) to `new` in `new`'s managedFields, as kube-apiserver does: managedFields the client
 /// sent are the starting point when they read (clients may edit them), an empty list clears
 /// them, and otherwise `old`'s are. managedFields that are not even of managedFields' types are
-/// refused (400), as kube-apiserver's decoding of the body refuses them, not silently replaced.
+/// refused (400), as kube-apiserver's decoding of the body refuses them, not silently replaced;
+/// so is a fieldsV1 that is not an object, which kube-apiserver would replace in silence: the
+/// published schema says object, and a client that sent one should learn that it was not kept.
 fn track_update(
     call: &Call<'_>,
     opts: &WriteOptions,

@@ -79,18 +79,25 @@ impl ConfigStore {
         self.reached.wait(rv, CATCH_UP).await
     }
 
-    fn set(&self, cm: Option<ConfigMap>, hub: &Hub) {
+    /// Stores `cm` (`None`: there is none), and tells watchers of the configuration it serves,
+    /// at `cm`'s resourceVersion, or at `gone_at`, the deleted ConfigMap's, when there is none.
+    /// Every watch event carries a resourceVersion (kube-runtime's watcher fails on one without):
+    /// with neither, watchers learn of the change when hns makes the ConfigMap again.
+    fn set(&self, cm: Option<ConfigMap>, gone_at: Option<&ConfigMap>, hub: &Hub) {
         let before = serde_json::to_value(self.object()).unwrap_or_default();
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = cm.clone();
-        let obj = self.object();
+        let mut obj = self.object();
         self.spec.send_if_modified(|s| {
             let changed = *s != obj.spec;
             *s = obj.spec.clone();
             changed
         });
+        let rv = cm.as_ref().or(gone_at).map_or(0, |c| resource_version::number(&c.metadata));
+        if rv > 0 {
+            obj.metadata.resource_version = Some(rv.to_string());
+        }
         let after = serde_json::to_value(obj).unwrap_or_default();
-        let rv = cm.as_ref().map_or(0, |c| resource_version::number(&c.metadata));
-        if before != after {
+        if before != after && rv > 0 {
             hub.publish(vec![Event::new("MODIFIED", Derived::HncConfiguration, after, rv)]);
         }
         self.reached.set(rv);
@@ -187,16 +194,16 @@ pub async fn run(
         match stream.try_next().await {
             Ok(Some(watcher::Event::InitApply(cm))) => {
                 listed = true;
-                store.set(Some(cm), &hub.hub);
+                store.set(Some(cm), None, &hub.hub);
             }
             Ok(Some(watcher::Event::Apply(cm))) => {
-                store.set(Some(cm), &hub.hub);
+                store.set(Some(cm), None, &hub.hub);
                 if init_done {
                     mark_synced(&store);
                 }
             }
-            Ok(Some(watcher::Event::Delete(_))) => {
-                store.set(None, &hub.hub);
+            Ok(Some(watcher::Event::Delete(cm))) => {
+                store.set(None, Some(&cm), &hub.hub);
                 tokio::spawn(create_default(api.clone(), store.clone()));
             }
             Ok(Some(watcher::Event::Init)) => listed = false,
@@ -205,7 +212,7 @@ pub async fn run(
                 if listed {
                     mark_synced(&store);
                 } else {
-                    store.set(None, &hub.hub); // deleted while we were not watching
+                    store.set(None, None, &hub.hub); // deleted while we were not watching
                     tokio::spawn(create_default(api.clone(), store.clone()));
                 }
             }
@@ -284,6 +291,28 @@ mod tests {
         assert_eq!(obj.spec.resources[0].resource, "secrets");
         assert_eq!(ObjectLabels::of(&obj.metadata), meta);
         assert_eq!(to_object(None).metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn watchers_learn_of_a_deleted_configmap_at_its_deletion_resource_version() {
+        let (store, hub) = (ConfigStore::default(), Hub::default());
+        let mut rx = hub.subscribe();
+        let mut cm = default_configmap();
+        cm.metadata.resource_version = Some("7".into());
+        store.set(Some(cm.clone()), None, &hub);
+        cm.data = Some(BTreeMap::from([(SPEC_KEY.to_string(), r#"{"resources":[]}"#.to_string())]));
+        cm.metadata.resource_version = Some("9".into());
+        store.set(None, Some(&cm), &hub);
+        store.set(Some(cm.clone()), None, &hub);
+        store.set(None, None, &hub); // gone while hns was not watching: no version to tell
+        let mut rvs = Vec::new();
+        while let Ok(crate::store::hub::Message::Events(events)) = rx.try_recv() {
+            for (_, e) in events.iter() {
+                assert_eq!(e.object["metadata"]["resourceVersion"], e.rv.to_string(), "{:?}", e.object);
+                rvs.push(e.rv);
+            }
+        }
+        assert_eq!(rvs, [7, 9, 9]);
     }
 
     #[test]
