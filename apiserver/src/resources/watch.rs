@@ -423,27 +423,30 @@ pub async fn serve(
                 () = access_changed(&mut access, &mut refresh) => {
                     match listing::view_of(&state, &who, def).await {
                         Ok(new) => {
-                            // Under one read lock: first the events published before this forest,
-                            // under the old view, then the change of view read from the forest. The
-                            // ADDED objects carry the forest's resourceVersions, and a client that
-                            // resumes from one of them must have been sent every event before it.
-                            let caught_up = {
+                            // Under one read lock, the forest and the events published before it
+                            // (the lock is held for two reference counts; rendering comes after).
+                            // The missed events go first, under the old view, then the change of
+                            // view read from that forest: the ADDED objects carry its
+                            // resourceVersions, and a client that resumes from one of them must
+                            // have been sent every event before it.
+                            let (forest, missed) = {
                                 let forest = cache.read();
-                                cache.hub.after(last_seen).map(|missed| {
-                                    let mut lines = Vec::new();
-                                    for (n, e) in missed.iter() {
-                                        last_seen = *n;
-                                        if watcher.wants(e) {
-                                            lines.push(watcher.event_line(e));
-                                        }
-                                    }
-                                    last_rv = last_rv.max(forest.resource_version_number());
-                                    let old: Vec<View> = watcher.view.iter().cloned().collect();
-                                    let reads = (&Reads::of(&state), &**forest);
-                                    lines.extend(watcher.regranted(reads, current_objects, &old, &new, last_rv));
-                                    lines
-                                })
+                                (std::sync::Arc::clone(&forest), cache.hub.after(last_seen))
                             };
+                            let caught_up = missed.map(|missed| {
+                                let mut lines = Vec::new();
+                                for (n, e) in missed.iter() {
+                                    last_seen = *n;
+                                    if watcher.wants(e) {
+                                        lines.push(watcher.event_line(e));
+                                    }
+                                }
+                                last_rv = last_rv.max(forest.resource_version_number());
+                                let old: Vec<View> = watcher.view.iter().cloned().collect();
+                                let reads = (&Reads::of(&state), &*forest);
+                                lines.extend(watcher.regranted(reads, current_objects, &old, &new, last_rv));
+                                lines
+                            });
                             let Some(lines) = caught_up else {
                                 yield Ok(watcher.expired("the watch fell too far behind; list again"));
                                 return;
