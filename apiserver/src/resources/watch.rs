@@ -97,6 +97,25 @@ impl Watcher {
             && self.view.as_ref().is_none_or(|v| listing::shows(v, &e.object))
     }
 
+    /// The lines of the events of `events` after number `*last_seen`, rendered as they are
+    /// taken: each event taken, wanted or not, moves `last_seen` and `last_rv` (the
+    /// resourceVersion the watch has reached) past it.
+    fn take<'a>(
+        &'a self,
+        events: &'a [Numbered],
+        last_seen: &'a mut u64,
+        last_rv: &'a mut u64,
+    ) -> impl Iterator<Item = bytes::Bytes> + 'a {
+        events.iter().filter_map(move |(n, e)| {
+            if *n <= *last_seen {
+                return None;
+            }
+            *last_seen = *n;
+            *last_rv = (*last_rv).max(e.rv);
+            self.wants(e).then(|| self.event_line(e))
+        })
+    }
+
     /// The events that take a client shown any of `old` to what `new` shows: ADDED for objects
     /// one of them did not show and `new` does, DELETED for objects one of them showed and
     /// `new` does not. (An ADDED for an object the client has, or a DELETED for one it lacks,
@@ -434,13 +453,8 @@ pub async fn serve(
                                 (std::sync::Arc::clone(&forest), cache.hub.after(last_seen))
                             };
                             let caught_up = missed.map(|missed| {
-                                let mut lines = Vec::new();
-                                for (n, e) in missed.iter() {
-                                    last_seen = *n;
-                                    if watcher.wants(e) {
-                                        lines.push(watcher.event_line(e));
-                                    }
-                                }
+                                let mut lines: Vec<bytes::Bytes> =
+                                    watcher.take(&missed, &mut last_seen, &mut last_rv).collect();
                                 last_rv = last_rv.max(forest.resource_version_number());
                                 let old: Vec<View> = watcher.view.iter().cloned().collect();
                                 let reads = (&Reads::of(&state), &*forest);
@@ -462,16 +476,9 @@ pub async fn serve(
                     continue;
                 }
             };
-            // After a catch-up, the channel still holds some of the same events: skip them.
-            for (n, e) in events.iter() {
-                if *n <= last_seen {
-                    continue;
-                }
-                last_seen = *n;
-                last_rv = last_rv.max(e.rv);
-                if watcher.wants(e) {
-                    yield Ok(watcher.event_line(e));
-                }
+            // After a catch-up, the channel still holds some of the same events: take skips them.
+            for line in watcher.take(&events, &mut last_seen, &mut last_rv) {
+                yield Ok(line);
             }
         }
     };
