@@ -275,14 +275,110 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
     let mut events = hcs.watch(&params, &rv).await.unwrap().boxed();
     match events.try_next().await.unwrap() {
         Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410, "{e:?}"),
-        // With several replicas, one that never served the user the view with the namespace
-        // cannot know the client holds it: it sends nothing of it (docs/access.md, left out).
-        first if !single_replica => {
-            let rest: Vec<_> = events.try_collect().await.unwrap();
-            let text = format!("{first:?} {rest:?}");
-            assert!(!text.contains(&outsider), "nothing of the namespace after the revocation: {text}");
+        other => panic!("a watch resumed after a revocation must list again, on any replica, got {other:?}"),
+    }
+    delete_tree(&admin, &root).await;
+    delete_namespaces(&admin, &[&outsider]).await;
+}
+
+/// The body of a GET of `path_and_query` under the group's version, sent straight to replica
+/// `port` as kube-apiserver sends it for `user` in `groups`.
+async fn on_replica(
+    local: &Local,
+    port: u16,
+    (user, groups): (&str, &[&str]),
+    path_and_query: &str,
+) -> String {
+    let client = local.direct_client(Some(local.front_proxy_identity()));
+    let url = format!("https://{}:{port}/apis/hnc.x-k8s.io/v1alpha2/{path_and_query}", local.hns_host);
+    let mut request = client.get(&url).header("X-Remote-User", user);
+    for group in groups {
+        request = request.header("X-Remote-Group", *group);
+    }
+    request.send().await.unwrap().text().await.unwrap()
+}
+
+/// A list's resourceVersion names the view it showed: a watch from it resumes on a replica that
+/// never served that user (each replica asked directly, as the same user under other groups,
+/// which none served), and lists again only once what the user may see changed.
+#[tokio::test]
+async fn a_watch_resumes_from_a_views_list_on_any_replica() {
+    let (env, admin) = Env::with_admin().await;
+    let Some(local) = env.local_or_skip("a_watch_resumes_from_a_views_list_on_any_replica") else { return };
+    let (root, kids, outsider) = tree_and_outsider(&admin, "viewanywhere").await;
+    let user = unique("anywhere");
+    grant_view(&env, &user, &root, "anywhere");
+    let (lister, other_session) = (
+        (user.as_str(), &["system:authenticated"][..]),
+        (user.as_str(), &["system:authenticated", "another-session"][..]),
+    );
+    let all = "hierarchyconfigurations";
+    // Every replica shows the user the tree (the grant propagated to its subnamespaces).
+    for port in &local.hns_ports {
+        eventually("every replica to show the user the tree", WAIT, || async {
+            let list = on_replica(local, *port, lister, all).await;
+            kids.iter().all(|kid| list.contains(&format!("\"namespace\":\"{kid}\""))).then_some(())
+        })
+        .await;
+    }
+    let list: serde_json::Value =
+        serde_json::from_str(&on_replica(local, local.hns_ports[0], lister, all).await).unwrap();
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+    assert!(rv.contains('.'), "a view's list names the view in its resourceVersion: {rv}");
+    let cascade = r#"{"spec":{"allowCascadingDeletion":true}}"#;
+    ok(env.kubectl(&[
+        "patch",
+        "hierarchyconfigurations",
+        "hierarchy",
+        "-n",
+        &root,
+        "--type=merge",
+        "-p",
+        cascade,
+    ]));
+    let watch = format!("{all}?watch=true&allowWatchBookmarks=true&timeoutSeconds=2&resourceVersion={rv}");
+    for port in &local.hns_ports {
+        for who in [lister, other_session] {
+            let lines = on_replica(local, *port, who, &watch).await;
+            assert!(!lines.contains("\"ERROR\""), "a resumed watch on :{port} as {who:?}: {lines}");
+            assert!(
+                lines.contains("allowCascadingDeletion"),
+                "the change after the list, on :{port}: {lines}"
+            );
+            assert!(!lines.contains(&outsider), "{lines}");
+            let last: serde_json::Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+            assert_eq!(last["type"], "BOOKMARK", "{lines}");
+            assert!(last["object"]["metadata"]["resourceVersion"].as_str().unwrap().contains('.'), "{last}");
         }
-        other => panic!("a watch resumed after a revocation must list again, got {other:?}"),
+    }
+    // A grant since: the resumed watch (on replicas that served the view the version names,
+    // now all of them) adds what the user may newly see.
+    grant_view(&env, &user, &outsider, "more");
+    for port in &local.hns_ports {
+        eventually("every replica to show the user the outsider", WAIT, || async {
+            on_replica(local, *port, lister, all).await.contains(&outsider).then_some(())
+        })
+        .await;
+        for who in [lister, other_session] {
+            let lines = on_replica(local, *port, who, &watch).await;
+            assert!(
+                !lines.contains("\"ERROR\"") && lines.contains(&outsider),
+                "after a grant, on :{port}: {lines}"
+            );
+        }
+    }
+    // A revocation since: the client may hold what its user may no longer see; it lists again.
+    ok(env.kubectl(&["delete", "rolebinding", "anywhere", "-n", &root]));
+    for port in &local.hns_ports {
+        eventually("every replica to hide the tree from the user", WAIT, || async {
+            let list = on_replica(local, *port, lister, all).await;
+            (!list.contains(&format!("\"namespace\":\"{root}\""))).then_some(())
+        })
+        .await;
+        for who in [lister, other_session] {
+            let lines = on_replica(local, *port, who, &watch).await;
+            assert!(lines.contains("\"code\":410"), "after a revocation, on :{port} as {who:?}: {lines}");
+        }
     }
     delete_tree(&admin, &root).await;
     delete_namespaces(&admin, &[&outsider]).await;

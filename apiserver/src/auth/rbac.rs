@@ -40,7 +40,7 @@ struct Binding {
 }
 
 /// Which objects of a resource a set of rules allows, in one namespace or everywhere.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub enum Names {
     /// None.
     #[default]
@@ -103,8 +103,9 @@ impl Names {
 }
 
 /// Where a user may do one thing to a resource: everywhere (ClusterRoleBindings), and in the
-/// namespaces their RoleBindings cover.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// namespaces their RoleBindings cover. (Serialized in order: the same grants are the same bytes,
+/// which a view's fingerprint is made from.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Grants {
     /// In every namespace.
     pub everywhere: Names,

@@ -68,6 +68,11 @@ pub struct View {
 }
 
 impl View {
+    /// The view of a user who may see everything.
+    pub fn everything() -> View {
+        View { grants: Arc::new(Grants::all()) }
+    }
+
     /// Whether the object `name` in `namespace` is shown.
     pub fn shows(&self, namespace: &str, name: &str) -> bool {
         self.grants.allows(namespace, name)
@@ -92,6 +97,15 @@ impl View {
     /// when it is shown `self` instead.
     pub fn covers(&self, other: &View) -> bool {
         self.grants.covers(&other.grants)
+    }
+
+    /// A short name of what this view shows, the same on every replica for the same grants: a
+    /// list or bookmark answered with the view carries it in its resourceVersion, so that any
+    /// replica resuming a watch from there knows what its client was shown.
+    pub fn fingerprint(&self) -> String {
+        use sha2::Digest;
+        let grants = serde_json::to_vec(&*self.grants).expect("grants serialize");
+        sha2::Sha256::digest(grants)[..8].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The namespaces where `self` and `other` may differ; `None` when they may differ anywhere.
@@ -140,6 +154,22 @@ impl Views {
     /// The views of `resource` served to `who` lately (none if not remembered).
     pub fn served(&self, who: &Identity, resource: &str) -> Vec<View> {
         self.served.get(&served_key(who, resource)).unwrap_or_default()
+    }
+
+    /// What the client of `who` resuming a watch of `resource` from a resourceVersion was shown
+    /// before, as far as this replica can tell: the view the resourceVersion `named` (a list's or
+    /// a bookmark's), if this replica serves it now (`now`) or served it lately; or, when it names
+    /// none (an event's), the views this replica served lately.
+    pub fn shown(&self, who: &Identity, resource: &str, now: &View, named: Option<&str>) -> Shown {
+        let served = self.served(who, resource);
+        match named {
+            Some(f) if now.fingerprint() == f => Shown::Exactly(now.clone()),
+            Some(f) => {
+                served.into_iter().find(|v| v.fingerprint() == f).map_or(Shown::Unknown, Shown::Exactly)
+            }
+            None if served.is_empty() => Shown::Unknown,
+            None => Shown::OneOf(served),
+        }
     }
 
     /// Wakes when RBAC changes.
@@ -228,20 +258,41 @@ impl Views {
     }
 }
 
+/// What a client resuming a watch was shown before ([`Views::shown`]).
+#[derive(Debug)]
+pub enum Shown {
+    /// This view.
+    Exactly(View),
+    /// One of these views (which one is not known).
+    OneOf(Vec<View>),
+    /// Not known here.
+    Unknown,
+}
+
+impl Shown {
+    /// Whether the client may hold objects `now` does not show (not known: no).
+    pub fn more_than(&self, now: &View) -> bool {
+        match self {
+            Shown::Exactly(v) => !now.covers(v),
+            Shown::OneOf(views) => views.iter().any(|v| !now.covers(v)),
+            Shown::Unknown => false,
+        }
+    }
+
+    /// The views to tell the client the difference from: the one it was shown; when that is
+    /// one of several, none (another replica may have served it a view this one never saw, an
+    /// older one before a grant: every object shown now is sent, as a list would show it).
+    pub fn before(&self) -> Vec<View> {
+        match self {
+            Shown::Exactly(v) => vec![v.clone()],
+            Shown::OneOf(_) | Shown::Unknown => vec![View::default()],
+        }
+    }
+}
+
 /// Who and what a served view is remembered under.
 fn served_key(who: &Identity, resource: &str) -> String {
     serde_json::json!([who.user, who.groups, who.extra, resource]).to_string()
-}
-
-/// Views for tests elsewhere.
-#[cfg(test)]
-pub mod testing {
-    use super::*;
-
-    /// The view of a user who may see everything.
-    pub fn everything() -> View {
-        View { grants: Arc::new(crate::auth::rbac::Grants::all()) }
-    }
 }
 
 #[cfg(test)]
@@ -294,5 +345,52 @@ mod tests {
         assert_eq!(views.served(&who("alice"), "subnamespaces").len(), REMEMBERED_VIEWS);
         views.remember_only(&who("alice"), "subnamespaces", &one("z"));
         assert_eq!(views.served(&who("alice"), "subnamespaces"), [one("z")], "told to list again");
+    }
+
+    #[test]
+    fn a_fingerprint_names_the_grants_alone() {
+        let only = |names: &[&str]| Names::Only(names.iter().map(|n| n.to_string()).collect());
+        let a = view(Names::None, &[("a", Names::All), ("b", only(&["x", "y"]))]);
+        let same = view(Names::None, &[("b", only(&["y", "x"])), ("a", Names::All)]);
+        assert_eq!(a.fingerprint(), same.fingerprint(), "built in another order");
+        assert_eq!(a.fingerprint().len(), 16);
+        let others = [
+            view(Names::None, &[("a", Names::All)]),
+            view(Names::None, &[("a", Names::All), ("b", only(&["x"]))]),
+            view(Names::All, &[("a", Names::All), ("b", only(&["x", "y"]))]),
+            View::default(),
+            View::everything(),
+        ];
+        for other in others {
+            assert_ne!(a.fingerprint(), other.fingerprint(), "{other:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_resumed_client_was_shown_the_view_its_resource_version_names() {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let views = Views::new(Arc::default(), Authorizer::new(client), Mode::Rbac);
+        let alice = Identity { user: "alice".into(), groups: vec![], extra: Default::default() };
+        let one = |ns: &str| view(Names::None, &[(ns, Names::All)]);
+        let (old, now) = (one("a"), view(Names::None, &[("a", Names::All), ("b", Names::All)]));
+        let shown = |named: Option<&View>| {
+            views.shown(&alice, "subnamespaces", &now, named.map(|v| v.fingerprint()).as_deref())
+        };
+        // On a replica that served alice nothing: the view named is known if it is the one now.
+        assert!(matches!(shown(Some(&now)), Shown::Exactly(v) if v == now));
+        assert!(matches!(shown(Some(&old)), Shown::Unknown), "changed since");
+        assert!(matches!(shown(None), Shown::Unknown), "named none, served none");
+        // On one that served her the older view too.
+        views.remember(&alice, "subnamespaces", &old);
+        views.remember(&alice, "subnamespaces", &now);
+        assert!(matches!(shown(Some(&old)), Shown::Exactly(v) if v == old));
+        assert!(matches!(shown(None), Shown::OneOf(v) if v == [old.clone(), now.clone()]));
+        // What the client may hold that it may no longer see, and what it is told the difference from.
+        assert!(Shown::Exactly(now.clone()).more_than(&old) && !Shown::Exactly(old.clone()).more_than(&now));
+        assert!(Shown::OneOf(vec![old.clone(), now.clone()]).more_than(&old));
+        assert!(!Shown::Unknown.more_than(&View::default()), "not known is decided elsewhere");
+        assert_eq!(Shown::Exactly(old.clone()).before(), std::slice::from_ref(&old));
+        assert_eq!(Shown::OneOf(vec![old]).before(), [View::default()], "which one is not known");
     }
 }

@@ -106,11 +106,11 @@ fn check_booleans(q: &HashMap<String, String>) -> Result<(), ApiError> {
 }
 
 /// `limit` and `timeoutSeconds` are integers, present only with a value; `resourceVersion` may be
-/// empty (any version), else a number (it is opaque to clients, but every one hns hands out is a
-/// number, so anything else was never issued).
+/// empty (any version), else one of the forms hns hands out ([`crate::resource_version::parse`]:
+/// it is opaque to clients, so anything else was never issued).
 fn check_numbers(q: &HashMap<String, String>) -> Result<(), ApiError> {
-    for key in ["limit", "timeoutSeconds", "resourceVersion"] {
-        if let Some(v) = q.get(key).filter(|v| key != "resourceVersion" || !v.is_empty()) {
+    for key in ["limit", "timeoutSeconds"] {
+        if let Some(v) = q.get(key) {
             if v.parse::<u64>().is_err() {
                 return Err(ApiError::bad_request(format!(
                     "{key}: invalid value \"{v}\": must be a non-negative integer"
@@ -118,7 +118,13 @@ fn check_numbers(q: &HashMap<String, String>) -> Result<(), ApiError> {
             }
         }
     }
-    Ok(())
+    match q.get("resourceVersion").filter(|v| !v.is_empty()) {
+        Some(v) if crate::resource_version::parse(v).is_none() => Err(ApiError::bad_request(format!(
+            "resourceVersion: invalid value \"{v}\": not a resourceVersion hns-apiserver handed out; \
+             use one from a list, object or watch event, or none"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn decode_token(token: &str) -> Result<ContinueToken, ApiError> {

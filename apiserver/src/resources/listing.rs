@@ -120,7 +120,7 @@ pub fn list(
     if opts.limit.is_some() {
         return Ok(whole(state, call, &forest, current, &opts));
     }
-    let rv = forest.resource_version();
+    let rv = handed_out(&forest, call.view.as_ref());
     let (state, def, render) = (state.clone(), call.def, *call.render);
     let (namespace, view) = (call.req.namespace.clone(), call.view.clone());
     let (envelope, field) = render::list_envelope(def, render::list_meta(&rv, None, None), &render);
@@ -184,7 +184,17 @@ fn whole(
     let reads = Reads::of(state);
     let in_namespace = |ns: &str| current(&reads, forest, call.def, ns);
     let items = objects(forest, call.def, in_namespace, &call.req.namespace, call.view.as_ref());
-    Reply::ok(render::list(call.def, paginate(items, opts, &rv), &rv, call.render))
+    let page = paginate(items, opts, &rv);
+    Reply::ok(render::list(call.def, page, &handed_out(forest, call.view.as_ref()), call.render))
+}
+
+/// The resourceVersion a list of `forest` hands out: with a view, the view's fingerprint beside
+/// the number, so that a watch from it resumes on any replica (see [`crate::resource_version`]).
+fn handed_out(forest: &Forest, view: Option<&View>) -> String {
+    match view {
+        Some(view) => crate::resource_version::with_view(forest.resource_version(), &view.fingerprint()),
+        None => forest.resource_version(),
+    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use tokio::sync::broadcast;
 
 use crate::auth::authn::Identity;
 use crate::auth::tls::PeerSocket;
-use crate::auth::view::View;
+use crate::auth::view::{Shown, View};
 use crate::hierarchy::forest::Forest;
 use crate::hierarchy::identity::Derived;
 use crate::http::list::{ListOptions, Selectable};
@@ -41,8 +41,9 @@ const PEER_CHECK_EVERY: Duration = Duration::from_secs(5);
 enum Start {
     /// Synthetic ADDED events for the current state first.
     Current { initial_events_end: bool },
-    /// Changes after this resourceVersion.
-    After(u64),
+    /// Changes after resourceVersion `rv`, handed out (by a list or bookmark) with the view
+    /// `view` fingerprints, if any.
+    After { rv: u64, view: Option<String> },
 }
 
 fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
@@ -60,9 +61,13 @@ fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
     }
     match rv {
         "" | "0" => Ok(Start::Current { initial_events_end: false }),
-        rv => rv.parse().map(Start::After).map_err(|_| {
-            ApiError::bad_request(format!("resourceVersion: invalid value \"{rv}\": not a resource version"))
-        }),
+        rv => match crate::resource_version::parse(rv) {
+            Some((rv, view)) => Ok(Start::After { rv, view: view.map(str::to_string) }),
+            None => Err(ApiError::bad_request(format!(
+                "resourceVersion: invalid value \"{rv}\": not a resourceVersion hns-apiserver handed out; \
+                 use one from a list, object or watch event, or none"
+            ))),
+        },
     }
 }
 
@@ -206,8 +211,14 @@ impl Watcher {
         }
     }
 
+    /// A bookmark at `rv`; with a view, its fingerprint beside it, so that a watch resumed from
+    /// there on any replica knows what the client was shown.
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> bytes::Bytes {
-        let mut meta = json!({"resourceVersion": rv.to_string()});
+        let rv = match &self.view {
+            Some(view) => crate::resource_version::with_view(rv, &view.fingerprint()),
+            None => rv.to_string(),
+        };
+        let mut meta = json!({"resourceVersion": rv});
         if initial_events_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
@@ -263,7 +274,7 @@ pub async fn serve(
 ) -> Result<HttpResponse, ApiError> {
     let Request { def, current_objects, req, query, render } = request;
     let start = start_of(query)?;
-    if let Start::After(rv) = start {
+    if let Start::After { rv, .. } = start {
         if !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
             return Err(ApiError::too_large_resource_version(
                 rv,
@@ -293,15 +304,18 @@ pub async fn serve(
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         refresh
     });
-    // What the user was shown before, for a watch resumed from a resourceVersion.
-    let served = match &watcher.view {
-        Some(view) => {
-            let served = state.views.served(&who, def.plural);
-            state.views.remember(&who, def.plural, view);
-            Some(served)
+    // For a watch resumed from a resourceVersion: what the client was shown before, and what
+    // its user may see now (everything, for a user who now may, but was handed out a view).
+    let shown = match &start {
+        Start::After { view: named, .. } if watcher.view.is_some() || named.is_some() => {
+            let now = watcher.view.clone().unwrap_or_else(View::everything);
+            Some((state.views.shown(&who, def.plural, &now, named.as_deref()), now))
         }
-        None => None,
+        _ => None,
     };
+    if let Some(view) = &watcher.view {
+        state.views.remember(&who, def.plural, view);
+    }
     // Snapshot and subscribe under one read lock: every later change reaches the channel, and
     // none before it does.
     let (begin, mut rx, mut last_rv, mut last_seen) = {
@@ -311,15 +325,18 @@ pub async fn serve(
         let now_rv = forest.resource_version_number();
         let begin = match start {
             Start::Current { initial_events_end } => Begin::Current { snapshot: std::sync::Arc::clone(&forest), initial_events_end },
-            // A view resumed with no record of what its user was shown cannot tell what to
-            // remove: its client lists again, as after any expired watch.
-            Start::After(_) if served.as_ref().is_some_and(Vec::is_empty) => Begin::Expired(watcher.expired(
-                "hns-apiserver has no record of what this user was shown (another replica listed it); list again",
-            )),
-            // The client may hold objects its user may no longer see. What it holds is not known
-            // (only which views it may have been shown), and telling it which to drop would tell
-            // it what became of them since: it lists again, and is shown only what it may see.
-            Start::After(_) if lost_access(served.as_deref(), watcher.view.as_ref()) => {
+            // A view resumed without knowing what its user was shown cannot tell what to remove:
+            // its client lists again, as after any expired watch.
+            Start::After { view: named, .. } if matches!(shown, Some((Shown::Unknown, _))) => {
+                Begin::Expired(watcher.expired(&match named {
+                    Some(_) => format!("what this user may see of {} changed since this resourceVersion; list again", def.plural),
+                    None => "hns-apiserver has no record of what this user was shown (another replica served it); list again".into(),
+                }))
+            }
+            // The client may hold objects its user may no longer see. Telling it which to drop
+            // would tell it what became of them since: it lists again, and is shown only what it
+            // may see.
+            Start::After { .. } if shown.as_ref().is_some_and(|(shown, now)| shown.more_than(now)) => {
                 if let Some(view) = &watcher.view {
                     state.views.remember_only(&who, def.plural, view);
                 }
@@ -328,24 +345,18 @@ pub async fn serve(
                     def.plural
                 )))
             }
-            Start::After(rv) => match state.cache.hub.since(rv) {
+            Start::After { rv, .. } => match state.cache.hub.since(rv) {
                 Some(events) => {
                     let mut lines: Vec<bytes::Bytes> =
                         events.iter().filter(|e| watcher.wants(e)).map(|e| watcher.event_line(e)).collect();
-                    // Access may have gained since. What this client was shown is not known
-                    // here: another replica may have served it a view this one never saw (an
-                    // older one, before a grant). So every object the user may see now is sent
-                    // as ADDED after the changes, as a list would show it, and a client that
-                    // has it already takes it as an update. (Lost access was answered above.)
-                    if let Some(view) = &watcher.view {
-                        let shown_nothing = [View::default()];
-                        lines.extend(watcher.regranted(
-                            (&Reads::of(&state), &forest),
-                            current_objects,
-                            &shown_nothing,
-                            view,
-                            now_rv,
-                        ));
+                    // Access may have gained since: the objects the user may see now and was
+                    // not shown are sent as ADDED after the changes, as a list would show them (a
+                    // client that has one already takes it as an update). Lost access was
+                    // answered above.
+                    if let Some((shown, now)) = &shown {
+                        let before = shown.before();
+                        let reads = (&Reads::of(&state), &**forest);
+                        lines.extend(watcher.regranted(reads, current_objects, &before, now, now_rv));
                     }
                     Begin::Lines(lines)
                 }
@@ -470,6 +481,10 @@ pub async fn serve(
                             }
                             state.views.remember(&who, def.plural, &new);
                             watcher.view = Some(new);
+                            // The client resumes from here knowing the new view on any replica.
+                            if bookmarks {
+                                yield Ok(watcher.bookmark(last_rv, false));
+                            }
                         }
                         Err(error) => tracing::warn!(%error, user = %who.user, "a watcher's view was not updated"),
                     }
@@ -483,14 +498,6 @@ pub async fn serve(
         }
     };
     Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
-}
-
-/// Whether a client shown any of the views `served` may hold objects `now` does not show.
-fn lost_access(served: Option<&[View]>, now: Option<&View>) -> bool {
-    match (served, now) {
-        (Some(served), Some(now)) => served.iter().any(|v| !now.covers(v)),
-        _ => false,
-    }
 }
 
 /// Returns when the access a view depends on may have changed: RBAC changed, or `refresh` ticked
@@ -571,15 +578,6 @@ mod tests {
     }
 
     #[test]
-    fn a_resumed_watch_lists_again_once_its_user_may_see_less() {
-        let (none, all) = (View::default(), crate::auth::view::testing::everything());
-        assert!(lost_access(Some(&[all.clone(), none.clone()]), Some(&none)), "shown more before");
-        assert!(!lost_access(Some(std::slice::from_ref(&none)), Some(&all)), "shown less before: a gain");
-        assert!(!lost_access(Some(&[]), Some(&none)), "nothing remembered is decided elsewhere");
-        assert!(!lost_access(None, None), "a watch without a view");
-    }
-
-    #[test]
     fn a_tombstone_tells_the_name_and_namespace_only() {
         use crate::hierarchy::forest::testing::forest;
         use crate::hierarchy::objects;
@@ -623,6 +621,13 @@ mod tests {
         ));
         assert_eq!(start_of(&q(&[("sendInitialEvents", "true")])).err().unwrap().code, 422);
         assert_eq!(start_of(&q(&[("resourceVersion", "abc")])).err().unwrap().code, 400);
-        assert!(matches!(start_of(&q(&[("resourceVersion", "42")])), Ok(Start::After(42))));
+        assert!(matches!(
+            start_of(&q(&[("resourceVersion", "42")])),
+            Ok(Start::After { rv: 42, view: None })
+        ));
+        assert!(matches!(
+            start_of(&q(&[("resourceVersion", "42.0123456789abcdef")])),
+            Ok(Start::After { rv: 42, view: Some(v) }) if v == "0123456789abcdef"
+        ));
     }
 }

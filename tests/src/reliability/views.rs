@@ -40,6 +40,9 @@ struct Watcher {
     /// Events its watcher could not take: hns broke the watch protocol (an object without a
     /// resourceVersion). An expired watch (410) is the protocol working, and is not counted.
     unusable: Arc<AtomicUsize>,
+    /// Watches answered 410 Gone (its watcher lists again): after a change of the user's access,
+    /// or on a replica that cannot tell what the client was shown.
+    expired: Arc<AtomicUsize>,
 }
 
 /// The namespaces of the suite: trees (roots with two subnamespaces each) and loose namespaces
@@ -78,6 +81,8 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
     let (api, shown) = (Api::<HierarchyConfiguration>::all(client.clone()), watched.clone());
     let unusable = Arc::new(AtomicUsize::new(0));
     let broken = unusable.clone();
+    let expired = Arc::new(AtomicUsize::new(0));
+    let gone = expired.clone();
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
         let mut relisted = BTreeSet::new();
@@ -88,8 +93,12 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
                 Ok(None) => return,
                 // The watcher retries (with backoff) on its own.
                 Err(e) => {
-                    if matches!(e, watcher::Error::NoResourceVersion) {
-                        broken.fetch_add(1, Ordering::Relaxed);
+                    match &e {
+                        watcher::Error::NoResourceVersion => _ = broken.fetch_add(1, Ordering::Relaxed),
+                        watcher::Error::WatchError(status) if status.code == 410 => {
+                            _ = gone.fetch_add(1, Ordering::Relaxed)
+                        }
+                        _ => {}
                     }
                     println!("views: a watch failed: {e}");
                     continue;
@@ -111,7 +120,7 @@ async fn watch(ctx: &Context, user: String, group: String) -> Watcher {
             }
         }
     });
-    Watcher { user, group, client, watched, unusable }
+    Watcher { user, group, client, watched, unusable, expired }
 }
 
 /// Rows shown that may not be seen, and rows hidden that may, over every user's watch and list.
@@ -240,6 +249,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
     }
     settle_times.sort();
     let unusable = watchers.iter().map(|w| w.unusable.load(Ordering::Relaxed)).sum();
+    let expired: usize = watchers.iter().map(|w| w.expired.load(Ordering::Relaxed)).sum();
     for root in &pool.roots {
         delete_tree(&ctx.client, root).await;
     }
@@ -254,6 +264,7 @@ pub async fn run(ctx: &Context) -> Vec<Figure> {
             "watch events without a resourceVersion (kube-runtime's watcher fails)",
             unusable,
         ),
+        Figure::info(SUITE, "watches told to list again (410 Gone)", expired),
         Figure::info(
             SUITE,
             "change to every watch and list agreeing, p50 / p99",
