@@ -26,11 +26,22 @@ pub fn with_view(number: impl std::fmt::Display, fingerprint: &str) -> String {
 /// with, if any. `None` when hns never hands out anything like it.
 pub fn parse(rv: &str) -> Option<(u64, Option<&str>)> {
     let (number, fingerprint) = match rv.split_once(VIEW_SEPARATOR) {
-        Some((number, f)) if f.len() == 16 && f.bytes().all(|b| b.is_ascii_hexdigit()) => (number, Some(f)),
+        Some((number, f)) if f.len() == 16 && f.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) => {
+            (number, Some(f))
+        }
         Some(_) => return None,
         None => (rv, None),
     };
-    Some((number.parse().ok()?, fingerprint))
+    let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+    Some((digits.then(|| number.parse().ok()).flatten()?, fingerprint))
+}
+
+/// Why `rv`, which [`parse`] refused, is refused.
+pub fn not_handed_out(rv: &str) -> String {
+    format!(
+        "resourceVersion: invalid value \"{rv}\": not a resourceVersion hns-apiserver handed out; \
+         use one from a list, object or watch event, or none"
+    )
 }
 
 #[cfg(test)]
@@ -42,9 +53,17 @@ mod tests {
         let rv = with_view(42, "0123456789abcdef");
         assert_eq!(parse(&rv), Some((42, Some("0123456789abcdef"))));
         assert_eq!(parse("42"), Some((42, None)));
-        for never_handed_out in
-            ["", "abc", "42.", "42.xyz", "42.0123456789abcdef0", ".0123456789abcdef", "-1"]
-        {
+        for never_handed_out in [
+            "",
+            "abc",
+            "42.",
+            "42.xyz",
+            "42.0123456789abcdef0",
+            ".0123456789abcdef",
+            "-1",
+            "+42",
+            "42.0123456789ABCDEF",
+        ] {
             assert_eq!(parse(never_handed_out), None, "{never_handed_out}");
         }
     }

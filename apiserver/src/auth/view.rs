@@ -62,15 +62,39 @@ pub struct Views {
 }
 
 /// What one user may see of one resource.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
     grants: Arc<Grants>,
+    /// A short name of `grants`, the same on every replica for the same grants: a list or
+    /// bookmark answered with the view carries it in its resourceVersion, so that any replica
+    /// resuming a watch from there knows what its client was shown.
+    fingerprint: Arc<str>,
+}
+
+impl Default for View {
+    /// Nothing.
+    fn default() -> View {
+        View::new(Grants::default())
+    }
 }
 
 impl View {
+    fn new(grants: Grants) -> View {
+        use sha2::Digest;
+        let bytes = serde_json::to_vec(&grants).expect("grants serialize");
+        let fingerprint: String =
+            sha2::Sha256::digest(bytes)[..8].iter().map(|b| format!("{b:02x}")).collect();
+        View { grants: Arc::new(grants), fingerprint: fingerprint.into() }
+    }
+
     /// The view of a user who may see everything.
     pub fn everything() -> View {
-        View { grants: Arc::new(Grants::all()) }
+        View::new(Grants::all())
+    }
+
+    /// The resourceVersion at `number` of a list or bookmark answered with this view.
+    pub fn resource_version(&self, number: impl std::fmt::Display) -> String {
+        crate::resource_version::with_view(number, &self.fingerprint)
     }
 
     /// Whether the object `name` in `namespace` is shown.
@@ -99,13 +123,9 @@ impl View {
         self.grants.covers(&other.grants)
     }
 
-    /// A short name of what this view shows, the same on every replica for the same grants: a
-    /// list or bookmark answered with the view carries it in its resourceVersion, so that any
-    /// replica resuming a watch from there knows what its client was shown.
-    pub fn fingerprint(&self) -> String {
-        use sha2::Digest;
-        let grants = serde_json::to_vec(&*self.grants).expect("grants serialize");
-        sha2::Sha256::digest(grants)[..8].iter().map(|b| format!("{b:02x}")).collect()
+    /// A short name of what this view shows (see the field).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     /// The namespaces where `self` and `other` may differ; `None` when they may differ anywhere.
@@ -164,6 +184,9 @@ impl Views {
         let served = self.served(who, resource);
         match named {
             Some(f) if now.fingerprint() == f => Shown::Exactly(now.clone()),
+            // A view that now shows everything cannot have shown more (and telling it what it
+            // may newly see would be every object).
+            None if now.shows_everything() => Shown::Exactly(now.clone()),
             Some(f) => {
                 served.into_iter().find(|v| v.fingerprint() == f).map_or(Shown::Unknown, Shown::Exactly)
             }
@@ -218,7 +241,7 @@ impl Views {
                 grants.namespaces.insert(ns, Names::All);
             }
         }
-        Ok(View { grants: Arc::new(grants) })
+        Ok(View::new(grants))
     }
 
     /// Whether a SubjectAccessReview allows `who` to get the resource in every namespace: one
@@ -303,7 +326,7 @@ mod tests {
     fn view(everywhere: Names, namespaces: &[(&str, Names)]) -> View {
         let namespaces: BTreeMap<String, Names> =
             namespaces.iter().map(|(n, names)| (n.to_string(), names.clone())).collect();
-        View { grants: Arc::new(Grants { everywhere, namespaces }) }
+        View::new(Grants { everywhere, namespaces })
     }
 
     #[test]
@@ -374,13 +397,15 @@ mod tests {
         let alice = Identity { user: "alice".into(), groups: vec![], extra: Default::default() };
         let one = |ns: &str| view(Names::None, &[(ns, Names::All)]);
         let (old, now) = (one("a"), view(Names::None, &[("a", Names::All), ("b", Names::All)]));
-        let shown = |named: Option<&View>| {
-            views.shown(&alice, "subnamespaces", &now, named.map(|v| v.fingerprint()).as_deref())
-        };
+        let shown =
+            |named: Option<&View>| views.shown(&alice, "subnamespaces", &now, named.map(|v| v.fingerprint()));
         // On a replica that served alice nothing: the view named is known if it is the one now.
         assert!(matches!(shown(Some(&now)), Shown::Exactly(v) if v == now));
         assert!(matches!(shown(Some(&old)), Shown::Unknown), "changed since");
         assert!(matches!(shown(None), Shown::Unknown), "named none, served none");
+        let everything = View::everything();
+        let shown_all = views.shown(&alice, "subnamespaces", &everything, None);
+        assert!(matches!(shown_all, Shown::Exactly(v) if v == everything), "nothing more to show");
         // On one that served her the older view too.
         views.remember(&alice, "subnamespaces", &old);
         views.remember(&alice, "subnamespaces", &now);

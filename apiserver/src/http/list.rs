@@ -25,11 +25,13 @@ pub struct ListOptions {
     pub limit: Option<usize>,
     /// Where the previous page ended (`continue`).
     pub after: Option<String>,
+    /// The resourceVersion the previous page handed out (`continue`).
+    pub continued_at: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct ContinueToken {
-    /// resourceVersion the first page was cut at.
+    /// resourceVersion the page was cut at, as it was handed out.
     rv: String,
     /// The `namespace/name` key of the last item already sent.
     start: String,
@@ -51,11 +53,14 @@ impl ListOptions {
             .filter(|l| *l > 0)
             .map(|l| l as usize),
         };
-        let after = match q.get("continue").map(String::as_str) {
-            None | Some("") => None,
-            Some(token) => Some(decode_token(token)?.start),
+        let (after, continued_at) = match q.get("continue").map(String::as_str) {
+            None | Some("") => (None, None),
+            Some(token) => {
+                let token = decode_token(token)?;
+                (Some(token.start), Some(token.rv))
+            }
         };
-        Ok(ListOptions { labels, fields, limit, after })
+        Ok(ListOptions { labels, fields, limit, after, continued_at })
     }
 
     /// Whether an item passes the selectors. Its labels are read only for a label selector.
@@ -119,10 +124,9 @@ fn check_numbers(q: &HashMap<String, String>) -> Result<(), ApiError> {
         }
     }
     match q.get("resourceVersion").filter(|v| !v.is_empty()) {
-        Some(v) if crate::resource_version::parse(v).is_none() => Err(ApiError::bad_request(format!(
-            "resourceVersion: invalid value \"{v}\": not a resourceVersion hns-apiserver handed out; \
-             use one from a list, object or watch event, or none"
-        ))),
+        Some(v) if crate::resource_version::parse(v).is_none() => {
+            Err(ApiError::bad_request(crate::resource_version::not_handed_out(v)))
+        }
         _ => Ok(()),
     }
 }

@@ -22,23 +22,20 @@ pub async fn view_of(state: &AppState, who: &Identity, def: &ResourceDef) -> Res
     state.views.view(who, hns_api::GROUP, def.plural, namespaces).await
 }
 
-/// The view a list or watch of `def` is answered with: `None` when the user may get every object
-/// (nothing to filter). A list in a namespace where the user may get nothing is refused as
-/// kube-apiserver refuses it.
+/// The view a list or watch of `def` is answered with (one that shows everything filters
+/// nothing, at the cost of a comparison per object). A list in a namespace where the user may get
+/// nothing is refused as kube-apiserver refuses it.
 pub async fn view_for(
     state: &AppState,
     who: &Identity,
     def: &ResourceDef,
     req: &ResourceRequest,
-) -> Result<Option<View>, ApiError> {
+) -> Result<View, ApiError> {
     let view = view_of(state, who, def).await?;
-    if view.shows_everything() {
-        return Ok(None);
-    }
     if !req.namespace.is_empty() && !view.shows_any_in(&req.namespace) {
         return Err(authz::denial(who, &RequestInfo::Resource(req.clone()), ""));
     }
-    Ok(Some(view))
+    Ok(view)
 }
 
 /// Whether `view` shows `object`.
@@ -107,6 +104,7 @@ pub fn list(
     current: CurrentObjects,
 ) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
+    same_view_throughout(&opts, call.view.as_ref())?;
     if let Some(view) = &call.view {
         state.views.remember(call.who, call.def.plural, view);
     }
@@ -180,21 +178,32 @@ fn whole(
     current: CurrentObjects,
     opts: &ListOptions,
 ) -> Reply {
-    let rv = forest.resource_version();
     let reads = Reads::of(state);
     let in_namespace = |ns: &str| current(&reads, forest, call.def, ns);
     let items = objects(forest, call.def, in_namespace, &call.req.namespace, call.view.as_ref());
-    let page = paginate(items, opts, &rv);
-    Reply::ok(render::list(call.def, page, &handed_out(forest, call.view.as_ref()), call.render))
+    let rv = handed_out(forest, call.view.as_ref());
+    Reply::ok(render::list(call.def, paginate(items, opts, &rv), &rv, call.render))
 }
 
 /// The resourceVersion a list of `forest` hands out: with a view, the view's fingerprint beside
 /// the number, so that a watch from it resumes on any replica (see [`crate::resource_version`]).
-fn handed_out(forest: &Forest, view: Option<&View>) -> String {
-    match view {
-        Some(view) => crate::resource_version::with_view(forest.resource_version(), &view.fingerprint()),
-        None => forest.resource_version(),
+pub fn handed_out(forest: &Forest, view: Option<&View>) -> String {
+    view.map_or_else(|| forest.resource_version(), |v| v.resource_version(forest.resource_version()))
+}
+
+/// Refuses the next page of a list (`continue`) whose first page was cut under another view: its
+/// pages would show two views, and its resourceVersion name only the last. 410 Gone, as
+/// kube-apiserver answers a continue it can no longer serve: the client lists again from the
+/// start (client-go's pager does so by itself).
+fn same_view_throughout(opts: &ListOptions, view: Option<&View>) -> Result<(), ApiError> {
+    let Some(first) = &opts.continued_at else { return Ok(()) };
+    let first = crate::resource_version::parse(first).and_then(|(_, fingerprint)| fingerprint);
+    if first == view.map(View::fingerprint) {
+        return Ok(());
     }
+    Err(ApiError::expired(
+        "what this user may see changed since the list's first page; list again from the start",
+    ))
 }
 
 #[cfg(test)]
@@ -206,6 +215,27 @@ mod tests {
     use crate::resources::def::Body;
     use crate::resources::hierarchyconfigurations::DEF;
     use crate::resources::testing::{send, state};
+
+    #[test]
+    fn a_list_is_continued_only_under_the_view_its_first_page_was_cut_with() {
+        use super::{same_view_throughout, ListOptions, View};
+        let (all, none) = (View::everything(), View::default());
+        let continued = |rv: String| ListOptions { continued_at: Some(rv), ..Default::default() };
+        assert!(same_view_throughout(&ListOptions::default(), Some(&all)).is_ok(), "a first page");
+        assert!(same_view_throughout(&continued(all.resource_version(7)), Some(&all)).is_ok());
+        assert!(same_view_throughout(&continued("7".into()), None).is_ok(), "answered without views");
+        for (first, now) in [
+            (all.resource_version(7), Some(&none)),
+            ("7".into(), Some(&all)),
+            (all.resource_version(7), None),
+        ] {
+            assert_eq!(
+                same_view_throughout(&continued(first.clone()), now).unwrap_err().code,
+                410,
+                "{first} {now:?}"
+            );
+        }
+    }
 
     #[tokio::test]
     async fn a_list_across_namespaces_is_streamed_whole_and_in_order() {

@@ -93,7 +93,7 @@ pub async fn dispatch(
     };
     let view_only = req.extensions().get::<ViewOnly>().is_some();
     let view = match view_only {
-        true => listing::view_for(&state, &who, def, &r).await?,
+        true => Some(listing::view_for(&state, &who, def, &r).await?),
         false => None,
     };
     let answer = match route {

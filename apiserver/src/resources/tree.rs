@@ -89,7 +89,7 @@ pub fn list(state: &AppState, call: &Call<'_>) -> Result<Reply, ApiError> {
         state.views.remember(call.who, call.def.plural, view);
     }
     let forest = state.cache.snapshot();
-    let rv = forest.resource_version();
+    let rv = listing::handed_out(&forest, call.view.as_ref());
     let envelope = json!({"kind": HIERARCHY_TREE_KIND, "apiVersion": hns_api::API_VERSION, "metadata": {"resourceVersion": rv}});
     let serde_json::Value::Object(envelope) = envelope else {
         unreachable!("json! of an object is an object")

@@ -63,10 +63,7 @@ fn start_of(query: &HashMap<String, String>) -> Result<Start, ApiError> {
         "" | "0" => Ok(Start::Current { initial_events_end: false }),
         rv => match crate::resource_version::parse(rv) {
             Some((rv, view)) => Ok(Start::After { rv, view: view.map(str::to_string) }),
-            None => Err(ApiError::bad_request(format!(
-                "resourceVersion: invalid value \"{rv}\": not a resourceVersion hns-apiserver handed out; \
-                 use one from a list, object or watch event, or none"
-            ))),
+            None => Err(ApiError::bad_request(crate::resource_version::not_handed_out(rv))),
         },
     }
 }
@@ -214,10 +211,7 @@ impl Watcher {
     /// A bookmark at `rv`; with a view, its fingerprint beside it, so that a watch resumed from
     /// there on any replica knows what the client was shown.
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> bytes::Bytes {
-        let rv = match &self.view {
-            Some(view) => crate::resource_version::with_view(rv, &view.fingerprint()),
-            None => rv.to_string(),
-        };
+        let rv = self.view.as_ref().map_or_else(|| rv.to_string(), |v| v.resource_version(rv));
         let mut meta = json!({"resourceVersion": rv});
         if initial_events_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
@@ -296,8 +290,11 @@ pub async fn serve(
         render: *render,
         view,
     };
-    // A view is looked at again on each RBAC change (and periodically, when reviews decide it).
-    let mut access = watcher.view.is_some().then(|| state.views.subscribe());
+    // A view is looked at again on each RBAC change (and periodically, when reviews decide it);
+    // one that shows everything is not, as kube-apiserver does not end a watch when its user
+    // loses access (docs/access.md).
+    let follows_access = watcher.view.as_ref().is_some_and(|v| !v.shows_everything());
+    let mut access = follows_access.then(|| state.views.subscribe());
     let mut phases = state.shutdown.subscribe();
     let mut refresh = state.views.refresh_every().filter(|_| access.is_some()).map(|every| {
         let mut refresh = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -327,16 +324,13 @@ pub async fn serve(
             Start::Current { initial_events_end } => Begin::Current { snapshot: std::sync::Arc::clone(&forest), initial_events_end },
             // A view resumed without knowing what its user was shown cannot tell what to remove:
             // its client lists again, as after any expired watch.
-            Start::After { view: named, .. } if matches!(shown, Some((Shown::Unknown, _))) => {
-                Begin::Expired(watcher.expired(&match named {
-                    Some(_) => format!("what this user may see of {} changed since this resourceVersion; list again", def.plural),
-                    None => "hns-apiserver has no record of what this user was shown (another replica served it); list again".into(),
-                }))
-            }
-            // The client may hold objects its user may no longer see. Telling it which to drop
-            // would tell it what became of them since: it lists again, and is shown only what it
-            // may see.
-            Start::After { .. } if shown.as_ref().is_some_and(|(shown, now)| shown.more_than(now)) => {
+            Start::After { view: None, .. } if matches!(shown, Some((Shown::Unknown, _))) => Begin::Expired(watcher.expired(
+                "hns-apiserver has no record of what this user was shown (another replica served it); list again",
+            )),
+            // The client may hold objects its user may no longer see (or it is not known what it
+            // was shown). Telling it which to drop would tell it what became of them since: it
+            // lists again, and is shown only what it may see.
+            Start::After { .. } if shown.as_ref().is_some_and(|(shown, now)| matches!(shown, Shown::Unknown) || shown.more_than(now)) => {
                 if let Some(view) = &watcher.view {
                     state.views.remember_only(&who, def.plural, view);
                 }
@@ -480,9 +474,10 @@ pub async fn serve(
                                 yield Ok(line);
                             }
                             state.views.remember(&who, def.plural, &new);
+                            let changed = watcher.view.as_ref() != Some(&new);
                             watcher.view = Some(new);
-                            // The client resumes from here knowing the new view on any replica.
-                            if bookmarks {
+                            // The client resumes from here knowing the new view, on any replica.
+                            if bookmarks && changed {
                                 yield Ok(watcher.bookmark(last_rv, false));
                             }
                         }
