@@ -101,7 +101,10 @@ impl Watcher {
 
     /// The lines of the events of `events` after number `*last_seen`, rendered as they are
     /// taken: each event taken, wanted or not, moves `last_seen` and `last_rv` (the
-    /// resourceVersion the watch has reached) past it.
+    /// resourceVersion the watch has reached) past it; but the configuration's events do not
+    /// move a watch of the namespaces' objects: their versions are another sequence (the
+    /// ConfigMap's), perhaps ahead of the forest, and a resume from one would wait for the
+    /// forest to reach it.
     fn take<'a>(
         &'a self,
         events: &'a [Numbered],
@@ -113,7 +116,10 @@ impl Watcher {
                 return None;
             }
             *last_seen = *n;
-            *last_rv = (*last_rv).max(e.rv);
+            let other_sequence = e.derived == Derived::HncConfiguration && self.derived != e.derived;
+            if !other_sequence {
+                *last_rv = (*last_rv).max(e.rv);
+            }
             self.wants(e).then(|| self.event_line(e))
         })
     }
@@ -570,6 +576,21 @@ mod tests {
             let json = w.line("ADDED", &objects::subnamespace_value(&policy(), node, "Subnamespace"));
             assert_eq!(parsed(&typed), parsed(&json), "{representation:?}");
         }
+    }
+
+    #[test]
+    fn the_configurations_versions_do_not_move_a_watch_of_namespaces_objects() {
+        use crate::resources::hierarchyconfigurations::DEF;
+        use crate::resources::hncconfigurations::DEF as CONFIG;
+        let config = Event::new("MODIFIED", Derived::HncConfiguration, json!({"metadata": {}}), 900);
+        let namespace = Event::new("MODIFIED", Derived::HierarchyConfiguration, json!({"metadata": {}}), 60);
+        let events: Vec<Numbered> = vec![(1, Arc::new(config)), (2, Arc::new(namespace))];
+        let (mut seen, mut rv) = (0, 50);
+        let sent = watcher(&DEF, Representation::Object).take(&events, &mut seen, &mut rv).count();
+        assert_eq!((sent, seen, rv), (1, 2, 60), "the namespace's version, not the ConfigMap's");
+        let (mut seen, mut rv) = (0, 50);
+        let sent = watcher(&CONFIG, Representation::Object).take(&events, &mut seen, &mut rv).count();
+        assert_eq!((sent, seen, rv), (1, 2, 900));
     }
 
     #[test]
