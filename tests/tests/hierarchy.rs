@@ -414,6 +414,32 @@ async fn the_hnc_configuration_is_validated_and_stored() {
     assert!(err.contains("MethodNotAllowed") || err.contains("not supported"), "{err}");
 }
 
+/// The HNCConfiguration is one object whose resourceVersions are its ConfigMap's: a watch
+/// resumed from a version a list handed out, however old, is sent the object as it is now, and
+/// never answered 410 (informers of every kind, Argo CD's among them, would list again forever
+/// once hns's history of changes had moved past the ConfigMap's last write).
+#[tokio::test]
+async fn a_watch_of_the_configuration_resumes_from_any_version() {
+    let (env, client) = Env::with_admin().await;
+    let api: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
+    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mark = unique("resumed");
+    ok(env.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "hncconfiguration",
+        "config",
+        &format!("e2e-resume={mark}"),
+    ]));
+    for from in [rv.as_str(), "1"] {
+        let url = format!("/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations?watch=true&resourceVersion={from}&timeoutSeconds=2");
+        let out = ok(env.kubectl(&["get", "--raw", &url]));
+        let first: Value = serde_json::from_str(out.lines().next().unwrap_or("{}")).unwrap();
+        assert_eq!(first["type"], "MODIFIED", "resumed from {from}: {out}");
+        assert_eq!(first["object"]["metadata"]["annotations"]["e2e-resume"], mark.as_str(), "{out}");
+    }
+}
+
 #[tokio::test]
 async fn watch_resumes_expires_and_lists() {
     let client = Env::get().admin().await;

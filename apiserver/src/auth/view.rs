@@ -184,9 +184,12 @@ impl Views {
         let served = self.served(who, resource);
         match named {
             Some(f) if now.fingerprint() == f => Shown::Exactly(now.clone()),
-            // A view that now shows everything cannot have shown more (and telling it what it
-            // may newly see would be every object).
-            None if now.shows_everything() => Shown::Exactly(now.clone()),
+            // A view that shows everything now cannot have shown more. Unless this replica
+            // served the user less lately (then every object is sent, as below), a cluster-wide
+            // reader's resume goes on as it always has, without being sent every object again.
+            None if now.shows_everything() && served.iter().all(View::shows_everything) => {
+                Shown::Exactly(now.clone())
+            }
             Some(f) => {
                 served.into_iter().find(|v| v.fingerprint() == f).map_or(Shown::Unknown, Shown::Exactly)
             }
@@ -404,13 +407,16 @@ mod tests {
         assert!(matches!(shown(Some(&old)), Shown::Unknown), "changed since");
         assert!(matches!(shown(None), Shown::Unknown), "named none, served none");
         let everything = View::everything();
-        let shown_all = views.shown(&alice, "subnamespaces", &everything, None);
+        let bob = Identity { user: "bob".into(), ..alice.clone() };
+        let shown_all = views.shown(&bob, "subnamespaces", &everything, None);
         assert!(matches!(shown_all, Shown::Exactly(v) if v == everything), "nothing more to show");
         // On one that served her the older view too.
         views.remember(&alice, "subnamespaces", &old);
         views.remember(&alice, "subnamespaces", &now);
         assert!(matches!(shown(Some(&old)), Shown::Exactly(v) if v == old));
         assert!(matches!(shown(None), Shown::OneOf(v) if v == [old.clone(), now.clone()]));
+        let shown_all = views.shown(&alice, "subnamespaces", &everything, None);
+        assert!(matches!(shown_all, Shown::OneOf(_)), "served less lately: every object is sent");
         // What the client may hold that it may no longer see, and what it is told the difference from.
         assert!(Shown::Exactly(now.clone()).more_than(&old) && !Shown::Exactly(old.clone()).more_than(&now));
         assert!(Shown::OneOf(vec![old.clone(), now.clone()]).more_than(&old));

@@ -38,6 +38,12 @@ pub async fn view_for(
     Ok(view)
 }
 
+/// The view to filter objects with: none when it shows everything (the hot paths of a
+/// cluster-wide reader spared a look-up per object).
+pub fn filter(view: Option<&View>) -> Option<&View> {
+    view.filter(|v| !v.shows_everything())
+}
+
 /// Whether `view` shows `object`.
 pub fn shows(view: &View, object: &impl Selectable) -> bool {
     view.shows(object.namespace(), object.name())
@@ -104,23 +110,23 @@ pub fn list(
     current: CurrentObjects,
 ) -> Result<Reply, ApiError> {
     let opts = ListOptions::from_query(call.query)?;
-    same_view_throughout(&opts, call.view.as_ref())?;
-    if let Some(view) = &call.view {
+    let view = page_view(state, call, &opts)?;
+    if let Some(view) = &view {
         state.views.remember(call.who, call.def.plural, view);
     }
     if !call.req.namespace.is_empty() {
         // One namespace's objects are few: rendered whole under the cache's read lock, without
         // a snapshot, since a change of the forest while one is held copies the forest's maps
         // (the namespace controller lists each resource in each namespace it deletes).
-        return Ok(whole(state, call, &state.cache.read(), current, &opts));
+        return Ok(whole(state, call, (&state.cache.read(), view.as_ref()), current, &opts));
     }
     let forest = state.cache.snapshot();
     if opts.limit.is_some() {
-        return Ok(whole(state, call, &forest, current, &opts));
+        return Ok(whole(state, call, (&forest, view.as_ref()), current, &opts));
     }
-    let rv = handed_out(&forest, call.view.as_ref());
+    let rv = handed_out(&forest, view.as_ref());
     let (state, def, render) = (state.clone(), call.def, *call.render);
-    let (namespace, view) = (call.req.namespace.clone(), call.view.clone());
+    let (namespace, view) = (call.req.namespace.clone(), filter(view.as_ref()).cloned());
     let (envelope, field) = render::list_envelope(def, render::list_meta(&rv, None, None), &render);
     Ok(Reply::streamed(Box::pin(async_stream::stream! {
         let mut pieces = Pieces::open(envelope, field);
@@ -170,18 +176,19 @@ impl Pieces {
     }
 }
 
-/// The list (or the page `opts` asks for) of `forest`'s objects, rendered whole.
+/// The list (or the page `opts` asks for) of `forest`'s objects as `view` shows them, rendered
+/// whole.
 fn whole(
     state: &AppState,
     call: &Call<'_>,
-    forest: &Forest,
+    (forest, view): (&Forest, Option<&View>),
     current: CurrentObjects,
     opts: &ListOptions,
 ) -> Reply {
     let reads = Reads::of(state);
     let in_namespace = |ns: &str| current(&reads, forest, call.def, ns);
-    let items = objects(forest, call.def, in_namespace, &call.req.namespace, call.view.as_ref());
-    let rv = handed_out(forest, call.view.as_ref());
+    let items = objects(forest, call.def, in_namespace, &call.req.namespace, filter(view));
+    let rv = handed_out(forest, view);
     Reply::ok(render::list(call.def, paginate(items, opts, &rv), &rv, call.render))
 }
 
@@ -191,19 +198,29 @@ pub fn handed_out(forest: &Forest, view: Option<&View>) -> String {
     view.map_or_else(|| forest.resource_version(), |v| v.resource_version(forest.resource_version()))
 }
 
-/// Refuses the next page of a list (`continue`) whose first page was cut under another view: its
-/// pages would show two views, and its resourceVersion name only the last. 410 Gone, as
-/// kube-apiserver answers a continue it can no longer serve: the client lists again from the
-/// start (client-go's pager does so by itself).
-fn same_view_throughout(opts: &ListOptions, view: Option<&View>) -> Result<(), ApiError> {
-    let Some(first) = &opts.continued_at else { return Ok(()) };
+/// The view a page of a list is cut with: the first page's, so that the pages and the
+/// resourceVersion they hand out name one view. A next page (`continue`) whose first page was cut
+/// under another view goes on under that one if this replica served it and the user may still
+/// see all it shows; otherwise 410 Gone, as kube-apiserver answers a continue it can no longer
+/// serve: the client lists again from the start (client-go's pager does so by itself).
+fn page_view(state: &AppState, call: &Call<'_>, opts: &ListOptions) -> Result<Option<View>, ApiError> {
+    let Some(first) = &opts.continued_at else { return Ok(call.view.clone()) };
     let first = crate::resource_version::parse(first).and_then(|(_, fingerprint)| fingerprint);
-    if first == view.map(View::fingerprint) {
-        return Ok(());
+    let expired = || {
+        ApiError::expired(
+            "what this user may see changed since the list's first page; list again from the start",
+        )
+    };
+    match (first, &call.view) {
+        (None, None) => Ok(None),
+        (Some(first), Some(now)) if first == now.fingerprint() => Ok(Some(now.clone())),
+        (Some(first), Some(now)) => {
+            let served = state.views.served(call.who, call.def.plural);
+            let still_seen = served.into_iter().find(|v| v.fingerprint() == first && now.covers(v));
+            still_seen.map(Some).ok_or_else(expired)
+        }
+        _ => Err(expired()),
     }
-    Err(ApiError::expired(
-        "what this user may see changed since the list's first page; list again from the start",
-    ))
 }
 
 #[cfg(test)]
@@ -216,24 +233,35 @@ mod tests {
     use crate::resources::hierarchyconfigurations::DEF;
     use crate::resources::testing::{send, state};
 
-    #[test]
-    fn a_list_is_continued_only_under_the_view_its_first_page_was_cut_with() {
-        use super::{same_view_throughout, ListOptions, View};
-        let (all, none) = (View::everything(), View::default());
+    #[tokio::test]
+    async fn a_list_is_continued_only_under_the_view_its_first_page_was_cut_with() {
+        use super::{page_view, ListOptions, View};
+        use crate::resources::testing::Parts;
+        let state = state("a b");
+        let parts = Parts::new(&DEF, Verb::List, ("", ""));
+        let query = Default::default();
+        let call = |view: Option<&View>| super::Call {
+            view: view.cloned(),
+            ..parts.call(&state, &DEF, &query, b"")
+        };
         let continued = |rv: String| ListOptions { continued_at: Some(rv), ..Default::default() };
-        assert!(same_view_throughout(&ListOptions::default(), Some(&all)).is_ok(), "a first page");
-        assert!(same_view_throughout(&continued(all.resource_version(7)), Some(&all)).is_ok());
-        assert!(same_view_throughout(&continued("7".into()), None).is_ok(), "answered without views");
+        let (all, none) = (View::everything(), View::default());
+        let page = |first: String, now: Option<&View>| page_view(&state, &call(now), &continued(first));
+        assert_eq!(page_view(&state, &call(Some(&all)), &ListOptions::default()).unwrap(), Some(all.clone()));
+        assert_eq!(page(all.resource_version(7), Some(&all)).unwrap(), Some(all.clone()));
+        assert_eq!(page("7".into(), None).unwrap(), None, "answered without views");
+        // The user may now see more: the first page's view goes on where this replica served it.
+        assert_eq!(page(none.resource_version(7), Some(&all)).unwrap_err().code, 410, "not served here");
+        state.views.remember(&parts.who, DEF.plural, &none);
+        assert_eq!(page(none.resource_version(7), Some(&all)).unwrap(), Some(none.clone()));
+        // Less, or no view named where one is answered (or the reverse): 410.
+        state.views.remember(&parts.who, DEF.plural, &all);
         for (first, now) in [
             (all.resource_version(7), Some(&none)),
             ("7".into(), Some(&all)),
             (all.resource_version(7), None),
         ] {
-            assert_eq!(
-                same_view_throughout(&continued(first.clone()), now).unwrap_err().code,
-                410,
-                "{first} {now:?}"
-            );
+            assert_eq!(page(first.clone(), now).unwrap_err().code, 410, "{first} {now:?}");
         }
     }
 

@@ -94,7 +94,8 @@ pub fn list(state: &AppState, call: &Call<'_>) -> Result<Reply, ApiError> {
     let serde_json::Value::Object(envelope) = envelope else {
         unreachable!("json! of an object is an object")
     };
-    let (def, namespace, view) = (call.def, call.req.namespace.clone(), call.view.clone());
+    let (def, namespace, view) =
+        (call.def, call.req.namespace.clone(), listing::filter(call.view.as_ref()).cloned());
     Ok(Reply::streamed(Box::pin(async_stream::stream! {
         let mut pieces = listing::Pieces::open(envelope, "namespaces");
         let shown = listing::nodes(&forest, def, &namespace, view.as_ref())

@@ -96,7 +96,7 @@ impl Watcher {
             && (self.namespace.is_empty()
                 || e.object["metadata"]["namespace"].as_str() == Some(&self.namespace))
             && self.opts.selects(&e.object)
-            && self.view.as_ref().is_none_or(|v| listing::shows(v, &e.object))
+            && listing::filter(self.view.as_ref()).is_none_or(|v| listing::shows(v, &e.object))
     }
 
     /// The lines of the events of `events` after number `*last_seen`, rendered as they are
@@ -275,7 +275,9 @@ pub async fn serve(
     let Request { def, current_objects, req, query, render } = request;
     let start = start_of(query)?;
     if let Start::After { rv, .. } = start {
-        if !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
+        // The configuration's versions are its ConfigMap's, another sequence than the forest's.
+        let configuration = def.derived == Derived::HncConfiguration && state.config.has_reached(rv);
+        if !configuration && !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
             return Err(ApiError::too_large_resource_version(
                 rv,
                 state.cache.read().resource_version_number(),
@@ -328,6 +330,16 @@ pub async fn serve(
         let now_rv = forest.resource_version_number();
         let begin = match start {
             Start::Current { initial_events_end } => Begin::Current { snapshot: std::sync::Arc::clone(&forest), initial_events_end },
+            // The configuration is one object, and its versions are another sequence than the
+            // history's: what changed since `rv` is the object as it is now. It is sent unless it
+            // is at `rv` (a client that has it takes it as an update), and such a watch never
+            // expires: a client's list hands out the ConfigMap's version, however old.
+            Start::After { rv, .. } if watcher.derived == Derived::HncConfiguration => {
+                let now = current_objects(&Reads::of(&state), &forest, def, "");
+                let at_rv = |o: &Item| o.metadata().resource_version.as_deref().is_none_or(|v| v == rv.to_string());
+                let changed = now.iter().filter(|o| !at_rv(o) && watcher.opts.selects(*o));
+                Begin::Lines(changed.map(|o| watcher.item_line("MODIFIED", o)).collect())
+            }
             // A view resumed without knowing what its user was shown cannot tell what to remove:
             // its client lists again, as after any expired watch.
             Start::After { view: None, .. } if matches!(shown, Some((Shown::Unknown, _))) => Begin::Expired(watcher.expired(
@@ -388,7 +400,7 @@ pub async fn serve(
                 let reads = Reads::of(&state);
                 let in_namespace = |ns: &str| current_objects(&reads, &snapshot, def, ns);
                 let objects =
-                    listing::objects(&snapshot, def, in_namespace, &watcher.namespace, watcher.view.as_ref());
+                    listing::objects(&snapshot, def, in_namespace, &watcher.namespace, listing::filter(watcher.view.as_ref()));
                 for object in objects.filter(|o| watcher.opts.selects(o)) {
                     piece.extend_from_slice(&watcher.item_line("ADDED", &object));
                     if piece.len() >= listing::PIECE_BYTES {

@@ -22,7 +22,7 @@ use kube::{Api, Client};
 use crate::hierarchy::forest::{Forest, Node, ObservedQuota, Relist};
 use crate::hierarchy::policy::Policy;
 use crate::store::changes;
-use crate::store::hub::{self, Hub};
+use crate::store::hub::Hub;
 use crate::store::reached::Reached;
 
 /// Which namespaces changed, for the controller.
@@ -256,7 +256,9 @@ impl Cache {
         let before = changes::snapshot(&forest, &self.policy, &keys);
         forest.observe_quota(ns, observed);
         let after = changes::snapshot(&forest, &self.policy, &keys);
-        self.publish_usage(&before, &after, &forest);
+        // Usage has no resourceVersion of the namespaces' sequence: the change is stamped with
+        // the forest's, so watchers keep seeing resourceVersions that never go back.
+        self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
         if controller_cares {
             let _ = self.changes.send(Change::Objects { namespace: ns.to_string(), source: false });
         }
@@ -264,14 +266,6 @@ impl Cache {
 
     /// Replaces every observed ResourceQuota after their watch re-listed, publishing the changes
     /// of every quota and telling the controller to look at everything.
-    /// Publishes what a change of quota usage changed. Usage has no resourceVersion of the
-    /// namespaces' sequence: the events are stamped with the forest's, so watchers keep seeing
-    /// resourceVersions that never go back, as restamped ([`hub::Event::restamped`]).
-    fn publish_usage(&self, before: &changes::Snapshot, after: &changes::Snapshot, forest: &Forest) {
-        let events = changes::diff(before, after, forest.resource_version_number());
-        self.hub.publish(events.into_iter().map(hub::Event::restamped).collect());
-    }
-
     pub fn replace_quotas(&self, all: std::collections::BTreeMap<String, ObservedQuota>) {
         let mut forest = self.write();
         let names: Vec<String> =
@@ -280,7 +274,7 @@ impl Cache {
         let before = changes::snapshot(&forest, &self.policy, &keys);
         forest.replace_observed_quotas(all);
         let after = changes::snapshot(&forest, &self.policy, &keys);
-        self.publish_usage(&before, &after, &forest);
+        self.hub.publish(changes::diff(&before, &after, forest.resource_version_number()));
         let _ = self.changes.send(Change::All);
         self.quota_changed.notify_one();
     }

@@ -73,6 +73,11 @@ impl ConfigStore {
         to_object(self.get().as_ref())
     }
 
+    /// Whether the store holds the ConfigMap at resourceVersion `rv` or later.
+    pub fn has_reached(&self, rv: u64) -> bool {
+        self.reached.has(rv)
+    }
+
     /// Waits until the store holds the ConfigMap at resourceVersion `rv` or later; false if the
     /// watch did not get there in time.
     pub async fn caught_up(&self, rv: u64) -> bool {

@@ -37,11 +37,6 @@ pub struct Event {
     pub object: Value,
     /// The resourceVersion of the namespace event behind it.
     pub rv: u64,
-    /// Stamped with the forest's resourceVersion, after the events of that version: a change
-    /// with no resourceVersion of its own (quota usage). A list at `rv` may have been served
-    /// before it, so a watch resumed from `rv` is sent it (again, perhaps: an update to the same
-    /// object, which a client takes as it is).
-    pub restamped: bool,
     /// The watch line most watchers send (the object as it is, as JSON): made by the first
     /// watcher that needs it and shared by the others, instead of serialized once per watcher.
     line: OnceLock<bytes::Bytes>,
@@ -50,12 +45,7 @@ pub struct Event {
 impl Event {
     /// A change of `object`, of `kind` (`ADDED`, `MODIFIED` or `DELETED`), at `rv`.
     pub fn new(kind: &'static str, derived: Derived, object: Value, rv: u64) -> Event {
-        Event { kind, derived, object, rv, restamped: false, line: OnceLock::new() }
-    }
-
-    /// The event, stamped with the forest's resourceVersion after the events of that version.
-    pub fn restamped(self) -> Event {
-        Event { restamped: true, ..self }
+        Event { kind, derived, object, rv, line: OnceLock::new() }
     }
 
     /// The event as a line of a watch of the plain representation.
@@ -103,7 +93,6 @@ struct Stored {
     kind: &'static str,
     derived: Derived,
     rv: u64,
-    restamped: bool,
     object: Box<[u8]>,
 }
 
@@ -111,19 +100,14 @@ impl Stored {
     fn new(n: u64, e: &Event) -> Stored {
         let json = serde_json::to_vec(&e.object).expect("a Value serializes");
         let object = lz4_flex::compress_prepend_size(&json).into_boxed_slice();
-        Stored { n, kind: e.kind, derived: e.derived, rv: e.rv, restamped: e.restamped, object }
-    }
-
-    /// Whether a watch resumed from `rv` is sent it.
-    fn after(&self, rv: u64) -> bool {
-        self.rv > rv || (self.restamped && self.rv == rv)
+        Stored { n, kind: e.kind, derived: e.derived, rv: e.rv, object }
     }
 
     fn event(&self) -> Arc<Event> {
         let json =
             lz4_flex::decompress_size_prepended(&self.object).expect("the history holds what it compressed");
         let object = serde_json::from_slice(&json).expect("the history holds JSON it wrote");
-        Arc::new(Event { restamped: self.restamped, ..Event::new(self.kind, self.derived, object, self.rv) })
+        Arc::new(Event::new(self.kind, self.derived, object, self.rv))
     }
 }
 
@@ -178,11 +162,12 @@ impl Hub {
             while h.events.len() > HISTORY || h.bytes > HISTORY_BYTES {
                 let Some(old) = h.events.pop_front() else { break };
                 h.bytes -= old.object.len();
-                // A resume from the dropped event's version would miss it (one from the version
-                // of a restamped event, too); never back (the configuration's versions are of
-                // another sequence, and may be below the forest's).
-                let missed_by = if old.restamped { old.rv + 1 } else { old.rv };
-                h.complete_after = h.complete_after.max(missed_by);
+                // The configuration's versions are another sequence (its ConfigMap's, which may
+                // be ahead of the forest or behind it): a watch of it resumes without the
+                // history (crate::resources::watch).
+                if old.derived != Derived::HncConfiguration {
+                    h.complete_after = old.rv;
+                }
             }
             batch.push((h.last, Arc::new(e)));
         }
@@ -201,7 +186,7 @@ impl Hub {
     /// Events after `rv`, or `None` when the history no longer reaches back that far.
     pub fn since(&self, rv: u64) -> Option<Vec<Arc<Event>>> {
         let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
-        (rv >= h.complete_after).then(|| h.events.iter().filter(|e| e.after(rv)).map(Stored::event).collect())
+        (rv >= h.complete_after).then(|| h.events.iter().filter(|e| e.rv > rv).map(Stored::event).collect())
     }
 
     /// The number of the last event published: a new subscriber receives the ones after it.
@@ -220,24 +205,6 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_restamped_change_reaches_a_watch_resumed_from_its_version() {
-        let hub = Hub::default();
-        let ev = |rv| Event::new("MODIFIED", Derived::HierarchicalResourceQuota, json!({"rv": rv}), rv);
-        hub.reset(10);
-        // A list at 11 is served; then usage changes, stamped 11.
-        hub.publish(vec![ev(11)]);
-        hub.publish(vec![ev(11).restamped()]);
-        let resumed = hub.since(11).unwrap();
-        assert_eq!(resumed.len(), 1, "the usage change, not the namespace's");
-        assert!(resumed[0].restamped, "kept through the history");
-        assert_eq!(hub.since(10).unwrap().len(), 2);
-        // Once it leaves the history, a resume from its version is too old.
-        hub.publish((0..HISTORY as u64).map(|_| ev(12)).collect());
-        assert!(hub.since(11).is_none(), "the restamped change at 11 is gone");
-        assert!(hub.since(12).is_some());
-    }
 
     #[test]
     fn history_serves_resumes_and_expires() {
