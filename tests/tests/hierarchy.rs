@@ -433,10 +433,15 @@ async fn a_watch_of_the_configuration_resumes_from_any_version() {
     ]));
     for from in [rv.as_str(), "1"] {
         let url = format!("/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations?watch=true&resourceVersion={from}&timeoutSeconds=2");
-        let out = ok(env.kubectl(&["get", "--raw", &url]));
-        let first: Value = serde_json::from_str(out.lines().next().unwrap_or("{}")).unwrap();
-        assert_eq!(first["type"], "MODIFIED", "resumed from {from}: {out}");
-        assert_eq!(first["object"]["metadata"]["annotations"]["e2e-resume"], mark.as_str(), "{out}");
+        // Every replica sends it once its store has the annotation.
+        let first = eventually("a resumed watch to send the annotated configuration", WAIT, || async {
+            let out = ok(env.kubectl(&["get", "--raw", &url]));
+            let first: Value = serde_json::from_str(out.lines().next().unwrap_or("{}")).unwrap();
+            assert_ne!(first["type"], "ERROR", "resumed from {from}: {out}");
+            (first["object"]["metadata"]["annotations"]["e2e-resume"] == mark.as_str()).then_some(first)
+        })
+        .await;
+        assert_eq!(first["type"], "MODIFIED", "resumed from {from}: {first}");
     }
 }
 

@@ -58,7 +58,7 @@ pub struct Views {
     /// (user, resource) → the views served lately, newest last. A watch resumed from a
     /// resourceVersion cannot say what its client was shown; with these, it can tell whether the
     /// client may hold objects it may no longer see (and then has it list again).
-    served: moka::sync::Cache<String, Vec<View>>,
+    served: moka::sync::Cache<String, Vec<(View, std::time::Instant)>>,
 }
 
 /// What one user may see of one resource.
@@ -145,8 +145,8 @@ impl View {
 impl Views {
     /// Views decided by `mode`, from `rbac` and, for reviews, `authz`.
     pub fn new(rbac: Arc<RbacCache>, authz: Authorizer, mode: Mode) -> Views {
-        // Forgotten an hour after the last time a view was served, not renewed by being read:
-        // a resume is not a view served.
+        // Each view is forgotten an hour after it was last served (not renewed by being read: a
+        // resume is not a view served); the entry, an hour after any was.
         let served = moka::sync::Cache::builder().max_capacity(10_000).time_to_live(REMEMBERED_FOR).build();
         Views { rbac, authz, mode, served }
     }
@@ -155,12 +155,10 @@ impl Views {
     pub fn remember(&self, who: &Identity, resource: &str, view: &View) {
         let key = served_key(who, resource);
         let mut views = self.served.get(&key).unwrap_or_default();
-        if views.last() != Some(view) {
-            views.retain(|v| v != view);
-            views.push(view.clone());
-            if views.len() > REMEMBERED_VIEWS {
-                views.remove(0);
-            }
+        views.retain(|(v, _)| v != view);
+        views.push((view.clone(), std::time::Instant::now()));
+        if views.len() > REMEMBERED_VIEWS {
+            views.remove(0);
         }
         self.served.insert(key, views);
     }
@@ -168,12 +166,13 @@ impl Views {
     /// Forgets every view of `resource` served to `who` but `view`: their client was told to list
     /// again, and is shown `view` from then on.
     pub fn remember_only(&self, who: &Identity, resource: &str, view: &View) {
-        self.served.insert(served_key(who, resource), vec![view.clone()]);
+        self.served.insert(served_key(who, resource), vec![(view.clone(), std::time::Instant::now())]);
     }
 
-    /// The views of `resource` served to `who` lately (none if not remembered).
+    /// The views of `resource` served to `who` in the last hour, oldest first.
     pub fn served(&self, who: &Identity, resource: &str) -> Vec<View> {
-        self.served.get(&served_key(who, resource)).unwrap_or_default()
+        let views = self.served.get(&served_key(who, resource)).unwrap_or_default();
+        views.into_iter().filter(|(_, at)| at.elapsed() < REMEMBERED_FOR).map(|(v, _)| v).collect()
     }
 
     /// What the client of `who` resuming a watch of `resource` from a resourceVersion was shown

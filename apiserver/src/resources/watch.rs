@@ -101,10 +101,9 @@ impl Watcher {
 
     /// The lines of the events of `events` after number `*last_seen`, rendered as they are
     /// taken: each event taken, wanted or not, moves `last_seen` and `last_rv` (the
-    /// resourceVersion the watch has reached) past it; but the configuration's events do not
-    /// move a watch of the namespaces' objects: their versions are another sequence (the
-    /// ConfigMap's), perhaps ahead of the forest, and a resume from one would wait for the
-    /// forest to reach it.
+    /// resourceVersion the watch has reached) past it; but only events of the watch's own sequence
+    /// move its resourceVersion: the configuration's versions are its ConfigMap's, another
+    /// sequence than the namespaces', and a resume from one of them would wait for the other.
     fn take<'a>(
         &'a self,
         events: &'a [Numbered],
@@ -116,8 +115,9 @@ impl Watcher {
                 return None;
             }
             *last_seen = *n;
-            let other_sequence = e.derived == Derived::HncConfiguration && self.derived != e.derived;
-            if !other_sequence {
+            let same_sequence =
+                (e.derived == Derived::HncConfiguration) == (self.derived == Derived::HncConfiguration);
+            if same_sequence {
                 *last_rv = (*last_rv).max(e.rv);
             }
             self.wants(e).then(|| self.event_line(e))
@@ -274,14 +274,19 @@ pub async fn serve(
 ) -> Result<HttpResponse, ApiError> {
     let Request { def, current_objects, req, query, render } = request;
     let start = start_of(query)?;
+    // The configuration's versions are its ConfigMap's, another sequence than the forest's.
+    let configuration = def.derived == Derived::HncConfiguration;
     if let Start::After { rv, .. } = start {
-        // The configuration's versions are its ConfigMap's, another sequence than the forest's.
-        let configuration = def.derived == Derived::HncConfiguration && state.config.has_reached(rv);
-        if !configuration && !state.cache.reaches(rv, TOO_LARGE_WAIT).await {
-            return Err(ApiError::too_large_resource_version(
-                rv,
-                state.cache.read().resource_version_number(),
-            ));
+        let reached = match configuration {
+            true => state.config.reaches(rv, TOO_LARGE_WAIT).await,
+            false => state.cache.reaches(rv, TOO_LARGE_WAIT).await,
+        };
+        if !reached {
+            let now = match configuration {
+                true => state.config.resource_version(),
+                false => state.cache.read().resource_version_number(),
+            };
+            return Err(ApiError::too_large_resource_version(rv, now));
         }
     }
     let bookmarks = query.get("allowWatchBookmarks").map(String::as_str) == Some("true");
@@ -327,7 +332,10 @@ pub async fn serve(
         let forest = state.cache.read();
         let rx = state.cache.hub.subscribe();
         let last_seen = state.cache.hub.last();
-        let now_rv = forest.resource_version_number();
+        let now_rv = match configuration {
+            true => state.config.resource_version(),
+            false => forest.resource_version_number(),
+        };
         let begin = match start {
             Start::Current { initial_events_end } => Begin::Current { snapshot: std::sync::Arc::clone(&forest), initial_events_end },
             // The configuration is one object, and its versions are another sequence than the
@@ -591,7 +599,7 @@ mod tests {
     }
 
     #[test]
-    fn the_configurations_versions_do_not_move_a_watch_of_namespaces_objects() {
+    fn a_watch_is_moved_only_by_its_own_sequence_of_versions() {
         use crate::resources::hierarchyconfigurations::DEF;
         use crate::resources::hncconfigurations::DEF as CONFIG;
         let config = Event::new("MODIFIED", Derived::HncConfiguration, json!({"metadata": {}}), 900);
@@ -602,7 +610,10 @@ mod tests {
         assert_eq!((sent, seen, rv), (1, 2, 60), "the namespace's version, not the ConfigMap's");
         let (mut seen, mut rv) = (0, 50);
         let sent = watcher(&CONFIG, Representation::Object).take(&events, &mut seen, &mut rv).count();
-        assert_eq!((sent, seen, rv), (1, 2, 900));
+        assert_eq!((sent, seen, rv), (1, 2, 900), "the ConfigMap's version, not the namespace's");
+        let (mut seen, mut rv) = (0, 1000);
+        watcher(&CONFIG, Representation::Object).take(&events, &mut seen, &mut rv).for_each(drop);
+        assert_eq!(rv, 1000, "a namespace's version does not move a watch of the configuration");
     }
 
     #[test]

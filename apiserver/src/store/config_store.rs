@@ -73,9 +73,15 @@ impl ConfigStore {
         to_object(self.get().as_ref())
     }
 
-    /// Whether the store holds the ConfigMap at resourceVersion `rv` or later.
-    pub fn has_reached(&self, rv: u64) -> bool {
-        self.reached.has(rv)
+    /// The ConfigMap's resourceVersion the store holds.
+    pub fn resource_version(&self) -> u64 {
+        self.reached.at()
+    }
+
+    /// Waits up to `within` for the store to hold the ConfigMap at resourceVersion `rv` or
+    /// later; false if the watch did not get there in time.
+    pub async fn reaches(&self, rv: u64, within: std::time::Duration) -> bool {
+        self.reached.wait(rv, within).await
     }
 
     /// Waits until the store holds the ConfigMap at resourceVersion `rv` or later; false if the

@@ -19,9 +19,9 @@ impl Reached {
         self.0.send_if_modified(|at| std::mem::replace(at, rv) != rv);
     }
 
-    /// Whether the cache holds resourceVersion `rv` (or a newer one).
-    pub fn has(&self, rv: u64) -> bool {
-        *self.0.borrow() >= rv
+    /// The resourceVersion the cache holds.
+    pub fn at(&self) -> u64 {
+        *self.0.borrow()
     }
 
     /// Waits up to `within` for the cache to reach `rv`; false if it did not in time.
@@ -40,9 +40,9 @@ mod tests {
     async fn waiters_go_on_once_the_version_is_reached() {
         let reached = Reached::default();
         assert!(!reached.wait(5, Duration::from_millis(10)).await);
-        assert!(!reached.has(5));
+        assert_eq!(reached.at(), 0);
         reached.set(7);
-        assert!(reached.has(5) && reached.has(7) && !reached.has(8));
+        assert_eq!(reached.at(), 7);
         assert!(reached.wait(5, Duration::from_millis(10)).await);
         assert!(reached.wait(7, Duration::from_millis(10)).await);
     }
