@@ -424,13 +424,8 @@ async fn a_watch_of_the_configuration_resumes_from_any_version() {
     let api: Api<hns_api::HNCConfiguration> = Api::all(client.clone());
     let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
     let mark = unique("resumed");
-    ok(env.kubectl(&[
-        "annotate",
-        "--overwrite",
-        "hncconfiguration",
-        "config",
-        &format!("e2e-resume={mark}"),
-    ]));
+    let annotation = format!("e2e-resume={mark}");
+    ok(env.kubectl(&["annotate", "--overwrite", "hncconfiguration", "config", &annotation]));
     for from in [rv.as_str(), "1"] {
         let url = format!("/apis/hnc.x-k8s.io/v1alpha2/hncconfigurations?watch=true&resourceVersion={from}&timeoutSeconds=2");
         // Every replica sends it once its store has the annotation.

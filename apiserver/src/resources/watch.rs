@@ -342,7 +342,7 @@ pub async fn serve(
             // history's: what changed since `rv` is the object as it is now. It is sent unless it
             // is at `rv` (a client that has it takes it as an update), and such a watch never
             // expires: a client's list hands out the ConfigMap's version, however old.
-            Start::After { rv, .. } if watcher.derived == Derived::HncConfiguration => {
+            Start::After { rv, .. } if configuration => {
                 let now = current_objects(&Reads::of(&state), &forest, def, "");
                 let at_rv = |o: &Item| o.metadata().resource_version.as_deref().is_none_or(|v| v == rv.to_string());
                 let changed = now.iter().filter(|o| !at_rv(o) && watcher.opts.selects(*o));
