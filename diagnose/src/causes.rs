@@ -84,6 +84,25 @@ pub struct Cause {
     pub remedy: Option<Remedy>,
 }
 
+impl Cause {
+    /// A cause that only advice resolves: it has no remedy, so nothing is changed.
+    pub(crate) fn advice_only(
+        kind: CauseKind,
+        summary: impl Into<String>,
+        evidence: Vec<String>,
+        advice: impl Into<String>,
+    ) -> Cause {
+        Cause {
+            kind,
+            summary: summary.into(),
+            evidence,
+            advice: advice.into(),
+            risk: "None: nothing is changed.".into(),
+            remedy: None,
+        }
+    }
+}
+
 /// Where a diagnosed namespace stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -320,7 +339,11 @@ pub(crate) mod fixtures {
 
     use k8s_openapi::jiff::Timestamp;
 
+    use crate::conditions::DISCOVERY_FAILURE;
     use crate::evidence::*;
+
+    /// The message of the discovery condition while [`dead_api_service`] is unavailable.
+    pub const DEAD_DISCOVERY: &str = "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request";
 
     /// The scan's "now": 2026-01-01T00:00:00Z.
     pub fn now() -> Timestamp {
@@ -359,6 +382,20 @@ pub(crate) mod fixtures {
         Evidence::new(now(), namespaces.iter().map(|n| n.name.clone()).collect(), namespaces)
     }
 
+    /// A namespace [`terminating`] whose discovery condition names [`dead_api_service`].
+    pub fn held_by_dead_api_service(name: &str) -> NamespaceState {
+        let mut ns = terminating(name);
+        ns.conditions = vec![cond(DISCOVERY_FAILURE, "True", DEAD_DISCOVERY)];
+        ns
+    }
+
+    /// Evidence with `namespaces`, all targets, and the unavailable [`dead_api_service`].
+    pub fn with_dead_api_service(namespaces: Vec<NamespaceState>) -> Evidence {
+        let mut ev = evidence(namespaces);
+        ev.api_services.push(dead_api_service());
+        ev
+    }
+
     /// A core/v1 type.
     pub fn core(plural: &str, kind: &str) -> ResourceType {
         ResourceType { group: String::new(), version: "v1".into(), plural: plural.into(), kind: kind.into() }
@@ -386,6 +423,11 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// An object of `resource` in `ns`, deleted `seconds` before [`now`].
+    pub fn deleted_leftover(resource: ResourceType, ns: &str, name: &str, seconds: i64) -> Leftover {
+        Leftover { deletion_timestamp: Some(ago(seconds)), ..leftover(resource, ns, name) }
+    }
+
     /// An unavailable APIService `v1.dead.example.com`.
     pub fn dead_api_service() -> ApiServiceState {
         ApiServiceState {
@@ -409,7 +451,6 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::*;
     use super::*;
-    use crate::conditions::DISCOVERY_FAILURE;
 
     #[test]
     fn reports_targets_that_are_not_stuck() {
@@ -425,19 +466,12 @@ mod tests {
 
     #[test]
     fn orders_causes_the_way_they_must_be_fixed() {
-        let mut ns = terminating("ns");
+        let mut ns = held_by_dead_api_service("ns");
         ns.spec_finalizers = vec!["openshift.com/origin".into(), "kubernetes".into()];
         ns.metadata_finalizers = vec!["example.com/keep".into()];
-        ns.conditions = vec![cond(
-            DISCOVERY_FAILURE,
-            "True",
-            "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request",
-        )];
-        let mut ev = evidence(vec![ns]);
-        ev.api_services.push(dead_api_service());
-        let mut w = leftover(widgets(), "ns", "w");
+        let mut ev = with_dead_api_service(vec![ns]);
+        let mut w = deleted_leftover(widgets(), "ns", "w", 300);
         w.finalizers = vec!["stable.example.com/cleanup".into()];
-        w.deletion_timestamp = Some(ago(300));
         ev.leftovers.push(w);
         let d = diagnose(&ev);
         assert!(d.stuck());

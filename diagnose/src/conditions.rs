@@ -78,30 +78,40 @@ pub fn failing<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condi
     conditions.iter().find(|c| c.type_ == type_ && c.is_true())
 }
 
+/// What each deletion condition means: (type, when it reports a problem, when it does not).
+const MEANINGS: [(&str, &str, &str); 5] = [
+    (
+        DISCOVERY_FAILURE,
+        "the controller cannot discover every API group, so it cannot prove the namespace is empty; an unavailable APIService is the usual reason, and it blocks every namespace deletion in the cluster",
+        "every API group was discovered",
+    ),
+    (
+        GV_PARSING_FAILURE,
+        "a group-version served by the cluster cannot be parsed, so its content cannot be deleted",
+        "every group-version was parsed",
+    ),
+    (
+        CONTENT_FAILURE,
+        "deleting some content failed; the message names the failure (often an admission webhook; \"unexpected items still remain … Resource=pods\" means deleted pods that no kubelet confirms gone)",
+        "every delete call succeeded",
+    ),
+    (
+        CONTENT_REMAINING,
+        "objects remain; they are being deleted or wait for their finalizers",
+        "no content remains",
+    ),
+    (
+        FINALIZERS_REMAINING,
+        "remaining objects carry finalizers that their controllers have not removed",
+        "no remaining object carries a finalizer",
+    ),
+];
+
 fn meaning(type_: &str, problem: bool) -> &'static str {
-    match (type_, problem) {
-        (DISCOVERY_FAILURE, true) => {
-            "the controller cannot discover every API group, so it cannot prove the namespace is empty; an unavailable APIService is the usual reason, and it blocks every namespace deletion in the cluster"
-        }
-        (DISCOVERY_FAILURE, false) => "every API group was discovered",
-        (GV_PARSING_FAILURE, true) => {
-            "a group-version served by the cluster cannot be parsed, so its content cannot be deleted"
-        }
-        (GV_PARSING_FAILURE, false) => "every group-version was parsed",
-        (CONTENT_FAILURE, true) => {
-            "deleting some content failed; the message names the failure (often an admission webhook; \"unexpected items still remain … Resource=pods\" means deleted pods that no kubelet confirms gone)"
-        }
-        (CONTENT_FAILURE, false) => "every delete call succeeded",
-        (CONTENT_REMAINING, true) => {
-            "objects remain; they are being deleted or wait for their finalizers"
-        }
-        (CONTENT_REMAINING, false) => "no content remains",
-        (FINALIZERS_REMAINING, true) => {
-            "remaining objects carry finalizers that their controllers have not removed"
-        }
-        (FINALIZERS_REMAINING, false) => "no remaining object carries a finalizer",
-        _ => "",
-    }
+    MEANINGS
+        .iter()
+        .find(|(t, ..)| *t == type_)
+        .map_or("", |&(_, failed, ok)| if problem { failed } else { ok })
 }
 
 /// The group-versions a `NamespaceDeletionDiscoveryFailure` message names as failing.

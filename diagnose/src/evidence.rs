@@ -210,6 +210,11 @@ impl Condition {
     pub fn is_true(&self) -> bool {
         self.status == "True"
     }
+
+    /// The condition as the evidence of a cause quotes it: `condition TYPE: message`.
+    pub fn quoted(&self) -> String {
+        format!("condition {}: {}", self.type_, self.message)
+    }
 }
 
 /// An APIService and its availability.

@@ -128,9 +128,7 @@ mod tests {
     /// A namespace with a pod no kubelet confirms gone: its remedy's words name no namespace.
     fn with_a_stale_pod(name: &str) -> NamespaceDiagnosis {
         let mut ev = evidence(vec![terminating(name)]);
-        let mut pod = leftover(core("pods", "Pod"), name, "p");
-        pod.deletion_timestamp = Some(ago(600));
-        ev.leftovers.push(pod);
+        ev.leftovers.push(deleted_leftover(core("pods", "Pod"), name, "p", 600));
         diagnose(&ev).namespaces.remove(0)
     }
 

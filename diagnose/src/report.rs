@@ -375,19 +375,11 @@ mod tests {
     use super::*;
     use crate::causes::diagnose;
     use crate::causes::fixtures::*;
-    use crate::conditions::DISCOVERY_FAILURE;
     use crate::plan::Outcome;
 
     fn stuck() -> Diagnosis {
-        let mut ns = terminating("demo");
-        ns.conditions = vec![cond(
-            DISCOVERY_FAILURE,
-            "True",
-            "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request",
-        )];
-        let mut ev = evidence(vec![ns]);
+        let mut ev = with_dead_api_service(vec![held_by_dead_api_service("demo")]);
         ev.targets.push("missing".into());
-        ev.api_services.push(dead_api_service());
         diagnose(&ev)
     }
 
@@ -409,20 +401,8 @@ mod tests {
 
     /// `count` namespaces held by the dead APIService.
     fn many(count: usize) -> Diagnosis {
-        let namespaces = (1..=count)
-            .map(|i| {
-                let mut ns = terminating(&format!("team-{i:02}"));
-                ns.conditions = vec![cond(
-                    DISCOVERY_FAILURE,
-                    "True",
-                    "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request",
-                )];
-                ns
-            })
-            .collect();
-        let mut ev = evidence(namespaces);
-        ev.api_services.push(dead_api_service());
-        diagnose(&ev)
+        let namespaces = (1..=count).map(|i| held_by_dead_api_service(&format!("team-{i:02}"))).collect();
+        diagnose(&with_dead_api_service(namespaces))
     }
 
     #[test]

@@ -111,28 +111,20 @@ mod tests {
     use super::*;
     use crate::causes::fixtures::*;
     use crate::causes::{diagnose, NamespaceDiagnosis};
-    use crate::conditions::DISCOVERY_FAILURE;
 
     /// `count` namespaces held by the dead APIService; the ones in `held` also carry a finalizer
     /// `example.com/hold` of their own.
     fn many(count: usize, held: &[usize]) -> Diagnosis {
         let namespaces = (1..=count)
             .map(|i| {
-                let mut ns = terminating(&format!("ns-{i:02}"));
-                ns.conditions = vec![cond(
-                    DISCOVERY_FAILURE,
-                    "True",
-                    "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request",
-                )];
+                let mut ns = held_by_dead_api_service(&format!("ns-{i:02}"));
                 if held.contains(&i) {
                     ns.metadata_finalizers = vec!["example.com/hold".into()];
                 }
                 ns
             })
             .collect();
-        let mut ev = evidence(namespaces);
-        ev.api_services.push(dead_api_service());
-        diagnose(&ev)
+        diagnose(&with_dead_api_service(namespaces))
     }
 
     #[test]

@@ -120,14 +120,12 @@ pub fn unexplained_content_failure(
     if !webhooks.is_empty() || !subnamespaces.is_empty() {
         return None;
     }
-    Some(Cause {
-        kind: CauseKind::ContentDeletionFailure,
-        summary: "the namespace controller could not delete some content".into(),
-        evidence: vec![format!("condition {CONTENT_FAILURE}: {}", c.message)],
-        advice: "The message names what refused the DELETE calls (a webhook that denies them, an aggregated API that fails): fix that.".into(),
-        risk: "None: nothing is changed.".into(),
-        remedy: None,
-    })
+    Some(Cause::advice_only(
+        CauseKind::ContentDeletionFailure,
+        "the namespace controller could not delete some content",
+        vec![c.quoted()],
+        "The message names what refused the DELETE calls (a webhook that denies them, an aggregated API that fails): fix that.",
+    ))
 }
 
 #[cfg(test)]

@@ -17,17 +17,15 @@ pub fn controller_stalled(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> {
     if conditions::any_written(&ns.conditions) || since < STALL_AFTER_SECONDS || !waiting {
         return None;
     }
-    Some(Cause {
-        kind: CauseKind::ControllerStalled,
-        summary: "the namespace controller has not acted on this namespace".into(),
-        evidence: vec![
+    Some(Cause::advice_only(
+        CauseKind::ControllerStalled,
+        "the namespace controller has not acted on this namespace",
+        vec![
             format!("Terminating for {since}s, yet none of the five deletion conditions is set"),
             "spec.finalizers still holds \"kubernetes\", which only the namespace controller removes".into(),
         ],
-        advice: "Check that kube-controller-manager runs and is healthy, that its namespace controller is enabled (--controllers), and read its logs (namespace_controller). Once it runs it empties and removes the namespace by itself.".into(),
-        risk: "None: nothing is changed.".into(),
-        remedy: None,
-    })
+        "Check that kube-controller-manager runs and is healthy, that its namespace controller is enabled (--controllers), and read its logs (namespace_controller). Once it runs it empties and removes the namespace by itself.",
+    ))
 }
 
 /// APIServices that are unavailable or whose discovery failed: each blocks every namespace
@@ -127,27 +125,23 @@ pub fn unexplained_discovery_failure(
     if unexplained.is_empty() && !(named.is_empty() && explained.is_empty()) {
         return None;
     }
-    Some(Cause {
-        kind: CauseKind::DiscoveryFailure,
-        summary: "API discovery fails for the namespace controller".into(),
-        evidence: vec![format!("condition {DISCOVERY_FAILURE}: {}", condition.message)],
-        advice: "Find the failing group-version with `kubectl api-resources` (it prints the discovery errors) and repair or remove what serves it.".into(),
-        risk: "None: nothing is changed.".into(),
-        remedy: None,
-    })
+    Some(Cause::advice_only(
+        CauseKind::DiscoveryFailure,
+        "API discovery fails for the namespace controller",
+        vec![condition.quoted()],
+        "Find the failing group-version with `kubectl api-resources` (it prints the discovery errors) and repair or remove what serves it.",
+    ))
 }
 
 /// A group-version cannot be parsed.
 pub fn group_version_parsing_failure(ns: &NamespaceState) -> Option<Cause> {
     let c = conditions::failing(&ns.conditions, GV_PARSING_FAILURE)?;
-    Some(Cause {
-        kind: CauseKind::GroupVersionParsingFailure,
-        summary: "a served group-version cannot be parsed".into(),
-        evidence: vec![format!("condition {GV_PARSING_FAILURE}: {}", c.message)],
-        advice: "An APIService or CRD advertises a malformed version: find it with `kubectl get apiservices` and fix or delete it.".into(),
-        risk: "None: nothing is changed.".into(),
-        remedy: None,
-    })
+    Some(Cause::advice_only(
+        CauseKind::GroupVersionParsingFailure,
+        "a served group-version cannot be parsed",
+        vec![c.quoted()],
+        "An APIService or CRD advertises a malformed version: find it with `kubectl get apiservices` and fix or delete it.",
+    ))
 }
 
 #[cfg(test)]
@@ -155,8 +149,6 @@ mod tests {
     use super::*;
     use crate::causes::fixtures::*;
     use crate::evidence::DiscoveryFailure;
-
-    const FAILING: &str = "Discovery failed for some groups, 1 failing: unable to retrieve the complete list of server APIs: dead.example.com/v1: the server is currently unable to handle the request";
 
     #[test]
     fn a_silent_controller_is_stalled_only_after_a_while() {
@@ -173,10 +165,8 @@ mod tests {
 
     #[test]
     fn an_unavailable_api_service_blocks_with_its_evidence() {
-        let mut ns = terminating("ns");
-        ns.conditions = vec![cond(DISCOVERY_FAILURE, "True", FAILING)];
-        let mut ev = evidence(vec![ns.clone()]);
-        ev.api_services.push(dead_api_service());
+        let ns = held_by_dead_api_service("ns");
+        let mut ev = with_dead_api_service(vec![ns.clone()]);
         ev.discovery_failures
             .push(DiscoveryFailure { group_version: "dead.example.com/v1".into(), message: "503".into() });
         let causes = unavailable_api_services(&ns, &ev);
@@ -218,8 +208,7 @@ mod tests {
 
     #[test]
     fn discovery_failures_without_an_api_service_are_reported_as_such() {
-        let mut ns = terminating("ns");
-        ns.conditions = vec![cond(DISCOVERY_FAILURE, "True", FAILING)];
+        let ns = held_by_dead_api_service("ns");
         let ev = evidence(vec![ns.clone()]);
         let c = unexplained_discovery_failure(&ns, &ev, &[]).unwrap();
         assert_eq!(c.kind, CauseKind::DiscoveryFailure);

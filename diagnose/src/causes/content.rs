@@ -31,7 +31,7 @@ pub fn undeleted(ns: &NamespaceState, ev: &Evidence, excluded: &[String]) -> Opt
     let mut evidence =
         vec![format!("{} object(s) have no deletionTimestamp: {}", objects.len(), listing(&names, 10))];
     if let Some(c) = conditions::failing(&ns.conditions, CONTENT_FAILURE) {
-        evidence.push(format!("condition {CONTENT_FAILURE}: {}", c.message));
+        evidence.push(c.quoted());
     }
     let actions = objects.iter().map(|l| delete(l, false)).collect();
     Some(Cause {
@@ -110,7 +110,7 @@ pub fn pending_finalizers(ns: &NamespaceState, ev: &Evidence, explained: &[Strin
                     .extend(objects.iter().flat_map(|o| super::nodes::claim_users(ns, ev, &o.name)));
             }
             if let Some(c) = condition {
-                cause.evidence.push(format!("condition {FINALIZERS_REMAINING}: {}", c.message));
+                cause.evidence.push(c.quoted());
             }
             cause
         })
@@ -213,9 +213,7 @@ mod tests {
     fn pods_past_their_grace_are_force_deleted() {
         let ns = terminating("ns");
         let mut ev = evidence(vec![ns.clone()]);
-        let mut pod = leftover(core("pods", "Pod"), "ns", "p");
-        pod.deletion_timestamp = Some(ago(10));
-        ev.leftovers.push(pod.clone());
+        ev.leftovers.push(deleted_leftover(core("pods", "Pod"), "ns", "p", 10));
         assert!(terminating_pods(&ns, &ev, &[]).is_none(), "still in its grace period");
         ev.leftovers[0].deletion_timestamp = Some(ago(600));
         let c = terminating_pods(&ns, &ev, &[]).unwrap();
@@ -231,8 +229,7 @@ mod tests {
         ];
         let mut ev = evidence(vec![ns.clone()]);
         ev.crds = vec!["widgets.stable.example.com".into()];
-        let mut w = leftover(widgets(), "ns", "w");
-        w.deletion_timestamp = Some(ago(120));
+        let mut w = deleted_leftover(widgets(), "ns", "w", 120);
         w.finalizers = vec!["other.example.org/x".into(), "stable.example.com/cleanup".into()];
         ev.leftovers.push(w);
         let causes = pending_finalizers(&ns, &ev, &[]);
@@ -263,8 +260,8 @@ mod tests {
     fn a_kubernetes_finalizer_is_explained_not_removed() {
         let ns = terminating("ns");
         let mut ev = evidence(vec![ns.clone()]);
-        let mut pvc = leftover(core("persistentvolumeclaims", "PersistentVolumeClaim"), "ns", "data");
-        pvc.deletion_timestamp = Some(ago(60));
+        let mut pvc =
+            deleted_leftover(core("persistentvolumeclaims", "PersistentVolumeClaim"), "ns", "data", 60);
         pvc.finalizers = vec!["kubernetes.io/pvc-protection".into()];
         ev.leftovers.push(pvc);
         let causes = pending_finalizers(&ns, &ev, &[]);

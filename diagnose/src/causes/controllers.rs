@@ -186,14 +186,12 @@ fn controller_manager_down(ns: &NamespaceState, ev: &Evidence) -> Option<Cause> 
             listing(&objects, 5)
         ));
     }
-    Some(Cause {
-        kind: CauseKind::ControllerManagerDown,
-        summary: format!("kube-controller-manager is not running: its Lease was last renewed {} ago", human_duration(since)),
+    Some(Cause::advice_only(
+        CauseKind::ControllerManagerDown,
+        format!("kube-controller-manager is not running: its Lease was last renewed {} ago", human_duration(since)),
         evidence,
-        advice: "Start kube-controller-manager again and find out why it stopped (on kubeadm clusters it is the static pod /etc/kubernetes/manifests/kube-controller-manager.yaml: see crictl ps -a and crictl logs on the control-plane nodes; on a managed cluster, ask the provider). Once it runs it finishes this deletion by itself; removing its finalizers by hand instead would skip the cleanup each stands for.".into(),
-        risk: "None: nothing is changed.".into(),
-        remedy: None,
-    })
+        "Start kube-controller-manager again and find out why it stopped (on kubeadm clusters it is the static pod /etc/kubernetes/manifests/kube-controller-manager.yaml: see crictl ps -a and crictl logs on the control-plane nodes; on a managed cluster, ask the provider). Once it runs it finishes this deletion by itself; removing its finalizers by hand instead would skip the cleanup each stands for.",
+    ))
 }
 
 /// Whether kube-controller-manager evidently runs: its Lease is renewed or, without a Lease,
@@ -356,20 +354,18 @@ fn failing_cloud_controller(
     holder: &str,
 ) -> Cause {
     let first = services.first().map(|l| l.name.as_str()).unwrap_or_default();
-    Cause {
-        kind: CauseKind::PendingFinalizer,
-        summary: format!(
+    Cause::advice_only(
+        CauseKind::PendingFinalizer,
+        format!(
             "{} Service(s) wait for the cloud-controller-manager to delete their load balancer",
             services.len()
         ),
         evidence,
-        advice: format!(
+        format!(
             "The cloud-controller-manager ({holder}) runs but has not deleted the load balancer: read its logs (service-lb-controller) and the Service's events (kubectl describe service -n {} {first}); missing cloud permissions or a load balancer changed by hand are the usual reasons. It removes the finalizer once the load balancer is gone.",
             ns.name
         ),
-        risk: "None: nothing is changed.".into(),
-        remedy: None,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -385,8 +381,7 @@ mod tests {
     }
 
     fn deleted(resource: ResourceType, name: &str, finalizer: &str, since: i64) -> Leftover {
-        let mut l = leftover(resource, "ns", name);
-        l.deletion_timestamp = Some(ago(since));
+        let mut l = deleted_leftover(resource, "ns", name, since);
         l.finalizers = vec![finalizer.into()];
         l
     }

@@ -35,7 +35,7 @@ pub fn blocked_subnamespaces(ns: &NamespaceState, ev: &Evidence) -> Vec<Cause> {
                 ),
             ];
             if let Some(c) = failure {
-                evidence.push(format!("condition {CONTENT_FAILURE}: {}", c.message));
+                evidence.push(c.quoted());
             }
             Cause {
                 kind: CauseKind::BlockedSubnamespace,

@@ -162,7 +162,7 @@ fn pod_evidence(
     if let Some(c) =
         conditions::failing(&ns.conditions, CONTENT_FAILURE).filter(|c| pods_remain_only(&c.message))
     {
-        evidence.push(format!("condition {CONTENT_FAILURE}: {}", c.message));
+        evidence.push(c.quoted());
     }
     evidence
 }
@@ -352,9 +352,7 @@ mod tests {
             cond(CONTENT_REMAINING, "True", "pods has 1 resource instances"),
             cond(CONTENT_FAILURE, "True", "Failed to delete all resource types, 1 remaining: unexpected items still remain in namespace: ns for gvr: /v1, Resource=pods"),
         ];
-        let mut stale = leftover(core("pods", "Pod"), "ns", "web");
-        stale.deletion_timestamp = Some(ago(90));
-        ev.leftovers.push(stale);
+        ev.leftovers.push(deleted_leftover(core("pods", "Pod"), "ns", "web", 90));
         ev.leftovers.push(leftover(core("configmaps", "ConfigMap"), "ns", "kube-root-ca.crt"));
         let d = crate::diagnose(&ev);
         let kinds: Vec<CauseKind> = d.namespaces[0].causes.iter().map(|c| c.kind).collect();

@@ -138,8 +138,7 @@ mod tests {
         let all = vec![holding(h1), holding(sub("h1-c", "h1")), sub("h1-c-g", "h1-c")];
         let mut ev = evidence(all.into_iter().filter(|n| !gone.contains(&n.name.as_str())).collect());
         ev.targets = vec!["h1".into()];
-        let mut x = leftover(core("configmaps", "ConfigMap"), "h1-c-g", "x");
-        x.deletion_timestamp = Some(ago(300));
+        let mut x = deleted_leftover(core("configmaps", "ConfigMap"), "h1-c-g", "x", 300);
         x.finalizers = vec!["example.com/f".into()];
         ev.leftovers.push(x);
         ev
