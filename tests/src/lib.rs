@@ -398,6 +398,20 @@ impl Local {
     }
 }
 
+/// Who asked, as kube-apiserver names them in a request it passes on to hns-apiserver (trusted
+/// only on a connection with the front proxy's certificate).
+pub trait RemoteUser {
+    /// Names `user`, in `groups`, in the `X-Remote-User` and `X-Remote-Group` headers.
+    fn remote_user(self, user: &str, groups: &[&str]) -> Self;
+}
+
+impl RemoteUser for reqwest::RequestBuilder {
+    fn remote_user(self, user: &str, groups: &[&str]) -> Self {
+        let named = self.header("X-Remote-User", user);
+        groups.iter().fold(named, |request, group| request.header("X-Remote-Group", *group))
+    }
+}
+
 /// A self-signed certificate: a CA nobody trusts.
 pub fn rogue_identity(cn: &str) -> (Vec<u8>, Vec<u8>) {
     let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
@@ -512,6 +526,14 @@ pub async fn may_get(
     answer.unwrap_or_else(|e| panic!("SubjectAccessReview: {e}")).status.is_some_and(|s| s.allowed)
 }
 
+/// Writes `manifest` to a temporary file named after `name` (`NAME.yaml`) and returns its path,
+/// for `kubectl … -f`.
+pub fn manifest_file(name: &str, manifest: &str) -> String {
+    let path = std::env::temp_dir().join(format!("{name}.yaml"));
+    std::fs::write(&path, manifest).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
 /// A namespace name unique to this test run: `<prefix>-<pid>-<n>`.
 pub fn unique(prefix: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
@@ -602,6 +624,14 @@ pub async fn parent_and_child(client: &Client, parent: &str, child: &str) -> (St
     (parent, child)
 }
 
+/// Creates a fresh namespace (see [`fresh_namespace`]) and its subnamespace `{parent}-c`: the
+/// smallest tree of subnamespaces. Returns the parent and the child.
+pub async fn parent_and_subnamespace(client: &Client, prefix: &str) -> (String, String) {
+    let parent = fresh_namespace(client, prefix).await;
+    let child = new_subnamespace(client, &parent, "c").await;
+    (parent, child)
+}
+
 /// Sets (or, with `None`, clears) the parent of `ns` through the hierarchy API.
 pub async fn set_parent(
     client: &Client,
@@ -629,6 +659,24 @@ pub async fn new_subnamespace(client: &Client, parent: &str, suffix: &str) -> St
     let name = format!("{parent}-{suffix}");
     create_subns(client, parent, &name).await.unwrap_or_else(|e| panic!("create subnamespace {name}: {e}"));
     name
+}
+
+/// Creates a line of subnamespaces through the hierarchy API, `{root}-{suffix}` for each of
+/// `suffixes`: the first under `root`, each next one under the one before. Returns their names.
+pub async fn nested_subnamespaces<const N: usize>(
+    client: &Client,
+    root: &str,
+    suffixes: [&str; N],
+) -> [String; N] {
+    let names = suffixes.map(|suffix| format!("{root}-{suffix}"));
+    let mut parent = root;
+    for name in &names {
+        create_subns(client, parent, name)
+            .await
+            .unwrap_or_else(|e| panic!("create subnamespace {name}: {e}"));
+        parent = name;
+    }
+    names
 }
 
 /// Waits until hns is done making `parent` a member for its first child: it carries the

@@ -390,6 +390,26 @@ fn cause_kinds(doc: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Runs the dry run (see [`dry_run`]) and asserts that its detailed report contains each of
+/// `lines`, that the JSON report names the causes `kinds`, in order, and that neither wrote to
+/// any of `unchanged` (each named as `kubectl get` takes it); returns the detailed report.
+fn diagnosed<S: AsRef<str>>(
+    env: &Env,
+    ns: &str,
+    unchanged: &[&[&str]],
+    lines: impl IntoIterator<Item = S>,
+    kinds: &[&str],
+) -> String {
+    let before: Vec<_> = unchanged.iter().map(|what| version(env, what)).collect();
+    let report = dry_run(env, ns);
+    assert_contains(&report, lines);
+    assert_eq!(cause_kinds(&json(env, ns)), kinds);
+    for (what, before) in unchanged.iter().zip(before) {
+        assert_eq!(version(env, what), before, "dry run");
+    }
+    report
+}
+
 // === scenarios ===
 
 #[path = "diagnose/many.rs"]
@@ -429,10 +449,10 @@ async fn diagnose_dead_api_service() {
     delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceDeletionDiscoveryFailure").await;
 
-    let api_service = version(&env, &["apiservice", DEAD_API_SERVICE]);
-    let report = dry_run(&env, &ns);
-    assert_contains(
-        &report,
+    let report = diagnosed(
+        &env,
+        &ns,
+        &[&["apiservice", DEAD_API_SERVICE]],
         [
             "1. APIService v1.dead.example.com is unavailable (FailedDiscoveryCheck)",
             "evidence: condition NamespaceDeletionDiscoveryFailure names dead.example.com/v1",
@@ -441,10 +461,9 @@ async fn diagnose_dead_api_service() {
             "risk: Deleting the APIService removes dead.example.com/v1",
             "refused without --force",
         ],
+        &["unavailable_api_service"],
     );
     assert!(!report.contains("v1alpha2.hnc.x-k8s.io is unavailable"), "hns's APIService is fine");
-    assert_eq!(cause_kinds(&json(&env, &ns)), ["unavailable_api_service"]);
-    assert_eq!(version(&env, &["apiservice", DEAD_API_SERVICE]), api_service, "dry run");
     assert!(get(&env, &["namespace", &ns], "{.metadata.deletionTimestamp}").is_some());
 
     fix_removes(&env, &ns);
@@ -460,18 +479,14 @@ async fn diagnose_crd_finalizer_without_controller() {
     delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceFinalizersRemaining").await;
 
-    let widget = version(&env, &["widgets", "w", "-n", &ns]);
-    let report = dry_run(&env, &ns);
-    assert_contains(&report, [
+    diagnosed(&env, &ns, &[&["widgets", "w", "-n", &ns]], [
         "1 object(s) wait for finalizer diag-finalizer.example.com/cleanup, which no controller is removing",
         "diag-finalizer.example.com/cleanup on 1 deleted object(s): widgets.diag-finalizer.example.com/w (deleted",
         "it is removed by the controller of diag-finalizer.example.com (CRDs: widgets.diag-finalizer.example.com)",
         "condition NamespaceFinalizersRemaining: Some content in the namespace has finalizers remaining",
         r#"{"op":"test","path":"/metadata/finalizers/0","value":"diag-finalizer.example.com/cleanup"}"#,
         "may be orphaned",
-    ]);
-    assert_eq!(cause_kinds(&json(&env, &ns)), ["pending_finalizer"]);
-    assert_eq!(version(&env, &["widgets", "w", "-n", &ns]), widget, "dry run");
+    ], &["pending_finalizer"]);
 
     fix_removes(&env, &ns);
     witness.assert_untouched(&env);
@@ -493,10 +508,10 @@ async fn diagnose_foreign_spec_finalizer() {
     })
     .await;
 
-    let before = version(&env, &["namespace", &ns]);
-    let report = dry_run(&env, &ns);
-    assert_contains(
-        &report,
+    diagnosed(
+        &env,
+        &ns,
+        &[&["namespace", &ns]],
         [
             "spec.finalizers holds openshift.com/origin, which is not the namespace controller's",
             "evidence: spec.finalizers: openshift.com/origin",
@@ -504,9 +519,8 @@ async fn diagnose_foreign_spec_finalizer() {
                 "PUT /api/v1/namespaces/{ns}/finalize with spec.finalizers [\"openshift.com/origin\"] -> []"
             ),
         ],
+        &["foreign_spec_finalizer"],
     );
-    assert_eq!(cause_kinds(&json(&env, &ns)), ["foreign_spec_finalizer"]);
-    assert_eq!(version(&env, &["namespace", &ns]), before, "dry run");
 
     fix_removes(&env, &ns);
     witness.assert_untouched(&env);
@@ -519,17 +533,18 @@ async fn diagnose_namespace_metadata_finalizer() {
     deleted_and_held_by(&env, &ns, "example.com/hold").await;
 
     let before = version(&env, &["namespace", &ns]);
-    let report = dry_run(&env, &ns);
-    assert_contains(
-        &report,
+    diagnosed(
+        &env,
+        &ns,
+        &[],
         [
             "the namespace carries the finalizer example.com/hold",
             "evidence: metadata.finalizers: example.com/hold",
             "every deletion condition reports success: only finalizers hold the namespace",
             &format!("PATCH /api/v1/namespaces/{ns} (application/json-patch+json)"),
         ],
+        &["namespace_finalizer"],
     );
-    assert_eq!(cause_kinds(&json(&env, &ns)), ["namespace_finalizer"]);
 
     // --fix asks before each remedy: with no terminal and no --yes it refuses, changing nothing.
     let refused = hns(&env, &["diagnose", &ns, "--fix"]);
@@ -595,10 +610,8 @@ async fn diagnose_dead_webhook_blocking_deletion() {
     delete_now(&env, &ns);
     condition(&env, &ns, "NamespaceDeletionContentFailure").await;
 
-    let before = version(&env, &["validatingwebhookconfiguration", &hook]);
-    let victim = version(&env, &["configmap", "victim", "-n", &ns]);
-    let report = dry_run(&env, &ns);
-    assert_contains(&report, [
+    let unchanged = [&["validatingwebhookconfiguration", &hook][..], &["configmap", "victim", "-n", &ns]];
+    diagnosed(&env, &ns, &unchanged, [
         "1. admission webhook deny.diag.example.com fails closed and cannot be called",
         &format!("evidence: ValidatingWebhookConfiguration {hook}, webhook deny.diag.example.com: failurePolicy Fail, Service default/diag-missing:443 does not exist"),
         "failed calling webhook \"deny.diag.example.com\"",
@@ -607,10 +620,7 @@ async fn diagnose_dead_webhook_blocking_deletion() {
         &format!("DELETE /apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{hook} with preconditions"),
         "2. ",
         &format!("DELETE /api/v1/namespaces/{ns}/configmaps/victim with preconditions"),
-    ]);
-    assert_eq!(cause_kinds(&json(&env, &ns)), ["dead_webhook", "undeleted_content"]);
-    assert_eq!(version(&env, &["validatingwebhookconfiguration", &hook]), before, "dry run");
-    assert_eq!(version(&env, &["configmap", "victim", "-n", &ns]), victim, "dry run");
+    ], &["dead_webhook", "undeleted_content"]);
 
     fix_removes(&env, &ns);
     assert_eq!(version(&env, &["validatingwebhookconfiguration", &hook]), None);

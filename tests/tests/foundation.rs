@@ -254,9 +254,7 @@ async fn forged_identity_headers_without_a_front_proxy_certificate_are_401() {
         return;
     };
     let forged = |c: &reqwest::Client| {
-        c.get(format!("{}{LIST_PATH}", local.hns_url()))
-            .header("X-Remote-User", "admin")
-            .header("X-Remote-Group", "system:masters")
+        c.get(format!("{}{LIST_PATH}", local.hns_url())).remote_user("admin", &["system:masters"])
     };
     let cases = [
         ("no client certificate", local.direct_client(None)),
@@ -306,8 +304,7 @@ async fn discovery_negotiates_like_kube_apiserver_expects() {
     let c = local.direct_client(Some(local.front_proxy_identity()));
     let get = |path: &str, accept: &str| {
         c.get(format!("{}{path}", local.hns_url()))
-            .header("X-Remote-User", "system:kube-aggregator")
-            .header("X-Remote-Group", "system:masters")
+            .remote_user("system:kube-aggregator", &["system:masters"])
             .header("Accept", accept.to_string())
             .send()
     };

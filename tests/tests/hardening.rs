@@ -71,15 +71,9 @@ async fn metrics_are_served_only_to_those_allowed() {
     let anonymous = local.direct_client(None).get(&url).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
     let proxy = local.direct_client(Some(local.front_proxy_identity()));
-    let nobody = proxy.get(&url).header("X-Remote-User", "nobody").send().await.unwrap();
+    let nobody = proxy.get(&url).remote_user("nobody", &[]).send().await.unwrap();
     assert_eq!(nobody.status(), 403);
-    let admin = proxy
-        .get(&url)
-        .header("X-Remote-User", "scraper")
-        .header("X-Remote-Group", "system:masters")
-        .send()
-        .await
-        .unwrap();
+    let admin = proxy.get(&url).remote_user("scraper", &["system:masters"]).send().await.unwrap();
     assert_eq!(admin.status(), 200);
     assert!(admin.text().await.unwrap().contains("hns_namespaces"));
 }
@@ -91,8 +85,7 @@ async fn uid_of(client: &kube::Client, ns: &str) -> String {
 #[tokio::test]
 async fn the_namespace_webhook_names_no_other_namespace_to_strangers() {
     let Some((env, local, admin)) = Env::local_with_admin().await else { return };
-    let parent = fresh_namespace(&admin, "secretive").await;
-    let child = new_subnamespace(&admin, &parent, "c").await;
+    let (parent, child) = parent_and_subnamespace(&admin, "secretive").await;
     eventually("the subnamespace exists", WAIT, || async {
         Api::<Namespace>::all(admin.clone()).get(&child).await.ok()
     })
@@ -161,8 +154,7 @@ async fn a_forged_deletion_review_makes_hns_write_nothing() {
 #[tokio::test]
 async fn the_sources_webhook_tells_strangers_nothing() {
     let Some((_, local, admin)) = Env::local_with_admin().await else { return };
-    let parent = fresh_namespace(&admin, "secs").await;
-    let child = new_subnamespace(&admin, &parent, "c").await;
+    let (parent, child) = parent_and_subnamespace(&admin, "secs").await;
     let bindings = |ns: &str| Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin.clone(), ns);
     eventually("the subnamespace", WAIT, || async { bindings(&child).list(&Default::default()).await.ok() })
         .await;
@@ -206,8 +198,7 @@ async fn the_sources_webhook_tells_strangers_nothing() {
 #[tokio::test]
 async fn the_quota_webhook_tells_strangers_nothing() {
     let Some((_, local, admin)) = Env::local_with_admin().await else { return };
-    let parent = fresh_namespace(&admin, "secq").await;
-    let child = new_subnamespace(&admin, &parent, "c").await;
+    let (parent, child) = parent_and_subnamespace(&admin, "secq").await;
     hns_e2e::quotas::set_quota(&admin, &parent, "budget", &[("pods", "6")]).await.unwrap();
     let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(admin.clone(), &child);
     let read = || async {
@@ -304,8 +295,7 @@ async fn http2_is_not_offered_and_oversized_bodies_get_413() {
     let r = local
         .direct_client(Some(local.front_proxy_identity()))
         .post(format!("{}{API}/namespaces/default/subnamespaces", local.hns_url()))
-        .header("X-Remote-User", "admin")
-        .header("X-Remote-Group", "system:masters")
+        .remote_user("admin", &["system:masters"])
         .header("content-type", "application/json")
         .body(body)
         .send()

@@ -31,9 +31,7 @@ async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
         "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: SubnamespaceAnchor\nmetadata:\n  name: {anchor}\n  namespace: {team}\n---\n\
          apiVersion: hnc.x-k8s.io/v1alpha2\nkind: Subnamespace\nmetadata:\n  name: {subns}\n  namespace: {team}\n"
     );
-    let file = std::env::temp_dir().join(format!("{team}.yaml"));
-    std::fs::write(&file, &manifests).unwrap();
-    let file = file.to_str().unwrap();
+    let file = manifest_file(&team, &manifests);
     // The SubjectAccessReview cache may hold "no" from before the grant for up to 10 s.
     eventually("alice's grant to take effect", WAIT, || async {
         env.kubectl_as(&alice, &[], &["auth", "can-i", "create", "subnamespaces.hnc.x-k8s.io", "-n", &team])
@@ -42,10 +40,10 @@ async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
             .then_some(())
     })
     .await;
-    let out = ok(env.kubectl_as(&alice, &[], &["apply", "-f", file]));
+    let out = ok(env.kubectl_as(&alice, &[], &["apply", "-f", &file]));
     assert!(out.contains(&format!("subnamespaceanchor.hnc.x-k8s.io/{anchor} created")), "{out}");
     assert!(out.contains(&format!("subnamespace.hnc.x-k8s.io/{subns} created")), "{out}");
-    let again = ok(env.kubectl_as(&alice, &[], &["apply", "-f", file]));
+    let again = ok(env.kubectl_as(&alice, &[], &["apply", "-f", &file]));
     assert!(again.contains("unchanged"), "applying twice changes nothing: {again}");
 
     for child in [&anchor, &subns] {
@@ -61,7 +59,7 @@ async fn a_user_with_only_create_subnamespaces_makes_namespaces() {
     assert_eq!(rows[1][..2], [anchor.as_str(), "Ok"]);
     assert_eq!(rows[2][..2], [subns.as_str(), "Ok"]);
 
-    let err = fails(env.kubectl_as(&bob, &[], &["apply", "-f", file]));
+    let err = fails(env.kubectl_as(&bob, &[], &["apply", "-f", &file]));
     assert!(err.contains("forbidden") && err.contains(&bob), "{err}");
     let err = fails(env.kubectl_as(&bob, &[], &["create", "ns", &format!("{team}-bob")]));
     assert!(err.contains("forbidden"), "bob has no other way either: {err}");
@@ -188,10 +186,7 @@ async fn moves_need_rights_on_the_trees_they_touch() {
 #[tokio::test]
 async fn the_webhook_guards_hierarchy_state_and_cascading_deletion_works() {
     let (env, client, root) = Env::with_namespace("root").await;
-    let mid = format!("{root}-mid");
-    let leaf = format!("{root}-leaf");
-    create_subns(&client, &root, &mid).await.unwrap();
-    create_subns(&client, &mid, &leaf).await.unwrap();
+    let [mid, leaf] = nested_subnamespaces(&client, &root, ["mid", "leaf"]).await;
     eventually("the subtree in the cache", WAIT, || async {
         Api::<Subnamespace>::namespaced(client.clone(), &mid).get(&leaf).await.ok().map(|_| ())
     })
@@ -443,8 +438,7 @@ async fn a_watch_of_the_configuration_resumes_from_any_version() {
 #[tokio::test]
 async fn watch_resumes_expires_and_lists() {
     let client = Env::get().admin().await;
-    let parent = fresh_namespace(&client, "wl").await;
-    let child = new_subnamespace(&client, &parent, "c").await;
+    let (parent, child) = parent_and_subnamespace(&client, "wl").await;
     let base = format!("/apis/hnc.x-k8s.io/v1alpha2/namespaces/{parent}/subnamespaces");
     let get = |q: String| {
         let req = http::Request::get(format!("{base}?{q}")).body(Vec::new()).unwrap();

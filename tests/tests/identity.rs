@@ -58,13 +58,7 @@ async fn on_every_replica(local: &Local, path: &str) -> Vec<(String, String)> {
     let mut seen = Vec::new();
     for port in &local.hns_ports {
         let url = format!("https://{}:{port}/apis/hnc.x-k8s.io/v1alpha2/{path}", local.hns_host);
-        let resp = client
-            .get(&url)
-            .header("X-Remote-User", "admin")
-            .header("X-Remote-Group", "system:masters")
-            .send()
-            .await
-            .unwrap();
+        let resp = client.get(&url).remote_user("admin", &["system:masters"]).send().await.unwrap();
         let v: serde_json::Value = resp.json().await.unwrap();
         let field = |f: &str| {
             v["metadata"][f].as_str().unwrap_or_else(|| panic!("no {f} from :{port}: {v}")).to_string()
@@ -88,8 +82,7 @@ async fn replicas_agree(local: &Local, path: &str, uid: &str) {
 async fn derived_objects_have_uids_of_their_own_that_survive_a_restart() {
     let _serial = SERIAL.lock().await;
     let Some((env, local, client)) = Env::local_with_admin().await else { return };
-    let parent = fresh_namespace(&client, "id").await;
-    let child = new_subnamespace(&client, &parent, "c").await;
+    let (parent, child) = parent_and_subnamespace(&client, "id").await;
     let ns = Api::<Namespace>::all(client.clone()).get(&child).await.unwrap();
     let before = uids(&client, &parent, &child).await;
     assert_ne!(before.0, before.1, "a Subnamespace and its child's HierarchyConfiguration");

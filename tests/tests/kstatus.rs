@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hns_e2e::{
-    create_namespace, create_subns, delete_namespaces, delete_tree, eventually, fails, fresh_namespace, ok,
-    set_parent, unique, Env,
+    create_namespace, create_subns, delete_namespaces, delete_tree, eventually, fails, fresh_namespace,
+    manifest_file, ok, set_parent, unique, Env,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -63,9 +63,7 @@ async fn healthy_objects_are_current_and_ready() {
         "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: budget\n  namespace: {root}\n\
          spec:\n  hard:\n    pods: 10\n"
     );
-    let file = std::env::temp_dir().join(format!("{root}.yaml"));
-    std::fs::write(&file, manifest).unwrap();
-    ok(env.kubectl(&["apply", "--server-side", "-f", file.to_str().unwrap()]));
+    ok(env.kubectl(&["apply", "--server-side", "-f", &manifest_file(&root, &manifest)]));
 
     for args in [
         &["get", "subns", &sub, "-n", &root][..],
@@ -118,9 +116,7 @@ async fn a_subnamespace_being_deleted_is_terminating_and_a_taken_name_is_refused
     let held = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: {sub}\n  finalizers: [e2e.hns.example.com/hold]\n"
     );
-    let file = std::env::temp_dir().join(format!("{sub}.yaml"));
-    std::fs::write(&file, held).unwrap();
-    ok(env.kubectl(&["create", "-f", file.to_str().unwrap()]));
+    ok(env.kubectl(&["create", "-f", &manifest_file(&sub, &held)]));
     ok(env.kubectl(&["delete", "subns", &sub, "-n", &root, "--wait=false"]));
     eventually("kstatus Terminating on the subnamespace", WAIT, || async {
         (statuses(&env, &["get", "subns", &sub, "-n", &root]) == ["Terminating"]).then_some(())

@@ -43,10 +43,7 @@ where
 #[tokio::test]
 async fn rolebindings_flow_down_follow_moves_and_go_with_their_source() {
     let (env, client, org) = Env::with_namespace("acme-org").await;
-    let team = format!("{org}-team-a");
-    let service = format!("{org}-service-1");
-    create_subns(&client, &org, &team).await.unwrap();
-    create_subns(&client, &team, &service).await.unwrap();
+    let [team, service] = nested_subnamespaces(&client, &org, ["team-a", "service-1"]).await;
     rolebinding(&client, &org, "acme-admins", "acme-admins").await;
 
     for ns in [&team, &service] {

@@ -100,12 +100,11 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
         "apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: team-budget\n  namespace: {team}\n\
          spec:\n  hard:\n    pods: 10\n    requests.cpu: \"1500m\"\n    limits.memory: 2Gi\n"
     );
-    let file = std::env::temp_dir().join(format!("{team}.yaml"));
-    std::fs::write(&file, manifest).unwrap();
-    let out = ok(env.kubectl(&["apply", "-f", file.to_str().unwrap()]));
+    let file = manifest_file(&team, &manifest);
+    let out = ok(env.kubectl(&["apply", "-f", &file]));
     assert!(out.contains("hierarchicalresourcequota.hnc.x-k8s.io/team-budget created"), "{out}");
     // A POST of a name taken is kube-apiserver's AlreadyExists.
-    let again = env.kubectl(&["create", "-f", file.to_str().unwrap()]);
+    let again = env.kubectl(&["create", "-f", &file]);
     assert!(!again.status.success(), "a second create is refused");
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(err.contains("AlreadyExists") && err.contains("\"team-budget\" already exists"), "{err}");
@@ -146,7 +145,7 @@ async fn quotas_are_created_listed_patched_and_deleted_with_kubectl() {
     })
     .await;
 
-    ok(env.kubectl(&["apply", "-f", file.to_str().unwrap()]));
+    ok(env.kubectl(&["apply", "-f", &file]));
     let more = json!({"pods": "1"});
     create_quota(&client, &team, "second", more).await;
     // kubectl deletes one by one; deletecollection is a client's single call.
@@ -351,16 +350,14 @@ async fn only_admins_of_a_quotas_namespace_may_set_it() {
     let manifest = |ns: &str, name: &str| {
         format!("apiVersion: hnc.x-k8s.io/v1alpha2\nkind: HierarchicalResourceQuota\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  hard:\n    pods: \"2\"\n")
     };
-    let file = std::env::temp_dir().join(format!("{sub}-own.yaml"));
-    std::fs::write(&file, manifest(&sub, "mine")).unwrap();
-    let out = ok(env.kubectl_as(&alice, &[], &["apply", "-f", file.to_str().unwrap()]));
+    let file = manifest_file(&format!("{sub}-own"), &manifest(&sub, "mine"));
+    let out = ok(env.kubectl_as(&alice, &[], &["apply", "-f", &file]));
     assert!(out.contains("created"), "{out}");
     let shown = ok(env.kubectl_as(&alice, &[], &["get", "hrq", "-n", &sub]));
     assert!(shown.contains("mine"), "{shown}");
 
-    let file = std::env::temp_dir().join(format!("{sub}-parent.yaml"));
-    std::fs::write(&file, manifest(&root, "loose")).unwrap();
-    let err = fails(env.kubectl_as(&alice, &[], &["apply", "-f", file.to_str().unwrap()]));
+    let file = manifest_file(&format!("{sub}-parent"), &manifest(&root, "loose"));
+    let err = fails(env.kubectl_as(&alice, &[], &["apply", "-f", &file]));
     assert!(err.contains("forbidden") || err.contains("Forbidden"), "{err}");
     let err = fails(env.kubectl_as(
         &alice,

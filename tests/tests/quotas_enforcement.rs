@@ -18,10 +18,17 @@ const WAIT: Duration = Duration::from_secs(90);
 #[tokio::test]
 async fn concurrent_creations_in_siblings_never_overspend_the_parent_quota() {
     let client = Env::get().admin().await;
-    let limit = SIBLINGS - 1;
-    let (root, siblings) = budget_tree(&client, "hrq-race", limit).await;
-    race(&client, &root, &siblings, limit).await;
+    let root = raced_budget_tree(&client, "hrq-race").await.0;
     delete_tree(&client, &root).await;
+}
+
+/// A budget tree (see [`budget_tree`]) whose budget is one pod fewer than it has siblings, put
+/// through [`race`]; returns its root and siblings.
+async fn raced_budget_tree(client: &Client, prefix: &str) -> (String, Vec<String>) {
+    let limit = SIBLINGS - 1;
+    let (root, siblings) = budget_tree(client, prefix, limit).await;
+    race(client, &root, &siblings, limit).await;
+    (root, siblings)
 }
 
 /// Rounds of one pod more than the budget created at once across the siblings: exactly the
@@ -77,9 +84,7 @@ async fn race(client: &Client, root: &str, siblings: &[String], limit: usize) {
 #[tokio::test]
 async fn the_ledger_follows_its_tree() {
     let client = Env::get().admin().await;
-    let limit = SIBLINGS - 1;
-    let (root, siblings) = budget_tree(&client, "hrq-tree", limit).await;
-    race(&client, &root, &siblings, limit).await;
+    let (root, siblings) = raced_budget_tree(&client, "hrq-tree").await;
     // A namespace leaving the tree leaves its ledger; the tree gone, so is the ledger.
     let anchors: Api<hns_api::Subnamespace> = Api::namespaced(client.clone(), &root);
     anchors.delete(&siblings[0], &DeleteParams::default()).await.unwrap();

@@ -16,13 +16,6 @@ use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Writes `manifest` to a temporary file named after `name` and returns its path.
-fn manifest_file(name: &str, manifest: &str) -> String {
-    let path = std::env::temp_dir().join(format!("{name}.yaml"));
-    std::fs::write(&path, manifest).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
 /// The managedFields entry of `manager` for `operation`, if any.
 fn entry<'a>(
     managed: &'a [ManagedFieldsEntry],

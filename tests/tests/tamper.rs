@@ -69,6 +69,19 @@ async fn forgery_event(client: &Client, ns: &str) -> Option<String> {
         .and_then(|e| e.message)
 }
 
+/// `spec.parent` of `ns`'s hierarchy configuration, as the hierarchy API shows it.
+fn spec_parent(env: &Env, ns: &str) -> String {
+    ok(env.kubectl(&[
+        "get",
+        "hierarchyconfiguration",
+        "hierarchy",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.spec.parent}",
+    ]))
+}
+
 /// A namespace a forger would like to take policy from: it holds RoleBinding `victim-secrets`.
 async fn victim(admin: &Client) -> String {
     let victim = fresh_namespace(admin, "victim").await;
@@ -123,16 +136,7 @@ async fn a_forged_parent_propagates_nothing_and_is_reverted_and_reported() {
     // The alert's count: the condition is gone already, the revert stays counted.
     let reverted = forgeries_reverted(&local).await;
     assert!(reverted > reverted_before, "hns_forgeries_reverted_total {reverted_before} -> {reverted}");
-    let hc = ok(env.kubectl(&[
-        "get",
-        "hierarchyconfiguration",
-        "hierarchy",
-        "-n",
-        &forger,
-        "-o",
-        "jsonpath={.spec.parent}",
-    ]));
-    assert_eq!(hc, "", "the hierarchy API shows no parent");
+    assert_eq!(spec_parent(&env, &forger), "", "the hierarchy API shows no parent");
 
     // A valid seal copied from the real child does not make the same claim valid elsewhere.
     let seal = annotation(&admin, &child, SEAL).await.expect("hns sealed the real child");
@@ -168,16 +172,7 @@ async fn a_subnamespace_moved_by_hand_keeps_its_sealed_parent() {
         (annotation(&admin, &sub, SUBNAMESPACE_OF).await.as_deref() == Some(home.as_str())).then_some(())
     })
     .await;
-    let parent = ok(env.kubectl(&[
-        "get",
-        "hierarchyconfiguration",
-        "hierarchy",
-        "-n",
-        &sub,
-        "-o",
-        "jsonpath={.spec.parent}",
-    ]));
-    assert_eq!(parent, home);
+    assert_eq!(spec_parent(&env, &sub), home);
     eventually("an event names the forgery", WAIT, || async { forgery_event(&admin, &sub).await }).await;
 
     delete_tree(&admin, &home).await;

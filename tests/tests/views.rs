@@ -38,6 +38,19 @@ async fn tree_and_outsider(client: &Client, prefix: &str) -> (String, Vec<String
     (root, kids, outsider)
 }
 
+/// Deletes what [`tree_and_outsider`] made.
+async fn delete_tree_and_outsider(admin: &Client, root: &str, outsider: &str) {
+    delete_tree(admin, root).await;
+    delete_namespaces(admin, &[outsider]).await;
+}
+
+/// A new user `NAME-…` who may view the tree at `root`, by RoleBinding `name` there.
+fn viewer(env: &Env, root: &str, name: &str) -> String {
+    let user = unique(name);
+    grant_view(env, &user, root, name);
+    user
+}
+
 /// `namespace/name` of every object of a list.
 fn keys<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
     items.iter().map(|o| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())).collect()
@@ -74,8 +87,7 @@ where
 async fn lists_across_namespaces_show_exactly_what_the_user_may_get() {
     let (env, admin) = Env::with_admin().await;
     let (root, kids, outsider) = tree_and_outsider(&admin, "views").await;
-    let user = unique("viewer");
-    grant_view(&env, &user, &root, "viewer");
+    let user = viewer(&env, &root, "viewer");
     let as_user = env.client_as(&user, &[]).await;
     let hcs: Api<HierarchyConfiguration> = Api::all(as_user.clone());
     let mut wanted: BTreeSet<String> = kids.iter().map(|k| format!("{k}/hierarchy")).collect();
@@ -103,8 +115,7 @@ async fn lists_across_namespaces_show_exactly_what_the_user_may_get() {
     let stranger = env.client_as(&unique("stranger"), &[]).await;
     let nothing = Api::<HierarchyConfiguration>::all(stranger).list(&ListParams::default()).await.unwrap();
     assert!(nothing.items.is_empty(), "{:?}", keys(&nothing.items));
-    delete_tree(&admin, &root).await;
-    delete_namespaces(&admin, &[&outsider]).await;
+    delete_tree_and_outsider(&admin, &root, &outsider).await;
 }
 
 type Events =
@@ -164,8 +175,7 @@ impl Watched {
 async fn a_users_watch_follows_their_access() {
     let (env, admin) = Env::with_admin().await;
     let (root, kids, outsider) = tree_and_outsider(&admin, "viewwatch").await;
-    let user = unique("watcher");
-    grant_view(&env, &user, &root, "watcher");
+    let user = viewer(&env, &root, "watcher");
     let mut tree: BTreeSet<String> = kids.iter().cloned().collect();
     tree.insert(root.clone());
     let mut watch = Watched::open(&Api::all(env.client_as(&user, &[]).await)).await;
@@ -182,16 +192,14 @@ async fn a_users_watch_follows_their_access() {
     set_parent(&admin, &outsider, None).await.unwrap();
     watch.until("a move out of the tree to remove it", |s| !s.contains(&outsider)).await;
     assert_eq!(watch.shown, tree);
-    delete_tree(&admin, &root).await;
-    delete_namespaces(&admin, &[&outsider]).await;
+    delete_tree_and_outsider(&admin, &root, &outsider).await;
 }
 
 #[tokio::test]
 async fn tree_all_shows_the_users_subtrees() {
     let Some((env, local, admin)) = Env::local_with_admin().await else { return };
     let (root, kids, outsider) = tree_and_outsider(&admin, "viewtree").await;
-    let user = unique("treeviewer");
-    grant_view(&env, &user, &root, "treeviewer");
+    let user = viewer(&env, &root, "treeviewer");
     let kubeconfig = local.user_kubeconfig(&user, &[]);
     let tree = eventually("the user's tree to show the subnamespaces", WAIT, || async {
         let out = hns_with(&kubeconfig, &["tree", "-A"]);
@@ -204,8 +212,7 @@ async fn tree_all_shows_the_users_subtrees() {
         "the tree starts at its root:\n{tree}"
     );
     assert!(!tree.contains(&outsider), "{tree}");
-    delete_tree(&admin, &root).await;
-    delete_namespaces(&admin, &[&outsider]).await;
+    delete_tree_and_outsider(&admin, &root, &outsider).await;
 }
 
 /// The first event about `namespace`'s configuration in a watch of `api` from `rv`, or the
@@ -235,8 +242,7 @@ async fn first_event_about(
 async fn a_watch_resumed_after_an_access_change_catches_up() {
     let (env, admin) = Env::with_admin().await;
     let (root, _, outsider) = tree_and_outsider(&admin, "viewresume").await;
-    let user = unique("resumer");
-    grant_view(&env, &user, &root, "resumer");
+    let user = viewer(&env, &root, "resumer");
     let hcs: Api<HierarchyConfiguration> = Api::all(env.client_as(&user, &[]).await);
     let shows = |list: &kube::core::ObjectList<HierarchyConfiguration>| {
         list.items.iter().any(|hc| hc.namespace().as_deref() == Some(outsider.as_str()))
@@ -277,8 +283,7 @@ async fn a_watch_resumed_after_an_access_change_catches_up() {
         Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410, "{e:?}"),
         other => panic!("a watch resumed after a revocation must list again, on any replica, got {other:?}"),
     }
-    delete_tree(&admin, &root).await;
-    delete_namespaces(&admin, &[&outsider]).await;
+    delete_tree_and_outsider(&admin, &root, &outsider).await;
 }
 
 /// The body of a GET of `path_and_query` under the group's version, sent straight to replica
@@ -291,11 +296,7 @@ async fn on_replica(
 ) -> String {
     let client = local.direct_client(Some(local.front_proxy_identity()));
     let url = format!("https://{}:{port}/apis/hnc.x-k8s.io/v1alpha2/{path_and_query}", local.hns_host);
-    let mut request = client.get(&url).header("X-Remote-User", user);
-    for group in groups {
-        request = request.header("X-Remote-Group", *group);
-    }
-    request.send().await.unwrap().text().await.unwrap()
+    client.get(&url).remote_user(user, groups).send().await.unwrap().text().await.unwrap()
 }
 
 /// A list's resourceVersion names the view it showed: a watch from it resumes on a replica that
@@ -306,8 +307,7 @@ async fn a_watch_resumes_from_a_views_list_on_any_replica() {
     let (env, admin) = Env::with_admin().await;
     let Some(local) = env.local_or_skip("a_watch_resumes_from_a_views_list_on_any_replica") else { return };
     let (root, kids, outsider) = tree_and_outsider(&admin, "viewanywhere").await;
-    let user = unique("anywhere");
-    grant_view(&env, &user, &root, "anywhere");
+    let user = viewer(&env, &root, "anywhere");
     let (lister, other_session) = (
         (user.as_str(), &["system:authenticated"][..]),
         (user.as_str(), &["system:authenticated", "another-session"][..]),
@@ -385,8 +385,7 @@ async fn a_watch_resumes_from_a_views_list_on_any_replica() {
             .await;
         }
     }
-    delete_tree(&admin, &root).await;
-    delete_namespaces(&admin, &[&outsider]).await;
+    delete_tree_and_outsider(&admin, &root, &outsider).await;
 }
 
 /// The lines a watch of `path` from `rv` sends `user` in two seconds, through kube-apiserver.
@@ -526,6 +525,5 @@ async fn a_hidden_subnamespace_is_shown_hidden_and_as_a_subnamespace() {
         (Some(kids[1].as_str()), Some(true), Some(true)),
         "{data}"
     );
-    delete_tree(&admin, &root).await;
-    delete_namespaces(&admin, &[&outsider]).await;
+    delete_tree_and_outsider(&admin, &root, &outsider).await;
 }

@@ -52,7 +52,7 @@ use hns_e2e::bench::{
 };
 use hns_e2e::reliability::processes::Processes;
 use hns_e2e::timing::{ms, print_against_baseline};
-use hns_e2e::{create_namespace, role_binding, Env, Subject};
+use hns_e2e::{create_namespace, role_binding, Env, RemoteUser, Subject};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{ListParams, PostParams};
@@ -357,8 +357,7 @@ async fn watches(env: &Env) -> anyhow::Result<()> {
             .map(|_| {
                 client
                     .get(&url)
-                    .header("X-Remote-User", "bench")
-                    .header("X-Remote-Group", "system:masters")
+                    .remote_user("bench", &["system:masters"])
                     .timeout(Duration::from_secs(60))
                     .send()
             })
@@ -386,8 +385,7 @@ async fn watches(env: &Env) -> anyhow::Result<()> {
 async fn open_watches(local: &hns_e2e::Local, client: &reqwest::Client) -> String {
     let text = match client
         .get(format!("{}/metrics", local.hns_url()))
-        .header("X-Remote-User", "bench")
-        .header("X-Remote-Group", "system:masters")
+        .remote_user("bench", &["system:masters"])
         .send()
         .await
     {

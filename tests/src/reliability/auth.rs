@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 
 use super::{Context, Figure};
 use crate::{
-    client_for, create_namespace, create_subns, delete_tree, rogue_identity, role_binding, Local, Subject,
+    client_for, create_namespace, create_subns, delete_tree, rogue_identity, role_binding, Local, RemoteUser,
+    Subject,
 };
 
 const SUITE: &str = "auth";
@@ -295,10 +296,7 @@ async fn send_direct(
         .request(op.method.clone(), format!("{}{}", local.hns_url(), op.path))
         .header("content-type", content_type(&op.method));
     if let Some((name, groups)) = user {
-        req = req.header("X-Remote-User", name);
-        for g in groups {
-            req = req.header("X-Remote-Group", *g);
-        }
+        req = req.remote_user(name, groups);
     }
     if let Some(b) = &op.body {
         req = req.body(b.to_string());

@@ -281,6 +281,14 @@ mod tests {
         s
     }
 
+    /// Asserts that the violations found in `s` mention each of `wanted`.
+    fn assert_found(s: &Snapshot, wanted: &[&str]) {
+        let v = s.violations().join("\n");
+        for w in wanted {
+            assert!(v.contains(w), "{v}");
+        }
+    }
+
     #[test]
     fn a_valid_tree_has_no_violations() {
         assert_eq!(valid().violations(), Vec::<String>::new());
@@ -292,10 +300,7 @@ mod tests {
         s.namespaces.get_mut("c").unwrap().labels.insert("r.tree.hnc.x-k8s.io/depth".into(), "2".into());
         s.namespaces.get_mut("r").unwrap().labels.remove(keys::HIERARCHY_MEMBER);
         s.namespaces.insert("o".into(), ns(Some("gone"), &[(keys::HIERARCHY_MEMBER, "true")]));
-        let v = s.violations().join("\n");
-        assert!(v.contains("c: tree labels"), "{v}");
-        assert!(v.contains("r: in a hierarchy but not labelled"), "{v}");
-        assert!(v.contains("o: orphan subnamespace"), "{v}");
+        assert_found(&s, &["c: tree labels", "r: in a hierarchy but not labelled", "o: orphan subnamespace"]);
     }
 
     #[test]
@@ -303,10 +308,14 @@ mod tests {
         let mut s = valid();
         s.namespaces.get_mut("l").unwrap().labels.insert(keys::HIERARCHY_MEMBER.into(), "true".into());
         s.namespaces.insert("bare".into(), ns(None, &[]));
-        let v = s.violations().join("\n");
-        assert!(v.contains("l: outside every hierarchy but labelled"), "{v}");
-        assert!(v.contains("bare: not labelled hnc.x-k8s.io/included-namespace=true"), "{v}");
-        assert!(v.contains("bare: tree labels {}"), "{v}");
+        assert_found(
+            &s,
+            &[
+                "l: outside every hierarchy but labelled",
+                "bare: not labelled hnc.x-k8s.io/included-namespace=true",
+                "bare: tree labels {}",
+            ],
+        );
     }
 
     #[test]
