@@ -25,13 +25,12 @@
 //!
 //! Three more enforce hierarchical quotas: see [`quota_webhooks`].
 
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::StatusDetails;
 
-use crate::auth::authn::ClusterPeer;
 use crate::hierarchy::plan;
 use crate::hierarchy::rules::{self, Refusal};
 use crate::propagation::copies::INHERITED_FROM;
@@ -41,7 +40,10 @@ use crate::state::AppState;
 
 pub mod namespace_labels;
 pub mod quota_webhooks;
+pub mod review;
 pub mod sources;
+
+use review::{invalid, Review};
 
 /// A refusal as kube-apiserver reports it: HTTP code, reason and message.
 struct Denial {
@@ -56,27 +58,13 @@ impl Denial {
     }
 }
 
-/// The webhooks' one shape: decode the review, ask `decide`, answer allowed or the denial.
-fn answer<T>(
-    review: AdmissionReview<T>,
+/// The webhooks' one shape: ask `decide`, answer allowed or the denial.
+fn answer<T: kube::Resource>(
+    review: Review<T>,
     decide: impl FnOnce(&AdmissionRequest<T>) -> Result<(), Denial>,
-) -> HttpResponse
-where
-    T: kube::Resource,
-    T: serde::de::DeserializeOwned,
-{
-    match review.try_into() {
-        Ok(request) => {
-            let decision = decide(&request);
-            reply(&request, decision)
-        }
-        Err(e) => invalid(e),
-    }
-}
-
-/// The answer to a review that could not be decoded.
-fn invalid(error: impl std::fmt::Display) -> HttpResponse {
-    HttpResponse::Ok().json(AdmissionResponse::invalid(error.to_string()).into_review())
+) -> HttpResponse {
+    let decision = decide(&review.request);
+    reply(&review.request, decision)
 }
 
 /// How long a client refused with 429 ("try again") is told to wait. kube-apiserver turns the
@@ -131,19 +119,10 @@ fn try_again_details<T: kube::Resource>(request: &AdmissionRequest<T>) -> Status
 }
 
 /// `POST /validate-namespaces`.
-pub async fn validate_namespaces(
-    http: HttpRequest,
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<Namespace>>,
-) -> HttpResponse {
-    // kube-apiserver calls webhooks without a client certificate unless its admission
-    // configuration gives one, so anyone who reaches the port may ask. Only a caller with a
-    // certificate of the cluster's is told about namespaces other than the one asked about.
-    let cluster_peer = cluster_peer(&http);
-    let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
-        Ok(request) => request,
-        Err(e) => return invalid(e),
-    };
+pub async fn validate_namespaces(state: web::Data<AppState>, review: Review<Namespace>) -> HttpResponse {
+    // Only a caller with a certificate of the cluster's is told about namespaces other than the
+    // one asked about.
+    let Review { request, cluster_peer } = review;
     if !cluster_peer && !reviews_the_stored_namespace(&state, &request) {
         // Answered as for a namespace hns does not know, doing nothing: a stranger learns
         // nothing of a namespace by naming it, and cannot make hns hold it.
@@ -175,19 +154,12 @@ fn managed_label_warnings(state: &AppState, request: &AdmissionRequest<Namespace
 /// same request ([`plan::lone_labels`]), so that hns does not write every new namespace a second
 /// time (one more write, watch event and managedFields entry each). Fails open: while hns is
 /// down, a new namespace comes without them and hns's controller adds them once it is back.
-pub async fn mutate_namespaces(
-    http: HttpRequest,
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<Namespace>>,
-) -> HttpResponse {
-    let request: AdmissionRequest<Namespace> = match review.into_inner().try_into() {
-        Ok(request) => request,
-        Err(e) => return invalid(e),
-    };
+pub async fn mutate_namespaces(state: web::Data<AppState>, review: Review<Namespace>) -> HttpResponse {
+    let Review { request, cluster_peer } = review;
     if !matches!(request.operation, Operation::Create) {
         return reply(&request, Ok(()));
     }
-    if let Err(refusal) = decide(&state, &request, cluster_peer(&http)) {
+    if let Err(refusal) = decide(&state, &request, cluster_peer) {
         return reply(&request, Err(denial(&request.name, refusal)));
     }
     match with_lone_labels(&state, &request) {
@@ -235,12 +207,6 @@ fn json_pointer_token(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Whether `http` came from a peer holding a certificate of the cluster's (kube-apiserver, when
-/// its admission configuration gives it one): see [`crate::server`].
-fn cluster_peer(http: &HttpRequest) -> bool {
-    http.extensions().get::<ClusterPeer>().is_some_and(|p| p.0)
-}
-
 /// Whether a review that depends on what hns knows of its namespace (a DELETE) names the namespace
 /// as it is stored: its uid, which kube-apiserver sends in oldObject and which only those who may
 /// read the namespace know. A review from a caller without a certificate of the cluster's is
@@ -281,13 +247,9 @@ async fn hold_for_subnamespaces(
 /// `POST /validate-objects`: propagated copies belong to hns. Users may not change or delete
 /// copies (edit the source instead), nor create objects labelled as copies or add the label to
 /// theirs; the namespace controller may delete copies when their namespace goes.
-pub async fn validate_objects(
-    http: HttpRequest,
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<DynamicObject>>,
-) -> HttpResponse {
-    let cluster_peer = cluster_peer(&http);
-    answer(review.into_inner(), |request| {
+pub async fn validate_objects(state: web::Data<AppState>, review: Review<DynamicObject>) -> HttpResponse {
+    let cluster_peer = review.cluster_peer;
+    answer(review, |request| {
         decide_object(&state, request, cluster_peer).map_or(Ok(()), |why| Err(Denial::forbidden(why)))
     })
 }
@@ -304,11 +266,8 @@ fn goes_with_its_namespace(state: &AppState, user: &str, ns: &str, cluster_peer:
 /// kube-apiserver sends only objects carrying an annotation under HNC's prefixes, and fails
 /// closed: a typo in `none` would otherwise copy the object (a Secret, say) into every
 /// descendant. Answered 400 with what is wrong and what is accepted, as HNC answers.
-pub async fn validate_exceptions(
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<DynamicObject>>,
-) -> HttpResponse {
-    answer(review.into_inner(), |request| {
+pub async fn validate_exceptions(state: web::Data<AppState>, review: Review<DynamicObject>) -> HttpResponse {
+    answer(review, |request| {
         decide_exceptions(&state, request).map_err(|e| Denial {
             code: 400,
             reason: "BadRequest",

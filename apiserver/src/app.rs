@@ -224,9 +224,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let addr = SocketAddr::new(args.bind_address, args.secure_port);
     let sources = web::Data::new(sources);
     let mut http = HttpServer::new(move || {
-        server::app(state.clone())
-            .app_data(sources.clone())
-            .service(server::get_only("/metrics", metrics::secure))
+        server::app(state.clone()).app_data(sources.clone()).service(server::only(
+            web::get(),
+            "/metrics",
+            metrics::secure,
+        ))
     })
     .on_connect(tls::record_peer_certificates)
     // kube-apiserver keeps idle connections to us for up to 90 s (Go's IdleConnTimeout) and

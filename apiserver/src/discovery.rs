@@ -36,7 +36,7 @@ pub fn api_resource_list() -> Value {
         .iter()
         .map(|d| {
             json!({
-                "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind,
+                "name": d.plural, "singularName": d.singular(), "namespaced": d.namespaced, "kind": d.kind,
                 "verbs": d.verbs(), "shortNames": d.short_names,
             })
         })
@@ -55,7 +55,7 @@ pub fn aggregated(version: &str) -> Value {
         .iter()
         .map(|d| {
             json!({
-                "resource": d.plural, "singularResource": d.singular,
+                "resource": d.plural, "singularResource": d.singular(),
                 "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
                 // Always set: a missing responseKind crashed client-go 0.26.0–0.26.3.
                 "responseKind": {"group": GROUP, "version": VERSION, "kind": d.kind},

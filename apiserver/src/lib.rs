@@ -36,7 +36,7 @@
 //!    all its handlers can reach (`call.context()`), so what it may touch is written in one place;
 //! 4. for writes, a [`resources::write::Strategy`] over that context: where its objects are
 //!    stored, what a write starts from, its own validation and its store; create, update and
-//!    patch then route to `write::write::<ItsStrategy>`, which runs the sequence every resource
+//!    patch then route to `write::handler::<ItsStrategy>`, which runs the sequence every resource
 //!    shares (managed fields, decoding, metadata, resourceVersion, retries);
 //! 5. if it is derived from namespaces, its kind in [`hierarchy::identity::Derived`], the one
 //!    list of derived kinds (uid space, watch events, how one stands in the forest), and its

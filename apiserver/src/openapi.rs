@@ -87,7 +87,7 @@ fn definitions() -> Map<String, Value> {
             json!({"description": def.description, "type": "object", "properties": props, "x-kubernetes-group-version-kind": gvk(def.kind)}),
         );
         defs.insert(
-            definition_name(def.list_kind),
+            definition_name(&def.list_kind()),
             json!({
                 "description": format!("A list of {}.", def.kind),
                 "type": "object",
@@ -98,7 +98,7 @@ fn definitions() -> Map<String, Value> {
                     "metadata": list_meta,
                     "items": {"type": "array", "items": {"$ref": format!("#/components/schemas/{}", definition_name(def.kind))}},
                 },
-                "x-kubernetes-group-version-kind": gvk(def.list_kind),
+                "x-kubernetes-group-version-kind": gvk(&def.list_kind()),
             }),
         );
     }
@@ -114,31 +114,30 @@ struct Op {
     list: bool,
 }
 
+/// Each verb as kube-apiserver's OpenAPI shows it: its HTTP method, its `x-kubernetes-action`,
+/// the start of its operation id, and whether it is on the collection's path (else the item's).
+const OPERATIONS: [(Verb, &str, &str, &str, bool); 7] = [
+    (Verb::List, "get", "list", "list", true),
+    (Verb::Create, "post", "post", "create", true),
+    (Verb::DeleteCollection, "delete", "deletecollection", "deleteCollection", true),
+    (Verb::Get, "get", "get", "read", false),
+    (Verb::Update, "put", "put", "replace", false),
+    (Verb::Patch, "patch", "patch", "patch", false),
+    (Verb::Delete, "delete", "delete", "delete", false),
+];
+
 /// The operations of a resource on its collection path and its item path.
 fn operations(def: &ResourceDef) -> (Vec<Op>, Vec<Op>) {
-    let op = |method, action, verb, op_id, list| Op { method, action, verb, op_id, list };
-    let mut collection = Vec::new();
-    let mut item = Vec::new();
-    if def.supports(Verb::List) {
-        collection.push(op("get", "list", "list", "list", true));
-    }
-    if def.supports(Verb::Create) {
-        collection.push(op("post", "post", "create", "create", false));
-    }
-    if def.supports(Verb::DeleteCollection) {
-        collection.push(op("delete", "deletecollection", "deletecollection", "deleteCollection", false));
-    }
-    if def.supports(Verb::Get) {
-        item.push(op("get", "get", "get", "read", false));
-    }
-    if def.supports(Verb::Update) {
-        item.push(op("put", "put", "update", "replace", false));
-    }
-    if def.supports(Verb::Patch) {
-        item.push(op("patch", "patch", "patch", "patch", false));
-    }
-    if def.supports(Verb::Delete) {
-        item.push(op("delete", "delete", "delete", "delete", false));
+    let (mut collection, mut item) = (Vec::new(), Vec::new());
+    for (verb, method, action, op_id, on_collection) in OPERATIONS {
+        if def.supports(verb) {
+            let op = Op { method, action, verb: verb.as_str(), op_id, list: verb == Verb::List };
+            if on_collection {
+                collection.push(op)
+            } else {
+                item.push(op)
+            }
+        }
     }
     (collection, item)
 }
@@ -221,7 +220,7 @@ fn insert_path(
         return;
     }
     let kind_ref = json!({"$ref": format!("#/components/schemas/{}", definition_name(def.kind))});
-    let list_ref = json!({"$ref": format!("#/components/schemas/{}", definition_name(def.list_kind))});
+    let list_ref = json!({"$ref": format!("#/components/schemas/{}", definition_name(&def.list_kind()))});
     let status_ref = json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status"});
     let mut item = Map::new();
     let mut params = Vec::new();

@@ -16,7 +16,7 @@ use crate::http::negotiation::{discovery_format, DiscoveryFormat};
 use crate::http::request_info::{RequestInfo, Verb};
 use crate::http::status::ApiError;
 use crate::state::AppState;
-use crate::{discovery, health, openapi, resources};
+use crate::{admission, discovery, health, openapi, resources};
 
 /// Paths served to anyone: health checks, as k8s.io/apiserver's
 /// `--authorization-always-allow-paths`, and the admission webhooks, which kube-apiserver calls
@@ -228,58 +228,40 @@ async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> 
     Err(ApiError::new_method_not_allowed_path(req.method().as_str(), req.path()))
 }
 
-/// A read-only path: GET (and HEAD) only.
-pub fn get_only<F, Args>(path: &str, handler: F) -> actix_web::Resource
+/// A path served for one method: `web::get()` (HEAD too) for reads, `web::post()` for the
+/// admission webhooks, to which kube-apiserver POSTs its AdmissionReviews. Any other method is
+/// answered 405 with a Status.
+pub fn only<F, Args>(method: actix_web::Route, path: &str, handler: F) -> actix_web::Resource
 where
     F: actix_web::Handler<Args>,
     Args: actix_web::FromRequest + 'static,
     F::Output: actix_web::Responder + 'static,
 {
-    web::resource(path).route(web::get().to(handler)).default_service(web::to(method_not_allowed))
+    web::resource(path).route(method.to(handler)).default_service(web::to(method_not_allowed))
 }
 
 /// All routes, for `App::configure`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     let gv = format!("/apis/{GROUP}/{VERSION}");
-    cfg.service(get_only("/healthz", health::healthz))
-        .service(get_only("/livez", health::livez))
-        .service(get_only("/readyz", health::readyz))
-        .service(get_only("/version", health::version))
-        .service(get_only("/apis", apis))
-        .service(get_only(&format!("/apis/{GROUP}"), api_group))
-        .service(get_only(&gv, api_resource_list))
+    cfg.service(only(web::get(), "/healthz", health::healthz))
+        .service(only(web::get(), "/livez", health::livez))
+        .service(only(web::get(), "/readyz", health::readyz))
+        .service(only(web::get(), "/version", health::version))
+        .service(only(web::get(), "/apis", apis))
+        .service(only(web::get(), &format!("/apis/{GROUP}"), api_group))
+        .service(only(web::get(), &gv, api_resource_list))
         .service(web::resource(format!("{gv}/{{rest:.+}}")).to(resources::dispatch))
-        .service(
-            web::resource("/validate-namespaces")
-                .route(web::post().to(crate::admission::validate_namespaces)),
-        )
-        .service(
-            web::resource("/mutate-namespaces").route(web::post().to(crate::admission::mutate_namespaces)),
-        )
-        .service(web::resource("/validate-objects").route(web::post().to(crate::admission::validate_objects)))
-        .service(
-            web::resource("/validate-exceptions")
-                .route(web::post().to(crate::admission::validate_exceptions)),
-        )
-        .service(
-            web::resource("/validate-sources")
-                .route(web::post().to(crate::admission::sources::validate_sources)),
-        )
-        .service(
-            web::resource("/mutate-quota-status")
-                .route(web::post().to(crate::admission::quota_webhooks::admit_status)),
-        )
-        .service(
-            web::resource("/validate-quota-objects")
-                .route(web::post().to(crate::admission::quota_webhooks::validate_objects)),
-        )
-        .service(
-            web::resource("/validate-quota-pending")
-                .route(web::post().to(crate::admission::quota_webhooks::validate_pending)),
-        )
-        .service(get_only("/openapi/v2", openapi_v2))
-        .service(get_only("/openapi/v3", openapi_v3_index))
-        .service(get_only(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))
+        .service(only(web::post(), "/validate-namespaces", admission::validate_namespaces))
+        .service(only(web::post(), "/mutate-namespaces", admission::mutate_namespaces))
+        .service(only(web::post(), "/validate-objects", admission::validate_objects))
+        .service(only(web::post(), "/validate-exceptions", admission::validate_exceptions))
+        .service(only(web::post(), "/validate-sources", admission::sources::validate_sources))
+        .service(only(web::post(), "/mutate-quota-status", admission::quota_webhooks::admit_status))
+        .service(only(web::post(), "/validate-quota-objects", admission::quota_webhooks::validate_objects))
+        .service(only(web::post(), "/validate-quota-pending", admission::quota_webhooks::validate_pending))
+        .service(only(web::get(), "/openapi/v2", openapi_v2))
+        .service(only(web::get(), "/openapi/v3", openapi_v3_index))
+        .service(only(web::get(), &format!("/openapi/v3/apis/{GROUP}/{VERSION}"), openapi_v3))
         .default_service(web::to(not_found));
 }
 

@@ -23,15 +23,16 @@
 
 use std::collections::BTreeMap;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use hns_api::keys::HRQ_LABEL;
 use hns_api::quota::RESOURCE_QUOTA_NAME;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::api::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::Api;
 
-use super::{invalid, reply, Denial};
+use super::review::{invalid, Review};
+use super::{reply, Denial};
 use crate::hierarchy::quotas::ledger::{self, Observed, Refusal, ResourceList, StatusUpdate, Verdict};
 use crate::hierarchy::quotas::quantity::{self, Amounts};
 use crate::resource_version;
@@ -55,14 +56,8 @@ impl Denial {
 }
 
 /// `POST /mutate-quota-status`.
-pub async fn admit_status(
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<ResourceQuota>>,
-) -> HttpResponse {
-    let request: AdmissionRequest<ResourceQuota> = match review.into_inner().try_into() {
-        Ok(r) => r,
-        Err(e) => return invalid(e),
-    };
+pub async fn admit_status(state: web::Data<AppState>, review: Review<ResourceQuota>) -> HttpResponse {
+    let request = review.request;
     let started = std::time::Instant::now();
     let decided = decide_status(&state, &request).await;
     tracing::debug!(
@@ -336,15 +331,9 @@ fn used(rq: &ResourceQuota) -> Result<Amounts, Denial> {
 }
 
 /// `POST /validate-quota-objects`: hns's ResourceQuotas are hns's.
-pub async fn validate_objects(
-    http: HttpRequest,
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<DynamicObject>>,
-) -> HttpResponse {
-    let cluster_peer = super::cluster_peer(&http);
-    super::answer(review.into_inner(), |request| {
-        decide_object(&state, request, cluster_peer).map_err(Denial::forbidden)
-    })
+pub async fn validate_objects(state: web::Data<AppState>, review: Review<DynamicObject>) -> HttpResponse {
+    let cluster_peer = review.cluster_peer;
+    super::answer(review, |request| decide_object(&state, request, cluster_peer).map_err(Denial::forbidden))
 }
 
 fn decide_object(
@@ -373,8 +362,8 @@ fn decide_object(
 /// `POST /validate-quota-pending`: kube-apiserver sends creations in namespaces labelled
 /// `hnc.x-k8s.io/hrq-pending` only (hns's own skip the webhook, so it can make the
 /// ResourceQuota there).
-pub async fn validate_pending(review: web::Json<AdmissionReview<DynamicObject>>) -> HttpResponse {
-    super::answer(review.into_inner(), |request| {
+pub async fn validate_pending(review: Review<DynamicObject>) -> HttpResponse {
+    super::answer(review, |request| {
         let ns = request.namespace.clone().unwrap_or_default();
         Err(Denial::try_again(pending_message(&ns)))
     })
@@ -435,7 +424,7 @@ mod tests {
     fn admission_request<T: kube::Resource + serde::de::DeserializeOwned>(
         request: serde_json::Value,
     ) -> AdmissionRequest<T> {
-        let review: AdmissionReview<T> = serde_json::from_value(serde_json::json!({
+        let review: kube::core::admission::AdmissionReview<T> = serde_json::from_value(serde_json::json!({
             "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request,
         }))
         .unwrap();

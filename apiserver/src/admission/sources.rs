@@ -16,15 +16,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use futures::StreamExt;
 use hns_api::config::Mode;
 use hns_api::HNCConfigurationSpec;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::admission::AdmissionRequest;
 use serde_json::{json, Value};
 
-use super::{answer, cluster_peer, users_source, Denial};
+use super::review::Review;
+use super::{answer, users_source, Denial};
 use crate::auth::certs::dynamic_api;
 use crate::propagation::{overwrites, ENFORCED};
 use crate::state::AppState;
@@ -39,13 +40,9 @@ pub const ENTRY: &str = "sources.hns.hnc.x-k8s.io";
 /// allowed, with the same answer whatever the review names. Without such a certificate, then,
 /// nothing is refused here; the copy still never overwrites the object, and hns reports the
 /// clash as an event.
-pub async fn validate_sources(
-    http: HttpRequest,
-    state: web::Data<AppState>,
-    review: web::Json<AdmissionReview<DynamicObject>>,
-) -> HttpResponse {
-    let from_the_cluster = cluster_peer(&http);
-    answer(review.into_inner(), |request| if from_the_cluster { decide(&state, request) } else { Ok(()) })
+pub async fn validate_sources(state: web::Data<AppState>, review: Review<DynamicObject>) -> HttpResponse {
+    let from_the_cluster = review.cluster_peer;
+    answer(review, |request| if from_the_cluster { decide(&state, request) } else { Ok(()) })
 }
 
 fn decide(state: &AppState, req: &AdmissionRequest<DynamicObject>) -> Result<(), Denial> {

@@ -121,12 +121,8 @@ impl Handlers {
 pub struct ResourceDef {
     /// Plural name, the URL segment (`hierarchyconfigurations`).
     pub plural: &'static str,
-    /// Singular name (`hierarchyconfiguration`).
-    pub singular: &'static str,
-    /// Kind of its objects.
+    /// Kind of its objects; the singular name and the list's kind follow from it.
     pub kind: &'static str,
-    /// Kind of its lists.
-    pub list_kind: &'static str,
     /// Whether objects live in namespaces.
     pub namespaced: bool,
     /// What it serves, verb by verb: discovery, OpenAPI and routing all read this, so a verb is
@@ -153,6 +149,16 @@ impl ResourceDef {
     /// `resource.group`, for error messages.
     pub fn group_resource(&self) -> GroupResource<'static> {
         GroupResource { group: hns_api::GROUP, resource: self.plural }
+    }
+
+    /// Singular name, as Kubernetes makes it: the kind in lower case (`hierarchyconfiguration`).
+    pub fn singular(&self) -> String {
+        self.kind.to_ascii_lowercase()
+    }
+
+    /// Kind of its lists (`HierarchyConfigurationList`).
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
     }
 
     /// Whether `verb` is served.

@@ -45,17 +45,15 @@ pub const PLURAL: &str = "hierarchicalresourcequotas";
 /// How `hierarchicalresourcequotas` are served.
 pub const DEF: ResourceDef = ResourceDef {
     plural: PLURAL,
-    singular: "hierarchicalresourcequota",
     kind: "HierarchicalResourceQuota",
-    list_kind: "HierarchicalResourceQuotaList",
     namespaced: true,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
         list: Some(List::Current(current)),
         watch: Some(current),
-        create: Some(|c| Box::pin(write::write::<Quota>(c))),
-        update: Some(|c| Box::pin(write::write::<Quota>(c))),
-        patch: Some(|c| Box::pin(write::write::<Quota>(c))),
+        create: Some(write::handler::<Quota>),
+        update: Some(write::handler::<Quota>),
+        patch: Some(write::handler::<Quota>),
         delete: Some(|c| Box::pin(delete(c))),
         delete_collection: Some(|c| Box::pin(delete_collection(c))),
     },

@@ -14,7 +14,7 @@ use super::checks::{await_write, refused};
 use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::managed::{METADATA, META_KVPS};
-use super::write::{write, Attempt, Start, Strategy};
+use super::write::{self, Attempt, Start, Strategy};
 use crate::auth::authz::Authorizer;
 use crate::hierarchy::forest::{Forest, Node, ObjectLabels};
 use crate::hierarchy::identity::Derived;
@@ -40,18 +40,16 @@ pub const PLURAL: &str = "hierarchyconfigurations";
 /// How `hierarchyconfigurations` are served.
 pub const DEF: ResourceDef = ResourceDef {
     plural: PLURAL,
-    singular: "hierarchyconfiguration",
     kind: "HierarchyConfiguration",
-    list_kind: "HierarchyConfigurationList",
     namespaced: true,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
         list: Some(List::Current(current)),
         watch: Some(current),
         // HNC's plugin POSTs a configuration it could not find: a create is the first write.
-        create: Some(|c| Box::pin(write::<Hierarchy>(c))),
-        update: Some(|c| Box::pin(write::<Hierarchy>(c))),
-        patch: Some(|c| Box::pin(write::<Hierarchy>(c))),
+        create: Some(write::handler::<Hierarchy>),
+        update: Some(write::handler::<Hierarchy>),
+        patch: Some(write::handler::<Hierarchy>),
         // The configuration is its namespace's: it goes with the namespace.
         ..Handlers::NONE
     },

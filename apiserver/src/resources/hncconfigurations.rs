@@ -12,7 +12,7 @@ use super::checks::refused;
 use super::def::{Call, Handlers, List, Reads, Reply, ResourceDef};
 use super::item::Item;
 use super::managed::METADATA;
-use super::write::{write, Attempt, Start, Stored, Strategy};
+use super::write::{self, Attempt, Start, Stored, Strategy};
 use crate::hierarchy::forest::{Forest, ObjectLabels};
 use crate::hierarchy::identity::Derived;
 use crate::hierarchy::policy::Policy;
@@ -34,16 +34,14 @@ pub const PLURAL: &str = "hncconfigurations";
 /// How `hncconfigurations` are served.
 pub const DEF: ResourceDef = ResourceDef {
     plural: PLURAL,
-    singular: "hncconfiguration",
     kind: "HNCConfiguration",
-    list_kind: "HNCConfigurationList",
     namespaced: false,
     handlers: Handlers {
         get: Some(|c| Box::pin(ready(get(c)))),
         list: Some(List::Handler(|c| Box::pin(ready(list(c))))),
         watch: Some(current),
-        update: Some(|c| Box::pin(write::<Config>(c))),
-        patch: Some(|c| Box::pin(write::<Config>(c))),
+        update: Some(write::handler::<Config>),
+        patch: Some(write::handler::<Config>),
         // The one configuration always exists: it is neither created nor deleted.
         ..Handlers::NONE
     },

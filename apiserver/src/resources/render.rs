@@ -69,7 +69,7 @@ pub fn list_envelope(
 ) -> (Map<String, Value>, &'static str) {
     let envelope = match opts.representation {
         Representation::Object => {
-            json!({"kind": def.list_kind, "apiVersion": hns_api::API_VERSION, "metadata": list_meta})
+            json!({"kind": def.list_kind(), "apiVersion": hns_api::API_VERSION, "metadata": list_meta})
         }
         Representation::Metadata => {
             json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta})

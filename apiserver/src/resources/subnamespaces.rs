@@ -38,9 +38,9 @@ const HANDLERS: Handlers = Handlers {
     get: Some(|c| Box::pin(ready(get(c)))),
     list: Some(List::Current(current)),
     watch: Some(current),
-    create: Some(|c| Box::pin(write::write::<Sub>(c))),
-    update: Some(|c| Box::pin(write::write::<Sub>(c))),
-    patch: Some(|c| Box::pin(write::write::<Sub>(c))),
+    create: Some(write::handler::<Sub>),
+    update: Some(write::handler::<Sub>),
+    patch: Some(write::handler::<Sub>),
     delete: Some(|c| Box::pin(delete(c))),
     delete_collection: Some(|c| Box::pin(delete_collection(c))),
 };
@@ -67,9 +67,7 @@ const COLUMNS: &[Column] = &[
 /// `subnamespaces` (short `subns`), kind `Subnamespace`.
 pub const SUBNAMESPACES: ResourceDef = ResourceDef {
     plural: "subnamespaces",
-    singular: "subnamespace",
     kind: "Subnamespace",
-    list_kind: "SubnamespaceList",
     namespaced: true,
     handlers: HANDLERS,
     name_is_namespace: true,
@@ -86,9 +84,7 @@ pub const SUBNAMESPACES: ResourceDef = ResourceDef {
 /// `subnamespaceanchors`, kind `SubnamespaceAnchor`: HNC's name for the same objects.
 pub const ANCHORS: ResourceDef = ResourceDef {
     plural: "subnamespaceanchors",
-    singular: "subnamespaceanchor",
     kind: "SubnamespaceAnchor",
-    list_kind: "SubnamespaceAnchorList",
     namespaced: true,
     handlers: HANDLERS,
     name_is_namespace: true,

@@ -12,6 +12,7 @@
 
 use std::future::Future;
 
+use futures::future::LocalBoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -61,7 +62,7 @@ pub struct Start<B> {
 
 /// What is a resource's own in the one write. Everything else, in the same order for every
 /// resource, is [`write`]'s: a new resource implements this and routes its create, update and
-/// patch to `write::<ItsStrategy>`.
+/// patch to `write::handler::<ItsStrategy>`.
 //
 // Not `Send`: handlers run on actix's single-threaded workers (`LocalBoxFuture`).
 #[allow(async_fn_in_trait)]
@@ -132,6 +133,11 @@ pub struct Attempt<'a, S: Strategy> {
 pub async fn write<S: Strategy>(call: &Call<'_>) -> Result<Reply, ApiError> {
     // Each attempt reads the object afresh itself after a conflict: it knows the name.
     retry(|| write_once::<S>(call), || async { Ok(()) }).await
+}
+
+/// [`write`] as the [`Handler`](super::def::Handler) of a resource's create, update and patch.
+pub fn handler<'a, S: Strategy + 'static>(call: &'a Call<'a>) -> LocalBoxFuture<'a, Result<Reply, ApiError>> {
+    Box::pin(write::<S>(call))
 }
 
 /// One attempt: everything before the store is the answer; only the store's own conflicts and
