@@ -265,6 +265,21 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .default_service(web::to(not_found));
 }
 
+/// The Status for a JSON body (an admission webhook's) that could not be read.
+fn json_refused(e: actix_web::error::JsonPayloadError, req: &HttpRequest) -> ApiError {
+    use actix_web::error::JsonPayloadError;
+    match e {
+        JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
+            ApiError::too_large(limit)
+        }
+        JsonPayloadError::ContentType => {
+            let got = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            ApiError::unsupported_media_type(got, &["application/json"])
+        }
+        e => ApiError::bad_request(format!("the body is not a JSON AdmissionReview: {e}")),
+    }
+}
+
 /// The application: routes behind the guard, body size limits and Status errors for bad JSON.
 pub fn app(
     state: web::Data<AppState>,
@@ -280,7 +295,11 @@ pub fn app(
     actix_web::App::new()
         .app_data(state)
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
-        .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES))
+        .app_data(
+            web::JsonConfig::default()
+                .limit(MAX_BODY_BYTES)
+                .error_handler(|e, req| json_refused(e, req).into()),
+        )
         .wrap(from_fn(guard))
         .wrap(from_fn(close_strangers_connections))
         .configure(routes)
@@ -289,6 +308,20 @@ pub fn app(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreadable_webhook_body_is_answered_with_a_status() {
+        use actix_web::error::JsonPayloadError;
+        let req = actix_web::test::TestRequest::post()
+            .insert_header(("Content-Type", "text/plain"))
+            .to_http_request();
+        let code = |e| json_refused(e, &req).code;
+        assert_eq!(code(JsonPayloadError::Overflow { limit: 10 }), 413);
+        assert_eq!(code(JsonPayloadError::ContentType), 415);
+        assert!(json_refused(JsonPayloadError::ContentType, &req).message.contains("text/plain"));
+        let not_json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        assert_eq!(code(JsonPayloadError::Deserialize(not_json)), 400);
+    }
 
     #[test]
     fn only_reads_of_discovery_and_openapi_go_unreviewed() {

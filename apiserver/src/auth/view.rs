@@ -153,14 +153,19 @@ impl Views {
 
     /// Records that `view` of `resource` was served to `who`.
     pub fn remember(&self, who: &Identity, resource: &str, view: &View) {
-        let key = served_key(who, resource);
-        let mut views = self.served.get(&key).unwrap_or_default();
-        views.retain(|(v, _)| v != view);
-        views.push((view.clone(), std::time::Instant::now()));
-        if views.len() > REMEMBERED_VIEWS {
-            views.remove(0);
-        }
-        self.served.insert(key, views);
+        let now = std::time::Instant::now();
+        // Under moka's lock for the key: two requests of one identity at once would otherwise
+        // each write back the list it read, and one view would be lost (its client's resume,
+        // on this replica, then told to list again).
+        self.served.entry(served_key(who, resource)).and_compute_with(|remembered| {
+            let mut views = remembered.map(moka::Entry::into_value).unwrap_or_default();
+            views.retain(|(v, _)| v != view);
+            views.push((view.clone(), now));
+            if views.len() > REMEMBERED_VIEWS {
+                views.remove(0);
+            }
+            moka::ops::compute::Op::Put(views)
+        });
     }
 
     /// Forgets every view of `resource` served to `who` but `view`: their client was told to list
@@ -370,6 +375,31 @@ mod tests {
         assert_eq!(views.served(&who("alice"), "subnamespaces").len(), REMEMBERED_VIEWS);
         views.remember_only(&who("alice"), "subnamespaces", &one("z"));
         assert_eq!(views.served(&who("alice"), "subnamespaces"), [one("z")], "told to list again");
+    }
+
+    #[tokio::test]
+    async fn views_remembered_at_once_are_all_kept() {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let views = Views::new(Arc::default(), Authorizer::new(client), Mode::Rbac);
+        let all: Vec<View> =
+            (0..REMEMBERED_VIEWS).map(|i| view(Names::None, &[(&i.to_string(), Names::All)])).collect();
+        // Rounds of one request per view, all at once, each round another user's: a view lost to
+        // another's write stays lost.
+        for round in 0..100 {
+            let who = Identity { user: format!("user-{round}"), groups: vec![], extra: Default::default() };
+            let start = std::sync::Barrier::new(all.len());
+            std::thread::scope(|s| {
+                for v in &all {
+                    s.spawn(|| {
+                        start.wait();
+                        views.remember(&who, "subnamespaces", v);
+                    });
+                }
+            });
+            let served = views.served(&who, "subnamespaces");
+            assert_eq!(served.len(), all.len(), "round {round}: {} of {} kept", served.len(), all.len());
+        }
     }
 
     #[test]

@@ -31,7 +31,27 @@ pub enum Derived {
     HierarchicalResourceQuota,
 }
 
+/// A sequence of resourceVersions: objects of one sequence are ordered by theirs, and a watch
+/// resumes only from a version of its own sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sequence {
+    /// The namespaces' (the forest's): every object derived from namespaces.
+    Namespaces,
+    /// The ConfigMap's that holds the HNC configuration.
+    ConfigMap,
+}
+
 impl Derived {
+    /// The sequence its objects' resourceVersions belong to.
+    pub fn sequence(self) -> Sequence {
+        match self {
+            Derived::HncConfiguration => Sequence::ConfigMap,
+            Derived::HierarchyConfiguration | Derived::Subnamespace | Derived::HierarchicalResourceQuota => {
+                Sequence::Namespaces
+            }
+        }
+    }
+
     /// Its kind, which names its uid space: these words are hashed into every uid, so they
     /// never change.
     fn name(self) -> &'static str {

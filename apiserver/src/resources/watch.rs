@@ -17,7 +17,7 @@ use crate::auth::authn::Identity;
 use crate::auth::tls::PeerSocket;
 use crate::auth::view::{Shown, View};
 use crate::hierarchy::forest::Forest;
-use crate::hierarchy::identity::Derived;
+use crate::hierarchy::identity::{Derived, Sequence};
 use crate::http::list::{ListOptions, Selectable};
 use crate::http::negotiation::Representation;
 use crate::http::request_info::ResourceRequest;
@@ -115,9 +115,7 @@ impl Watcher {
                 return None;
             }
             *last_seen = *n;
-            let same_sequence =
-                (e.derived == Derived::HncConfiguration) == (self.derived == Derived::HncConfiguration);
-            if same_sequence {
+            if e.derived.sequence() == self.derived.sequence() {
                 *last_rv = (*last_rv).max(e.rv);
             }
             self.wants(e).then(|| self.event_line(e))
@@ -275,7 +273,7 @@ pub async fn serve(
     let Request { def, current_objects, req, query, render } = request;
     let start = start_of(query)?;
     // The configuration's versions are its ConfigMap's, another sequence than the forest's.
-    let configuration = def.derived == Derived::HncConfiguration;
+    let configuration = def.derived.sequence() == Sequence::ConfigMap;
     if let Start::After { rv, .. } = start {
         let reached = match configuration {
             true => state.config.reaches(rv, TOO_LARGE_WAIT).await,

@@ -108,7 +108,13 @@ impl ConfigStore {
             obj.metadata.resource_version = Some(rv.to_string());
         }
         let after = serde_json::to_value(obj).unwrap_or_default();
-        if before != after && rv > 0 {
+        if rv == 0 {
+            // Gone with no version to tell (deleted while the watch was down): the store stays
+            // at the last version it reached, so that waiters and resumed watches of the
+            // configuration are not sent back to the start.
+            return;
+        }
+        if before != after {
             hub.publish(vec![Event::new("MODIFIED", Derived::HncConfiguration, after, rv)]);
         }
         self.reached.set(rv);
@@ -324,6 +330,7 @@ mod tests {
             }
         }
         assert_eq!(rvs, [7, 9, 9]);
+        assert_eq!(store.resource_version(), 9, "the store stays at the last version it reached");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::hierarchy::identity::Derived;
+use crate::hierarchy::identity::{Derived, Sequence};
 
 /// Events kept for resumes and for watchers catching up: at 300 events/s (100 hierarchy writes
 /// a second) about half a minute, more than the time between two bookmarks, so a watcher that
@@ -162,10 +162,10 @@ impl Hub {
             while h.events.len() > HISTORY || h.bytes > HISTORY_BYTES {
                 let Some(old) = h.events.pop_front() else { break };
                 h.bytes -= old.object.len();
-                // The configuration's versions are another sequence (its ConfigMap's, which may
-                // be ahead of the forest or behind it): a watch of it resumes without the
-                // history (crate::resources::watch).
-                if old.derived != Derived::HncConfiguration {
+                // The history's versions are the namespaces'. The configuration's are its
+                // ConfigMap's, which may be ahead of the forest or behind it: a watch of it
+                // resumes without the history (crate::resources::watch).
+                if old.derived.sequence() == Sequence::Namespaces {
                     h.complete_after = old.rv;
                 }
             }
