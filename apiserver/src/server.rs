@@ -276,7 +276,7 @@ fn json_refused(e: actix_web::error::JsonPayloadError, req: &HttpRequest) -> Api
             let got = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
             ApiError::unsupported_media_type(got, &["application/json"])
         }
-        e => ApiError::bad_request(format!("the body is not a JSON AdmissionReview: {e}")),
+        e => ApiError::bad_request(format!("the body could not be read as a JSON AdmissionReview: {e}")),
     }
 }
 

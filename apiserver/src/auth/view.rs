@@ -171,7 +171,10 @@ impl Views {
     /// Forgets every view of `resource` served to `who` but `view`: their client was told to list
     /// again, and is shown `view` from then on.
     pub fn remember_only(&self, who: &Identity, resource: &str, view: &View) {
-        self.served.insert(served_key(who, resource), vec![(view.clone(), std::time::Instant::now())]);
+        let only = vec![(view.clone(), std::time::Instant::now())];
+        // Under the key's lock too: a plain insert does not wait for a `remember` of the same
+        // identity in progress, which would then write the forgotten views back.
+        self.served.entry(served_key(who, resource)).and_compute_with(|_| moka::ops::compute::Op::Put(only));
     }
 
     /// The views of `resource` served to `who` in the last hour, oldest first.
