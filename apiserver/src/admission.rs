@@ -37,13 +37,12 @@ use crate::propagation::copies::INHERITED_FROM;
 use crate::propagation::exceptions;
 use crate::propagation::ENFORCED;
 use crate::state::AppState;
+use review::{invalid, Review};
 
 pub mod namespace_labels;
 pub mod quota_webhooks;
 pub mod review;
 pub mod sources;
-
-use review::{invalid, Review};
 
 /// A refusal as kube-apiserver reports it: HTTP code, reason and message.
 struct Denial {

@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use crate::auth::authn::ClusterPeer;
 
 /// An AdmissionReview's request, as an actix extractor. A body that is not JSON is answered
-/// with a Status ([`crate::server::app`]'s JSON error); a review without a request is answered as kube-apiserver expects, with
-/// an AdmissionReview that refuses it as invalid.
+/// with a Status ([`crate::server::app`]'s JSON error); a review without a request is answered
+/// as kube-apiserver expects, with an AdmissionReview that refuses it as invalid.
 pub struct Review<T: kube::Resource> {
     /// What kube-apiserver asks about.
     pub request: AdmissionRequest<T>,

@@ -37,7 +37,7 @@ pub enum Derived {
 pub enum Sequence {
     /// The namespaces' (the forest's): every object derived from namespaces.
     Namespaces,
-    /// The ConfigMap's that holds the HNC configuration.
+    /// That of the ConfigMap holding the HNC configuration.
     ConfigMap,
 }
 
